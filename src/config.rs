@@ -1,0 +1,191 @@
+//! Model configuration: one place for every model default, parsed from TOML and validated before any
+//! tensor is built.
+
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// How the model learns where each character stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Position {
+    /// No positional information: only the causal mask can leak order.
+    None,
+    /// GPT-2's trainable table of `block_size` rows, added to the token embedding.
+    Learned,
+    /// The fixed sin/cos table of Vaswani et al. (2017), added to the token embedding.
+    Sinusoidal,
+    /// Rotary embedding (Su et al. 2021): q and k rotated by their position in every head.
+    Rope,
+    /// ALiBi (Press et al. 2022): a per-head linear distance penalty on the attention scores.
+    Alibi,
+}
+
+impl Position {
+    /// Every scheme, in the order the lesson introduces them.
+    pub const ALL: [Position; 5] = [
+        Position::None,
+        Position::Learned,
+        Position::Sinusoidal,
+        Position::Rope,
+        Position::Alibi,
+    ];
+
+    /// The name used in config files and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Position::None => "none",
+            Position::Learned => "learned",
+            Position::Sinusoidal => "sinusoidal",
+            Position::Rope => "rope",
+            Position::Alibi => "alibi",
+        }
+    }
+}
+
+impl std::fmt::Display for Position {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Position {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
+        Position::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| ConfigError::Invalid(format!(
+                "unknown position scheme `{s}`: use one of none, learned, sinusoidal, rope, alibi"
+            )))
+    }
+}
+
+/// What is wrong with a configuration, said so that the user knows what to change.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file that was asked for.
+        path: String,
+        /// Why reading failed.
+        source: std::io::Error,
+    },
+    /// The TOML is malformed, has unknown keys or values of the wrong type.
+    #[error("config {path} is not valid: {message}")]
+    Parse {
+        /// The file (or `<string>`).
+        path: String,
+        /// The parser's message, which names the key and line.
+        message: String,
+    },
+    /// The values parse but do not make a model.
+    #[error("invalid config: {0}")]
+    Invalid(String),
+}
+
+/// The shape of the GPT: sizes, positional scheme and regularisation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ModelConfig {
+    /// Number of distinct tokens (characters). 0 in a config file means "take it from the tokenizer".
+    pub vocab_size: usize,
+    /// Longest context the model is trained on (and the rows of the learned position table).
+    pub block_size: usize,
+    /// Number of transformer blocks.
+    pub n_layer: usize,
+    /// Attention heads per block; `n_embd` is split evenly between them.
+    pub n_head: usize,
+    /// Width of the residual stream.
+    pub n_embd: usize,
+    /// Dropout probability during training (none in evaluation).
+    pub dropout: f64,
+    /// Whether Linear layers and LayerNorms have biases (nanoGPT's `bias`).
+    pub bias: bool,
+    /// Whether `lm_head` shares its weight with the token embedding.
+    pub tie_weights: bool,
+    /// The positional scheme.
+    pub position: Position,
+    /// The RoPE base θ (10000 in RoFormer).
+    pub rope_base: f64,
+}
+
+impl Default for ModelConfig {
+    /// The lesson's model: 4 heads of 32 dimensions, 128 positions, learned position table.
+    fn default() -> Self {
+        ModelConfig {
+            vocab_size: 0,
+            block_size: 128,
+            n_layer: 4,
+            n_head: 4,
+            n_embd: 128,
+            dropout: 0.0,
+            bias: true,
+            tie_weights: false,
+            position: Position::Learned,
+            rope_base: 10_000.0,
+        }
+    }
+}
+
+impl ModelConfig {
+    /// Parses a TOML string; `origin` names it in error messages.
+    pub fn from_toml_str(text: &str, origin: &str) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|e| parse_error(origin, e))
+    }
+
+    /// Width of one attention head.
+    pub fn head_dim(&self) -> usize {
+        self.n_embd / self.n_head.max(1)
+    }
+
+    /// Checks every rule a model needs, so that a bad value fails here with a clear message
+    /// rather than deep inside a tensor op.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |m: String| Err(ConfigError::Invalid(m));
+        for (name, value) in [
+            ("vocab_size", self.vocab_size),
+            ("block_size", self.block_size),
+            ("n_layer", self.n_layer),
+            ("n_head", self.n_head),
+            ("n_embd", self.n_embd),
+        ] {
+            if value == 0 {
+                return invalid(format!("{name} must be at least 1"));
+            }
+        }
+        if self.n_embd % self.n_head != 0 {
+            return invalid(format!(
+                "n_embd {} is not divisible by n_head {}: choose n_embd = n_head × head size",
+                self.n_embd, self.n_head
+            ));
+        }
+        if self.position == Position::Rope && self.head_dim() % 2 != 0 {
+            return invalid(format!(
+                "rope rotates pairs of dimensions, but the head size n_embd/n_head = {} is odd",
+                self.head_dim()
+            ));
+        }
+        if !(0.0..1.0).contains(&self.dropout) {
+            return invalid(format!("dropout {} must be in [0, 1)", self.dropout));
+        }
+        if !(self.rope_base.is_finite() && self.rope_base > 1.0) {
+            return invalid(format!("rope_base {} must be a finite number above 1", self.rope_base));
+        }
+        Ok(())
+    }
+}
+
+/// Turns a TOML error into a [`ConfigError::Parse`] with a one-line message.
+pub fn parse_error(origin: &str, e: toml::de::Error) -> ConfigError {
+    let message = e.to_string().replace('\n', " ").split_whitespace().collect::<Vec<_>>().join(" ");
+    ConfigError::Parse { path: origin.to_string(), message }
+}
+
+/// Reads a file into a string, with the path in the error.
+pub fn read_config_file(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.display().to_string(),
+        source,
+    })
+}

@@ -1,0 +1,83 @@
+//! Causal multi-head self-attention with one fused qkv projection.
+
+use crate::config::ModelConfig;
+use crate::model::layers::{f32_tensor, linear, Dropout, Mode, INIT_STD};
+use crate::model::position::PositionEncoding;
+use candle_core::{Module, Result, Tensor, D};
+use candle_nn::{Linear, VarBuilder};
+
+/// The additive causal mask (Tq, Tk): 0 where the query (one of the last Tq of Tk positions) may
+/// see the key, −∞ above the diagonal.
+pub fn causal_mask(t_q: usize, t_k: usize, like: &Tensor) -> Result<Tensor> {
+    let offset = t_k - t_q;
+    let mask: Vec<f32> = (0..t_q)
+        .flat_map(|i| (0..t_k).map(move |j| if j <= i + offset { 0.0 } else { f32::NEG_INFINITY }))
+        .collect();
+    f32_tensor(mask, (t_q, t_k), like)
+}
+
+/// Multi-head attention: `c_attn` makes q, k and v in one matmul, the heads are slices of them,
+/// and `c_proj` mixes the heads back. Its parameter count does not depend on `n_head`.
+pub struct CausalSelfAttention {
+    c_attn: Linear,
+    c_proj: Linear,
+    attn_dropout: Dropout,
+    resid_dropout: Dropout,
+    n_head: usize,
+    head_dim: usize,
+}
+
+impl CausalSelfAttention {
+    /// `c_attn`: n_embd → 3·n_embd; `c_proj`: n_embd → n_embd, drawn with GPT-2's scaled
+    /// residual std 0.02/√(2·n_layer).
+    pub fn new(vb: VarBuilder, cfg: &ModelConfig) -> Result<Self> {
+        let c = cfg.n_embd;
+        let residual_std = INIT_STD / (2.0 * cfg.n_layer as f64).sqrt();
+        Ok(CausalSelfAttention {
+            c_attn: linear(vb.pp("c_attn"), c, 3 * c, cfg.bias, INIT_STD)?,
+            c_proj: linear(vb.pp("c_proj"), c, c, cfg.bias, residual_std)?,
+            attn_dropout: Dropout::new(cfg.dropout),
+            resid_dropout: Dropout::new(cfg.dropout),
+            n_head: cfg.n_head,
+            head_dim: cfg.head_dim(),
+        })
+    }
+
+    /// Splits (B, T, C) into heads: (B, n_head, T, head_dim).
+    fn split_heads(&self, x: &Tensor) -> Result<Tensor> {
+        let (b, t, _c) = x.dims3()?;
+        x.reshape((b, t, self.n_head, self.head_dim))?.transpose(1, 2)?.contiguous()
+    }
+
+    /// q, k and v for x (B, T, C), each (B, n_head, T, head_dim); q and k rotated for RoPE.
+    pub fn qkv(&self, x: &Tensor, pos: &PositionEncoding) -> Result<(Tensor, Tensor, Tensor)> {
+        let c = x.dim(2)?;
+        let qkv = self.c_attn.forward(x)?; // (B, T, 3C)
+        let q = self.split_heads(&qkv.narrow(2, 0, c)?)?; // (B, H, T, D)
+        let k = self.split_heads(&qkv.narrow(2, c, c)?)?; // (B, H, T, D)
+        let v = self.split_heads(&qkv.narrow(2, 2 * c, c)?)?; // (B, H, T, D)
+        Ok((pos.rotate(&q, 0)?, pos.rotate(&k, 0)?, v))
+    }
+
+    /// Attention weights (B, H, T, T) for x (B, T, C): softmax of the scaled, masked scores.
+    pub fn weights(&self, q: &Tensor, k: &Tensor, pos: &PositionEncoding) -> Result<Tensor> {
+        let (t_q, t_k) = (q.dim(2)?, k.dim(2)?);
+        let scale = 1.0 / (self.head_dim as f64).sqrt();
+        let mut scores = (q.matmul(&k.t()?)? * scale)?; // (B, H, Tq, Tk)
+        if let Some(bias) = pos.score_bias(t_q, t_k, &scores)? {
+            scores = scores.broadcast_add(&bias)?; // (B, H, Tq, Tk)
+        }
+        let scores = scores.broadcast_add(&causal_mask(t_q, t_k, &scores)?)?; // (B, H, Tq, Tk)
+        candle_nn::ops::softmax(&scores, D::Minus1) // (B, H, Tq, Tk)
+    }
+
+    /// y = c_proj(concat_heads(softmax(q kᵀ/√d + mask) v)) for x (B, T, C).
+    pub fn forward(&self, x: &Tensor, pos: &PositionEncoding, mode: &mut Mode) -> Result<Tensor> {
+        let (b, t, c) = x.dims3()?;
+        let (q, k, v) = self.qkv(x, pos)?; // each (B, H, T, D)
+        let att = self.attn_dropout.forward(&self.weights(&q, &k, pos)?, mode)?; // (B, H, T, T)
+        let y = att.matmul(&v)?; // (B, H, T, D)
+        let y = y.transpose(1, 2)?.reshape((b, t, c))?; // (B, T, C)
+        self.resid_dropout.forward(&self.c_proj.forward(&y)?, mode)
+    }
+}

@@ -1,0 +1,90 @@
+//! The whole GPT, read top to bottom: token embedding, positions, blocks, final LayerNorm, lm_head.
+
+use crate::config::ModelConfig;
+use crate::model::block::Block;
+use crate::model::init::seeded_var_builder;
+use crate::model::layers::{linear, Dropout, LayerNorm, Mode, INIT_STD};
+use crate::model::position::PositionEncoding;
+use candle_core::{Device, Module, Result, Tensor};
+use candle_nn::{Embedding, Init, Linear, VarBuilder, VarMap};
+
+/// A decoder-only transformer with nanoGPT's parameter names (`transformer.wte.weight`, …).
+pub struct Gpt {
+    wte: Embedding,
+    /// The positional scheme, public so that experiments can inspect it.
+    pub position: PositionEncoding,
+    drop: Dropout,
+    /// The transformer blocks, public so that experiments can read each layer.
+    pub h: Vec<Block>,
+    ln_f: LayerNorm,
+    lm_head: Linear,
+    cfg: ModelConfig,
+}
+
+impl Gpt {
+    /// Builds the model, taking or creating its parameters through `vb`. The config is validated
+    /// first, so a bad one fails before any tensor is made.
+    pub fn new(vb: VarBuilder, cfg: &ModelConfig) -> Result<Self> {
+        cfg.validate().map_err(candle_core::Error::wrap)?;
+        let t = vb.pp("transformer");
+        let wte_weight = t.pp("wte").get_with_hints(
+            (cfg.vocab_size, cfg.n_embd),
+            "weight",
+            Init::Randn { mean: 0.0, stdev: INIT_STD },
+        )?;
+        let position = PositionEncoding::new(t.clone(), cfg)?;
+        let h = (0..cfg.n_layer).map(|i| Block::new(t.pp(format!("h.{i}")), cfg)).collect::<Result<_>>()?;
+        let ln_f = LayerNorm::new(t.pp("ln_f"), cfg.n_embd, cfg.bias)?;
+        let lm_head = if cfg.tie_weights {
+            Linear::new(wte_weight.clone(), None)
+        } else {
+            linear(vb.pp("lm_head"), cfg.n_embd, cfg.vocab_size, false, INIT_STD)?
+        };
+        Ok(Gpt {
+            wte: Embedding::new(wte_weight, cfg.n_embd),
+            position,
+            drop: Dropout::new(cfg.dropout),
+            h,
+            ln_f,
+            lm_head,
+            cfg: cfg.clone(),
+        })
+    }
+
+    /// A fresh model whose parameters are drawn from `seed` (GPT-2's initialisation), with the
+    /// VarMap that holds them for training and saving.
+    pub fn seeded(cfg: &ModelConfig, seed: u64, device: &Device) -> Result<(Gpt, VarMap)> {
+        let varmap = VarMap::new();
+        let model = Gpt::new(seeded_var_builder(&varmap, seed, device), cfg)?;
+        Ok((model, varmap))
+    }
+
+    /// The configuration the model was built from.
+    pub fn config(&self) -> &ModelConfig {
+        &self.cfg
+    }
+
+    /// The residual stream entering the blocks: token embedding plus absolute positions.
+    pub fn embed(&self, idx: &Tensor, mode: &mut Mode) -> Result<Tensor> {
+        let tok = self.wte.forward(idx)?; // (B, T, C)
+        let x = self.position.add_to_embedding(&tok, 0)?; // (B, T, C)
+        self.drop.forward(&x, mode)
+    }
+
+    /// Logits (B, T, vocab) for token ids idx (B, T) of at most block_size positions for a learned
+    /// table; other schemes accept longer contexts.
+    pub fn forward(&self, idx: &Tensor, mode: &mut Mode) -> Result<Tensor> {
+        let mut x = self.embed(idx, mode)?; // (B, T, C)
+        for block in &self.h {
+            x = block.forward(&x, &self.position, mode)?; // (B, T, C)
+        }
+        self.lm_head.forward(&self.ln_f.forward(&x)?) // (B, T, V)
+    }
+
+    /// Mean cross-entropy of the next-token predictions for idx (B, T) against targets (B, T).
+    pub fn loss(&self, idx: &Tensor, targets: &Tensor, mode: &mut Mode) -> Result<Tensor> {
+        let logits = self.forward(idx, mode)?; // (B, T, V)
+        let (b, t, v) = logits.dims3()?;
+        candle_nn::loss::cross_entropy(&logits.reshape((b * t, v))?, &targets.reshape(b * t)?)
+    }
+}

@@ -1,0 +1,84 @@
+//! The smallest pieces of the model: Linear, LayerNorm, dropout and the forward mode.
+
+use candle_core::{Module, Result, Tensor, D};
+use candle_nn::{Init, VarBuilder};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+/// GPT-2's initialisation for weights: N(0, 0.02).
+pub const INIT_STD: f64 = 0.02;
+
+/// Whether a forward pass trains (dropout on, masks drawn from this RNG) or evaluates.
+pub enum Mode<'a> {
+    /// No dropout.
+    Eval,
+    /// Dropout with masks drawn from the given seeded RNG.
+    Train(&'a mut ChaCha8Rng),
+}
+
+/// A Linear layer `y = x Wᵀ + b` with W stored [out, in] (as PyTorch), drawn N(0, `std`), b zero.
+pub fn linear(vb: VarBuilder, in_dim: usize, out_dim: usize, bias: bool, std: f64) -> Result<candle_nn::Linear> {
+    let weight = vb.get_with_hints((out_dim, in_dim), "weight", Init::Randn { mean: 0.0, stdev: std })?;
+    let bias = if bias { Some(vb.get_with_hints(out_dim, "bias", Init::Const(0.0))?) } else { None };
+    Ok(candle_nn::Linear::new(weight, bias))
+}
+
+/// LayerNorm over the last dimension, eps 1e-5, written from differentiable tensor ops
+/// (candle's own `LayerNorm` module has no backward pass).
+pub struct LayerNorm {
+    weight: Tensor,
+    bias: Option<Tensor>,
+}
+
+impl LayerNorm {
+    /// Weight ones, bias zeros (absent when `bias` is false).
+    pub fn new(vb: VarBuilder, dim: usize, bias: bool) -> Result<Self> {
+        let weight = vb.get_with_hints(dim, "weight", Init::Const(1.0))?;
+        let bias = if bias { Some(vb.get_with_hints(dim, "bias", Init::Const(0.0))?) } else { None };
+        Ok(LayerNorm { weight, bias })
+    }
+}
+
+impl Module for LayerNorm {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let mean = x.mean_keepdim(D::Minus1)?; // (.., 1)
+        let centred = x.broadcast_sub(&mean)?; // (.., C)
+        let var = centred.sqr()?.mean_keepdim(D::Minus1)?; // (.., 1)
+        let normed = centred.broadcast_div(&(var + 1e-5)?.sqrt()?)?; // (.., C)
+        let scaled = normed.broadcast_mul(&self.weight)?;
+        match &self.bias {
+            Some(bias) => scaled.broadcast_add(bias),
+            None => Ok(scaled),
+        }
+    }
+}
+
+/// Inverted dropout: zeroes each element with probability `p` in training and scales the rest by
+/// 1/(1-p); does nothing in evaluation.
+pub struct Dropout {
+    p: f64,
+}
+
+impl Dropout {
+    /// Dropout with probability `p` in [0, 1).
+    pub fn new(p: f64) -> Self {
+        Dropout { p }
+    }
+
+    /// Applies dropout when `mode` is training and p > 0.
+    pub fn forward(&self, x: &Tensor, mode: &mut Mode) -> Result<Tensor> {
+        let rng = match mode {
+            Mode::Train(rng) if self.p > 0.0 => rng,
+            _ => return Ok(x.clone()),
+        };
+        let scale = (1.0 / (1.0 - self.p)) as f32;
+        let mask: Vec<f32> =
+            (0..x.elem_count()).map(|_| if rng.random::<f64>() < self.p { 0.0 } else { scale }).collect();
+        x.mul(&f32_tensor(mask, x.shape(), x)?)
+    }
+}
+
+/// A tensor from f32 values on the device and in the dtype of `like`.
+pub fn f32_tensor(values: Vec<f32>, shape: impl Into<candle_core::Shape>, like: &Tensor) -> Result<Tensor> {
+    Tensor::from_vec(values, shape, like.device())?.to_dtype(like.dtype())
+}

@@ -1,0 +1,11 @@
+//! The GPT, smallest piece first: layers, positions, attention, blocks, the whole model.
+
+pub mod attention;
+pub mod block;
+pub mod gpt;
+pub mod init;
+pub mod layers;
+pub mod position;
+
+pub use gpt::Gpt;
+pub use layers::Mode;

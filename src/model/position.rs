@@ -1,0 +1,142 @@
+//! The five positional schemes: none, learned, sinusoidal, RoPE and ALiBi.
+//!
+//! Each acts at one place in the model: learned and sinusoidal tables are added to the token
+//! embedding, RoPE rotates q and k inside attention, ALiBi biases the attention scores.
+
+use crate::config::{ModelConfig, Position};
+use crate::model::layers::{f32_tensor, INIT_STD};
+use candle_core::{bail, Result, Tensor};
+use candle_nn::{Init, VarBuilder};
+
+/// The sinusoidal table of Vaswani et al.: row p, columns (2i, 2i+1) hold
+/// sin(p / 10000^(2i/dim)) and cos(p / 10000^(2i/dim)), for positions `start..start+len`.
+pub fn sinusoidal_table(start: usize, len: usize, dim: usize) -> Vec<f32> {
+    let mut table = Vec::with_capacity(len * dim);
+    for p in start..start + len {
+        for c in 0..dim {
+            let i = (c / 2) as f64;
+            let angle = p as f64 / 10_000f64.powf(2.0 * i / dim as f64);
+            table.push(if c % 2 == 0 { angle.sin() } else { angle.cos() } as f32);
+        }
+    }
+    table
+}
+
+/// RoPE angles m·θ_i with θ_i = base^(-2i/head_dim), for positions `start..start+len`:
+/// (cos, sin), each `len × head_dim/2`, row-major.
+pub fn rope_angles(start: usize, len: usize, head_dim: usize, base: f64) -> (Vec<f32>, Vec<f32>) {
+    let half = head_dim / 2;
+    let mut cos = Vec::with_capacity(len * half);
+    let mut sin = Vec::with_capacity(len * half);
+    for m in start..start + len {
+        for i in 0..half {
+            let angle = m as f64 * base.powf(-2.0 * i as f64 / head_dim as f64);
+            cos.push(angle.cos() as f32);
+            sin.push(angle.sin() as f32);
+        }
+    }
+    (cos, sin)
+}
+
+/// ALiBi slopes as in Press et al.: for n a power of two, the geometric sequence starting at
+/// 2^(-8/n) with that ratio (8 heads: 1/2, 1/4 … 1/256); otherwise the slopes of the closest
+/// smaller power of two, followed by every other slope of the next one.
+pub fn alibi_slopes(n_head: usize) -> Vec<f64> {
+    fn power_of_two(n: usize) -> Vec<f64> {
+        let start = 2f64.powf(-8.0 / n as f64);
+        (1..=n).map(|i| start.powi(i as i32)).collect()
+    }
+    if n_head.is_power_of_two() {
+        return power_of_two(n_head);
+    }
+    let closest = 1usize << n_head.ilog2();
+    let mut slopes = power_of_two(closest);
+    slopes.extend(power_of_two(2 * closest).into_iter().step_by(2).take(n_head - closest));
+    slopes
+}
+
+/// The positional scheme of one model, with its parameters or settings.
+pub enum PositionEncoding {
+    /// Nothing: attention sees a set, and only the causal mask leaks order.
+    None,
+    /// `transformer.wpe.weight`, a trainable (block_size, n_embd) table.
+    Learned { table: Tensor },
+    /// The fixed sin/cos table, computed for the positions asked for.
+    Sinusoidal { n_embd: usize },
+    /// Rotation of q and k by position, per head.
+    Rope { head_dim: usize, base: f64 },
+    /// Per-head slopes of the linear distance penalty.
+    Alibi { slopes: Vec<f64> },
+}
+
+impl PositionEncoding {
+    /// Builds the scheme the config asks for; only `learned` has parameters (`wpe.weight`).
+    pub fn new(vb: VarBuilder, cfg: &ModelConfig) -> Result<Self> {
+        Ok(match cfg.position {
+            Position::None => PositionEncoding::None,
+            Position::Learned => PositionEncoding::Learned {
+                table: vb.pp("wpe").get_with_hints(
+                    (cfg.block_size, cfg.n_embd),
+                    "weight",
+                    Init::Randn { mean: 0.0, stdev: INIT_STD },
+                )?,
+            },
+            Position::Sinusoidal => PositionEncoding::Sinusoidal { n_embd: cfg.n_embd },
+            Position::Rope => PositionEncoding::Rope { head_dim: cfg.head_dim(), base: cfg.rope_base },
+            Position::Alibi => PositionEncoding::Alibi { slopes: alibi_slopes(cfg.n_head) },
+        })
+    }
+
+    /// Adds absolute positions `start..start+T` to the token embeddings x (B, T, C) for the
+    /// learned and sinusoidal schemes; returns x unchanged for the others.
+    pub fn add_to_embedding(&self, x: &Tensor, start: usize) -> Result<Tensor> {
+        let (_b, t, c) = x.dims3()?;
+        match self {
+            PositionEncoding::Learned { table } => {
+                let rows = table.dim(0)?;
+                if start + t > rows {
+                    bail!(
+                        "the learned position table has {rows} rows but positions up to {} were asked for: \
+                         crop the context to block_size or use none, sinusoidal, rope or alibi",
+                        start + t
+                    )
+                }
+                x.broadcast_add(&table.narrow(0, start, t)?) // (B, T, C)
+            }
+            PositionEncoding::Sinusoidal { n_embd } => {
+                let table = f32_tensor(sinusoidal_table(start, t, *n_embd), (t, c), x)?; // (T, C)
+                x.broadcast_add(&table) // (B, T, C)
+            }
+            _ => Ok(x.clone()),
+        }
+    }
+
+    /// Rotates q or k (B, H, T, D), whose rows stand at positions `start..start+T`, for RoPE:
+    /// pairs (2i, 2i+1) turn by the angle m·θ_i. Other schemes return the input unchanged.
+    pub fn rotate(&self, x: &Tensor, start: usize) -> Result<Tensor> {
+        match self {
+            PositionEncoding::Rope { head_dim, base } => {
+                let t = x.dim(2)?;
+                let (cos, sin) = rope_angles(start, t, *head_dim, *base);
+                let cos = f32_tensor(cos, (t, head_dim / 2), x)?; // (T, D/2)
+                let sin = f32_tensor(sin, (t, head_dim / 2), x)?; // (T, D/2)
+                candle_nn::rotary_emb::rope_i_slow(&x.contiguous()?, &cos, &sin) // (B, H, T, D)
+            }
+            _ => Ok(x.clone()),
+        }
+    }
+
+    /// For ALiBi, the bias −slope_h·(i − j) for a query at absolute position i and a key at j, as a
+    /// (H, Tq, Tk) tensor whose queries are the last Tq of the Tk keys; `None` for other schemes.
+    /// Entries above the diagonal are left to the causal mask.
+    pub fn score_bias(&self, t_q: usize, t_k: usize, like: &Tensor) -> Result<Option<Tensor>> {
+        let PositionEncoding::Alibi { slopes } = self else { return Ok(None) };
+        let mut bias = Vec::with_capacity(slopes.len() * t_q * t_k);
+        for slope in slopes {
+            for i in (t_k - t_q)..t_k {
+                bias.extend((0..t_k).map(|j| (-slope * (i as f64 - j as f64).max(0.0)) as f32));
+            }
+        }
+        Ok(Some(f32_tensor(bias, (slopes.len(), t_q, t_k), like)?))
+    }
+}
