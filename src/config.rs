@@ -54,9 +54,11 @@ impl std::str::FromStr for Position {
         Position::ALL
             .into_iter()
             .find(|p| p.name() == s)
-            .ok_or_else(|| ConfigError::Invalid(format!(
+            .ok_or_else(|| {
+                ConfigError::Invalid(format!(
                 "unknown position scheme `{s}`: use one of none, learned, sinusoidal, rope, alibi"
-            )))
+            ))
+            })
     }
 }
 
@@ -170,7 +172,10 @@ impl ModelConfig {
             return invalid(format!("dropout {} must be in [0, 1)", self.dropout));
         }
         if !(self.rope_base.is_finite() && self.rope_base > 1.0) {
-            return invalid(format!("rope_base {} must be a finite number above 1", self.rope_base));
+            return invalid(format!(
+                "rope_base {} must be a finite number above 1",
+                self.rope_base
+            ));
         }
         Ok(())
     }
@@ -178,8 +183,16 @@ impl ModelConfig {
 
 /// Turns a TOML error into a [`ConfigError::Parse`] with a one-line message.
 pub fn parse_error(origin: &str, e: toml::de::Error) -> ConfigError {
-    let message = e.to_string().replace('\n', " ").split_whitespace().collect::<Vec<_>>().join(" ");
-    ConfigError::Parse { path: origin.to_string(), message }
+    let message = e
+        .to_string()
+        .replace('\n', " ")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    ConfigError::Parse {
+        path: origin.to_string(),
+        message,
+    }
 }
 
 /// Reads a file into a string, with the path in the error.

@@ -31,20 +31,33 @@ pub struct PrepareStats {
 
 /// The `poet.tang.N.json` files of `dir`, in the order of N.
 pub fn tang_files(dir: &Path) -> Result<Vec<PathBuf>> {
-    let entries = std::fs::read_dir(dir)
-        .with_context(|| format!("cannot read {}: point --source at the package's dist/quantangshi", dir.display()))?;
+    let entries = std::fs::read_dir(dir).with_context(|| {
+        format!(
+            "cannot read {}: point --source at the package's dist/quantangshi",
+            dir.display()
+        )
+    })?;
     let mut files: Vec<(u64, PathBuf)> = Vec::new();
     for entry in entries {
         let path = entry?.path();
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-        if let Some(n) = name.strip_prefix("poet.tang.").and_then(|r| r.strip_suffix(".json")) {
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        if let Some(n) = name
+            .strip_prefix("poet.tang.")
+            .and_then(|r| r.strip_suffix(".json"))
+        {
             if let Ok(n) = n.parse() {
                 files.push((n, path));
             }
         }
     }
     if files.is_empty() {
-        bail!("no poet.tang.*.json in {}: point --source at the package's dist/quantangshi", dir.display());
+        bail!(
+            "no poet.tang.*.json in {}: point --source at the package's dist/quantangshi",
+            dir.display()
+        );
     }
     files.sort();
     Ok(files.into_iter().map(|(_, p)| p).collect())
@@ -61,9 +74,10 @@ pub fn build_corpus(
     let mut seen = HashSet::new();
     let mut poems = Vec::new();
     for file in tang_files(dir)? {
-        let text = std::fs::read_to_string(&file).with_context(|| format!("cannot read {}", file.display()))?;
-        let raw: Vec<RawPoem> =
-            serde_json::from_str(&text).with_context(|| format!("{} is not the expected JSON", file.display()))?;
+        let text = std::fs::read_to_string(&file)
+            .with_context(|| format!("cannot read {}", file.display()))?;
+        let raw: Vec<RawPoem> = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not the expected JSON", file.display()))?;
         for poem in raw {
             stats.read += 1;
             let simplified = to_simplified(&poem.paragraphs.concat());
@@ -80,7 +94,11 @@ pub fn build_corpus(
             poems.push(simplified);
         }
     }
-    stats.distinct = poems.iter().flat_map(|p| p.chars()).collect::<BTreeSet<_>>().len();
+    stats.distinct = poems
+        .iter()
+        .flat_map(|p| p.chars())
+        .collect::<BTreeSet<_>>()
+        .len();
     Ok((poems, stats))
 }
 
@@ -94,11 +112,20 @@ pub fn tiny_subset(poems: &[String]) -> Vec<String> {
 pub fn unigram_entropy(poems: &[String]) -> f64 {
     let mut counts = std::collections::HashMap::new();
     let mut total = 0usize;
-    for c in poems.iter().flat_map(|p| p.chars().chain(std::iter::once('\n'))) {
+    for c in poems
+        .iter()
+        .flat_map(|p| p.chars().chain(std::iter::once('\n')))
+    {
         *counts.entry(c).or_insert(0usize) += 1;
         total += 1;
     }
-    counts.values().map(|&n| { let p = n as f64 / total as f64; -p * p.ln() }).sum()
+    counts
+        .values()
+        .map(|&n| {
+            let p = n as f64 / total as f64;
+            -p * p.ln()
+        })
+        .sum()
 }
 
 /// The text of `data/README.md` for a corpus built with `stats` by `command`.

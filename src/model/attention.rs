@@ -11,7 +11,15 @@ use candle_nn::{Linear, VarBuilder};
 pub fn causal_mask(t_q: usize, t_k: usize, like: &Tensor) -> Result<Tensor> {
     let offset = t_k - t_q;
     let mask: Vec<f32> = (0..t_q)
-        .flat_map(|i| (0..t_k).map(move |j| if j <= i + offset { 0.0 } else { f32::NEG_INFINITY }))
+        .flat_map(|i| {
+            (0..t_k).map(move |j| {
+                if j <= i + offset {
+                    0.0
+                } else {
+                    f32::NEG_INFINITY
+                }
+            })
+        })
         .collect();
     f32_tensor(mask, (t_q, t_k), like)
 }
@@ -46,7 +54,9 @@ impl CausalSelfAttention {
     /// Splits (B, T, C) into heads: (B, n_head, T, head_dim).
     fn split_heads(&self, x: &Tensor) -> Result<Tensor> {
         let (b, t, _c) = x.dims3()?;
-        x.reshape((b, t, self.n_head, self.head_dim))?.transpose(1, 2)?.contiguous()
+        x.reshape((b, t, self.n_head, self.head_dim))?
+            .transpose(1, 2)?
+            .contiguous()
     }
 
     /// q, k and v for x (B, T, C), each (B, n_head, T, head_dim); q and k rotated for RoPE.
@@ -75,7 +85,9 @@ impl CausalSelfAttention {
     pub fn forward(&self, x: &Tensor, pos: &PositionEncoding, mode: &mut Mode) -> Result<Tensor> {
         let (b, t, c) = x.dims3()?;
         let (q, k, v) = self.qkv(x, pos)?; // each (B, H, T, D)
-        let att = self.attn_dropout.forward(&self.weights(&q, &k, pos)?, mode)?; // (B, H, T, T)
+        let att = self
+            .attn_dropout
+            .forward(&self.weights(&q, &k, pos)?, mode)?; // (B, H, T, T)
         let y = att.matmul(&v)?; // (B, H, T, D)
         let y = y.transpose(1, 2)?.reshape((b, t, c))?; // (B, T, C)
         self.resid_dropout.forward(&self.c_proj.forward(&y)?, mode)

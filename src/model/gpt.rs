@@ -30,15 +30,26 @@ impl Gpt {
         let wte_weight = t.pp("wte").get_with_hints(
             (cfg.vocab_size, cfg.n_embd),
             "weight",
-            Init::Randn { mean: 0.0, stdev: INIT_STD },
+            Init::Randn {
+                mean: 0.0,
+                stdev: INIT_STD,
+            },
         )?;
         let position = PositionEncoding::new(t.clone(), cfg)?;
-        let h = (0..cfg.n_layer).map(|i| Block::new(t.pp(format!("h.{i}")), cfg)).collect::<Result<_>>()?;
+        let h = (0..cfg.n_layer)
+            .map(|i| Block::new(t.pp(format!("h.{i}")), cfg))
+            .collect::<Result<_>>()?;
         let ln_f = LayerNorm::new(t.pp("ln_f"), cfg.n_embd, cfg.bias)?;
         let lm_head = if cfg.tie_weights {
             Linear::new(wte_weight.clone(), None)
         } else {
-            linear(vb.pp("lm_head"), cfg.n_embd, cfg.vocab_size, false, INIT_STD)?
+            linear(
+                vb.pp("lm_head"),
+                cfg.n_embd,
+                cfg.vocab_size,
+                false,
+                INIT_STD,
+            )?
         };
         Ok(Gpt {
             wte: Embedding::new(wte_weight, cfg.n_embd),

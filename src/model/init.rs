@@ -20,7 +20,10 @@ struct SeededInit {
 impl SeededInit {
     fn draw(&self, shape: &Shape, init: Init) -> Result<Vec<f32>> {
         let n = shape.elem_count();
-        let mut rng = self.rng.lock().map_err(|_| candle_core::Error::Msg("init RNG poisoned".into()))?;
+        let mut rng = self
+            .rng
+            .lock()
+            .map_err(|_| candle_core::Error::Msg("init RNG poisoned".into()))?;
         let values = match init {
             Init::Const(c) => vec![c as f32; n],
             Init::Randn { mean, stdev } => {
@@ -48,7 +51,11 @@ impl SimpleBackend for SeededInit {
         let values = self.draw(&s, h)?;
         let var = Var::from_tensor(&Tensor::from_vec(values, s, dev)?.to_dtype(dtype)?)?;
         let tensor = var.as_tensor().clone();
-        self.varmap.data().lock().expect("varmap lock").insert(name.to_string(), var);
+        self.varmap
+            .data()
+            .lock()
+            .expect("varmap lock")
+            .insert(name.to_string(), var);
         Ok(tensor)
     }
 
@@ -57,12 +64,19 @@ impl SimpleBackend for SeededInit {
     }
 
     fn contains_tensor(&self, name: &str) -> bool {
-        self.varmap.data().lock().expect("varmap lock").contains_key(name)
+        self.varmap
+            .data()
+            .lock()
+            .expect("varmap lock")
+            .contains_key(name)
     }
 }
 
 /// A VarBuilder whose new parameters are drawn from `seed` and stored in `varmap`.
 pub fn seeded_var_builder(varmap: &VarMap, seed: u64, device: &Device) -> VarBuilder<'static> {
-    let backend = SeededInit { varmap: varmap.clone(), rng: Mutex::new(ChaCha8Rng::seed_from_u64(seed)) };
+    let backend = SeededInit {
+        varmap: varmap.clone(),
+        rng: Mutex::new(ChaCha8Rng::seed_from_u64(seed)),
+    };
     VarBuilder::from_backend(Box::new(backend), DType::F32, device.clone())
 }

@@ -17,9 +17,26 @@ pub enum Mode<'a> {
 }
 
 /// A Linear layer `y = x Wᵀ + b` with W stored [out, in] (as PyTorch), drawn N(0, `std`), b zero.
-pub fn linear(vb: VarBuilder, in_dim: usize, out_dim: usize, bias: bool, std: f64) -> Result<candle_nn::Linear> {
-    let weight = vb.get_with_hints((out_dim, in_dim), "weight", Init::Randn { mean: 0.0, stdev: std })?;
-    let bias = if bias { Some(vb.get_with_hints(out_dim, "bias", Init::Const(0.0))?) } else { None };
+pub fn linear(
+    vb: VarBuilder,
+    in_dim: usize,
+    out_dim: usize,
+    bias: bool,
+    std: f64,
+) -> Result<candle_nn::Linear> {
+    let weight = vb.get_with_hints(
+        (out_dim, in_dim),
+        "weight",
+        Init::Randn {
+            mean: 0.0,
+            stdev: std,
+        },
+    )?;
+    let bias = if bias {
+        Some(vb.get_with_hints(out_dim, "bias", Init::Const(0.0))?)
+    } else {
+        None
+    };
     Ok(candle_nn::Linear::new(weight, bias))
 }
 
@@ -34,7 +51,11 @@ impl LayerNorm {
     /// Weight ones, bias zeros (absent when `bias` is false).
     pub fn new(vb: VarBuilder, dim: usize, bias: bool) -> Result<Self> {
         let weight = vb.get_with_hints(dim, "weight", Init::Const(1.0))?;
-        let bias = if bias { Some(vb.get_with_hints(dim, "bias", Init::Const(0.0))?) } else { None };
+        let bias = if bias {
+            Some(vb.get_with_hints(dim, "bias", Init::Const(0.0))?)
+        } else {
+            None
+        };
         Ok(LayerNorm { weight, bias })
     }
 }
@@ -72,13 +93,24 @@ impl Dropout {
             _ => return Ok(x.clone()),
         };
         let scale = (1.0 / (1.0 - self.p)) as f32;
-        let mask: Vec<f32> =
-            (0..x.elem_count()).map(|_| if rng.random::<f64>() < self.p { 0.0 } else { scale }).collect();
+        let mask: Vec<f32> = (0..x.elem_count())
+            .map(|_| {
+                if rng.random::<f64>() < self.p {
+                    0.0
+                } else {
+                    scale
+                }
+            })
+            .collect();
         x.mul(&f32_tensor(mask, x.shape(), x)?)
     }
 }
 
 /// A tensor from f32 values on the device and in the dtype of `like`.
-pub fn f32_tensor(values: Vec<f32>, shape: impl Into<candle_core::Shape>, like: &Tensor) -> Result<Tensor> {
+pub fn f32_tensor(
+    values: Vec<f32>,
+    shape: impl Into<candle_core::Shape>,
+    like: &Tensor,
+) -> Result<Tensor> {
     Tensor::from_vec(values, shape, like.device())?.to_dtype(like.dtype())
 }

@@ -51,7 +51,12 @@ pub fn alibi_slopes(n_head: usize) -> Vec<f64> {
     }
     let closest = 1usize << n_head.ilog2();
     let mut slopes = power_of_two(closest);
-    slopes.extend(power_of_two(2 * closest).into_iter().step_by(2).take(n_head - closest));
+    slopes.extend(
+        power_of_two(2 * closest)
+            .into_iter()
+            .step_by(2)
+            .take(n_head - closest),
+    );
     slopes
 }
 
@@ -78,12 +83,20 @@ impl PositionEncoding {
                 table: vb.pp("wpe").get_with_hints(
                     (cfg.block_size, cfg.n_embd),
                     "weight",
-                    Init::Randn { mean: 0.0, stdev: INIT_STD },
+                    Init::Randn {
+                        mean: 0.0,
+                        stdev: INIT_STD,
+                    },
                 )?,
             },
             Position::Sinusoidal => PositionEncoding::Sinusoidal { n_embd: cfg.n_embd },
-            Position::Rope => PositionEncoding::Rope { head_dim: cfg.head_dim(), base: cfg.rope_base },
-            Position::Alibi => PositionEncoding::Alibi { slopes: alibi_slopes(cfg.n_head) },
+            Position::Rope => PositionEncoding::Rope {
+                head_dim: cfg.head_dim(),
+                base: cfg.rope_base,
+            },
+            Position::Alibi => PositionEncoding::Alibi {
+                slopes: alibi_slopes(cfg.n_head),
+            },
         })
     }
 
@@ -120,7 +133,8 @@ impl PositionEncoding {
                 let (cos, sin) = rope_angles(start, t, *head_dim, *base);
                 let cos = f32_tensor(cos, (t, head_dim / 2), x)?; // (T, D/2)
                 let sin = f32_tensor(sin, (t, head_dim / 2), x)?; // (T, D/2)
-                candle_nn::rotary_emb::rope_i_slow(&x.contiguous()?, &cos, &sin) // (B, H, T, D)
+                candle_nn::rotary_emb::rope_i_slow(&x.contiguous()?, &cos, &sin)
+                // (B, H, T, D)
             }
             _ => Ok(x.clone()),
         }
@@ -130,7 +144,9 @@ impl PositionEncoding {
     /// (H, Tq, Tk) tensor whose queries are the last Tq of the Tk keys; `None` for other schemes.
     /// Entries above the diagonal are left to the causal mask.
     pub fn score_bias(&self, t_q: usize, t_k: usize, like: &Tensor) -> Result<Option<Tensor>> {
-        let PositionEncoding::Alibi { slopes } = self else { return Ok(None) };
+        let PositionEncoding::Alibi { slopes } = self else {
+            return Ok(None);
+        };
         let mut bias = Vec::with_capacity(slopes.len() * t_q * t_k);
         for slope in slopes {
             for i in (t_k - t_q)..t_k {

@@ -1,0 +1,83 @@
+//! Token streams for the train and validation splits, and seeded random windows over them.
+
+use crate::data::corpus::{join_poems, Corpus};
+use crate::data::error::DataError;
+use crate::data::tokenizer::CharTokenizer;
+use candle_core::{Device, Result, Tensor};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+/// Which split to draw from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Split {
+    /// The training poems.
+    Train,
+    /// The held-out poems.
+    Val,
+}
+
+/// The two splits as token streams: poems concatenated, each followed by a newline.
+pub struct Splits {
+    /// Training tokens.
+    pub train: Vec<u32>,
+    /// Validation tokens.
+    pub val: Vec<u32>,
+}
+
+impl Splits {
+    /// Encodes the corpus's split; fails when either side is shorter than one window of
+    /// `block_size + 1` tokens.
+    pub fn new(
+        corpus: &Corpus,
+        tokenizer: &CharTokenizer,
+        block_size: usize,
+    ) -> std::result::Result<Self, DataError> {
+        let (train, val) = corpus.split();
+        let splits = Splits {
+            train: tokenizer.encode(&join_poems(train.into_iter()))?,
+            val: tokenizer.encode(&join_poems(val.into_iter()))?,
+        };
+        for (name, tokens) in [("train", &splits.train), ("val", &splits.val)] {
+            if tokens.len() < block_size + 1 {
+                return Err(DataError::TooShort {
+                    split: name,
+                    tokens: tokens.len(),
+                    needed: block_size + 1,
+                });
+            }
+        }
+        Ok(splits)
+    }
+
+    /// The tokens of one split.
+    pub fn tokens(&self, split: Split) -> &[u32] {
+        match split {
+            Split::Train => &self.train,
+            Split::Val => &self.val,
+        }
+    }
+
+    /// `batch_size` windows of `block_size + 1` tokens at random offsets, as nanoGPT draws them:
+    /// x = window[..T], y = window[1..], each (B, T) u32.
+    pub fn batch(
+        &self,
+        split: Split,
+        batch_size: usize,
+        block_size: usize,
+        rng: &mut ChaCha8Rng,
+        device: &Device,
+    ) -> Result<(Tensor, Tensor)> {
+        let tokens = self.tokens(split);
+        let mut x = Vec::with_capacity(batch_size * block_size);
+        let mut y = Vec::with_capacity(batch_size * block_size);
+        for _ in 0..batch_size {
+            let start = rng.random_range(0..=tokens.len() - block_size - 1);
+            x.extend_from_slice(&tokens[start..start + block_size]);
+            y.extend_from_slice(&tokens[start + 1..start + block_size + 1]);
+        }
+        Ok((
+            Tensor::from_vec(x, (batch_size, block_size), device)?, // (B, T)
+            Tensor::from_vec(y, (batch_size, block_size), device)?, // (B, T)
+        ))
+    }
+}

@@ -1,0 +1,75 @@
+//! Errors of the data pipeline, each saying what is wrong and what to do.
+
+use std::path::PathBuf;
+
+/// What went wrong reading a corpus, building batches or encoding text.
+#[derive(Debug, thiserror::Error)]
+pub enum DataError {
+    /// The corpus file could not be read.
+    #[error("cannot read corpus {path}: {source} (the shipped corpus is data/poems.txt)")]
+    Read {
+        /// The file asked for.
+        path: PathBuf,
+        /// Why reading failed.
+        source: std::io::Error,
+    },
+    /// The corpus is not UTF-8 text.
+    #[error("corpus {path} is not UTF-8 text (invalid byte at offset {offset}): save it as UTF-8, one poem per line")]
+    NotUtf8 {
+        /// The file.
+        path: PathBuf,
+        /// Where the first invalid byte is.
+        offset: usize,
+    },
+    /// The corpus has no line at all.
+    #[error("corpus {path} is empty: it needs one poem per line, e.g. 白日依山尽，黄河入海流。欲穷千里目，更上一层楼。")]
+    Empty {
+        /// The file.
+        path: PathBuf,
+    },
+    /// No line is a regular-form poem.
+    #[error(
+        "corpus {path} has no valid poem among its {lines} lines: a poem is one line of 4 or 8 sentences of 5 or 7 \
+         Chinese characters, each ended by ，。？！or ；"
+    )]
+    NoValidPoem {
+        /// The file.
+        path: PathBuf,
+        /// Non-empty lines read.
+        lines: usize,
+    },
+    /// A split is too short for one training window.
+    #[error(
+        "the {split} split has {tokens} tokens, fewer than block_size + 1 = {needed}: use a larger corpus or a \
+         smaller --block-size"
+    )]
+    TooShort {
+        /// "train" or "val".
+        split: &'static str,
+        /// Its length in tokens.
+        tokens: usize,
+        /// block_size + 1.
+        needed: usize,
+    },
+    /// Text holds characters the tokenizer does not know.
+    #[error("{} not in the vocabulary: {}; use only characters of the training corpus", if .0.len() == 1 { "this character is" } else { "these characters are" }, describe(.0))]
+    UnknownChars(Vec<char>),
+    /// The tokenizer file or library failed.
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+}
+
+/// Names characters so that invisible ones are seen too: `'a' 'b' '\n' U+200B`.
+fn describe(chars: &[char]) -> String {
+    chars
+        .iter()
+        .map(|c| {
+            if c.is_control() || c.is_whitespace() {
+                format!("{:?} (U+{:04X})", c, *c as u32)
+            } else {
+                format!("'{c}'")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}

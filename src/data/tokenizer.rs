@@ -1,0 +1,118 @@
+//! The character tokenizer: one token per character, newline included, stored as a standard
+//! `tokenizer.json` that Python's `tokenizers.Tokenizer.from_file` loads and that gives the same ids.
+
+use crate::data::error::DataError;
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+use tokenizers::decoders::fuse::Fuse;
+use tokenizers::models::wordlevel::WordLevel;
+use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
+use tokenizers::{SplitDelimiterBehavior, Tokenizer};
+
+/// The token that separates poems.
+pub const NEWLINE: char = '\n';
+
+/// A tokenizer that maps each character of its vocabulary to one id.
+pub struct CharTokenizer {
+    inner: Tokenizer,
+    ids: HashMap<char, u32>,
+}
+
+fn tok_err(e: impl std::fmt::Display) -> DataError {
+    DataError::Tokenizer(e.to_string())
+}
+
+impl CharTokenizer {
+    /// The vocabulary of `text`: newline first (id 0), then every other character in code-point order.
+    pub fn from_text(text: &str) -> Result<Self, DataError> {
+        let chars: BTreeSet<char> = text.chars().filter(|&c| c != NEWLINE).collect();
+        let vocab = std::iter::once(NEWLINE)
+            .chain(chars)
+            .enumerate()
+            .map(|(i, c)| (c.to_string(), i as u32));
+        let model = WordLevel::builder()
+            .vocab(vocab.collect())
+            .unk_token("[UNK]".into())
+            .build()
+            .map_err(tok_err)?;
+        // Every character, newline included, becomes its own piece.
+        let split = Split::new(
+            SplitPattern::Regex(r"[\s\S]".into()),
+            SplitDelimiterBehavior::Isolated,
+            false,
+        )
+        .map_err(tok_err)?;
+        let mut inner = Tokenizer::new(model);
+        inner
+            .with_pre_tokenizer(Some(split))
+            .with_decoder(Some(Fuse::new()));
+        Ok(Self::wrap(inner))
+    }
+
+    fn wrap(inner: Tokenizer) -> Self {
+        let ids = inner
+            .get_vocab(false)
+            .into_iter()
+            .filter_map(|(token, id)| {
+                let mut chars = token.chars();
+                match (chars.next(), chars.next()) {
+                    (Some(c), None) => Some((c, id)),
+                    _ => None,
+                }
+            })
+            .collect();
+        CharTokenizer { inner, ids }
+    }
+
+    /// Loads a `tokenizer.json`.
+    pub fn load(path: &Path) -> Result<Self, DataError> {
+        let inner = Tokenizer::from_file(path)
+            .map_err(|e| DataError::Tokenizer(format!("cannot load {}: {e}", path.display())))?;
+        Ok(Self::wrap(inner))
+    }
+
+    /// Writes the standard `tokenizer.json` text.
+    pub fn to_json(&self) -> Result<String, DataError> {
+        self.inner.to_string(true).map_err(tok_err)
+    }
+
+    /// Number of tokens.
+    pub fn vocab_size(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// The id of one character, if known.
+    pub fn id(&self, c: char) -> Option<u32> {
+        self.ids.get(&c).copied()
+    }
+
+    /// The characters of `text` outside the vocabulary, each once, in order of appearance.
+    pub fn unknown_chars(&self, text: &str) -> Vec<char> {
+        let mut unknown: Vec<char> = Vec::new();
+        for c in text.chars().filter(|c| !self.ids.contains_key(c)) {
+            if !unknown.contains(&c) {
+                unknown.push(c);
+            }
+        }
+        unknown
+    }
+
+    /// One id per character; characters outside the vocabulary are an error that names them.
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, DataError> {
+        let unknown = self.unknown_chars(text);
+        if !unknown.is_empty() {
+            return Err(DataError::UnknownChars(unknown));
+        }
+        Ok(self
+            .inner
+            .encode(text, false)
+            .map_err(tok_err)?
+            .get_ids()
+            .to_vec())
+    }
+
+    /// The text of `ids`.
+    pub fn decode(&self, ids: &[u32]) -> Result<String, DataError> {
+        self.inner.decode(ids, false).map_err(tok_err)
+    }
+}

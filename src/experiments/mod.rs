@@ -1,0 +1,3 @@
+//! Experiments of the course, as library code the binaries call.
+
+pub mod heads_positions;

@@ -1,0 +1,138 @@
+//! The corpus, the tokenizer, the split and the batches.
+
+mod common;
+
+use candle_core::Device;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use shige::data::corpus::VAL_EVERY;
+use shige::data::{CharTokenizer, Corpus, DataError, Split, Splits};
+use std::collections::HashSet;
+use std::path::Path;
+
+#[test]
+fn tokenizer_round_trips_the_tiny_corpus_one_token_per_character() {
+    let corpus = common::tiny_corpus();
+    let text = corpus.text();
+    let tokenizer = CharTokenizer::from_text(&text).unwrap();
+    let ids = tokenizer.encode(&text).unwrap();
+    assert_eq!(ids.len(), text.chars().count());
+    assert_eq!(tokenizer.decode(&ids).unwrap(), text);
+    assert_eq!(tokenizer.id('\n'), Some(0), "newline is a token");
+    let distinct: HashSet<char> = text.chars().collect();
+    assert_eq!(tokenizer.vocab_size(), distinct.len());
+}
+
+#[test]
+fn saved_tokenizer_json_reloads_to_the_same_ids() {
+    let tokenizer = common::tiny_tokenizer();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tokenizer.json");
+    std::fs::write(&path, tokenizer.to_json().unwrap()).unwrap();
+    let reloaded = CharTokenizer::load(&path).unwrap();
+    let text = common::tiny_corpus().text();
+    assert_eq!(
+        reloaded.encode(&text).unwrap(),
+        tokenizer.encode(&text).unwrap()
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(
+        json["model"]["type"], "WordLevel",
+        "a standard tokenizer.json"
+    );
+}
+
+#[test]
+fn unknown_characters_are_named_not_dropped() {
+    let tokenizer = common::tiny_tokenizer();
+    let err = tokenizer.encode("白日abc😀a").unwrap_err().to_string();
+    for needle in ["'a'", "'b'", "'c'", "'😀'", "vocabulary"] {
+        assert!(err.contains(needle), "{needle} missing from {err}");
+    }
+    assert_eq!(
+        err.matches("'a'").count(),
+        1,
+        "each unknown character once: {err}"
+    );
+}
+
+#[test]
+fn split_keeps_whole_poems_on_one_side() {
+    let corpus = common::tiny_corpus();
+    let (train, val) = corpus.split();
+    assert_eq!(train.len() + val.len(), corpus.poems.len());
+    assert_eq!(val.len(), corpus.poems.len() / VAL_EVERY);
+    let train_set: HashSet<&String> = train.into_iter().collect();
+    assert!(
+        val.iter().all(|p| !train_set.contains(p)),
+        "a poem on both sides"
+    );
+}
+
+#[test]
+fn one_seed_gives_the_same_batches() {
+    let corpus = common::tiny_corpus();
+    let tokenizer = common::tiny_tokenizer();
+    let splits = Splits::new(&corpus, &tokenizer, 16).unwrap();
+    let draw = |seed| {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let (x, y) = splits
+            .batch(Split::Train, 4, 16, &mut rng, &Device::Cpu)
+            .unwrap();
+        (x.to_vec2::<u32>().unwrap(), y.to_vec2::<u32>().unwrap())
+    };
+    let (a, b, c) = (draw(1), draw(1), draw(2));
+    assert_eq!(a, b);
+    assert_ne!(a, c);
+    let (x, y) = a;
+    assert_eq!((x.len(), x[0].len()), (4, 16));
+    for (xr, yr) in x.iter().zip(&y) {
+        assert_eq!(xr[1..], yr[..15], "y is x shifted by one");
+    }
+}
+
+fn load_err(bytes: &[u8]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("corpus.txt");
+    std::fs::write(&path, bytes).unwrap();
+    Corpus::load(&path).unwrap_err().to_string()
+}
+
+#[test]
+fn bad_corpora_get_clear_errors() {
+    assert!(load_err(b"").contains("is empty"));
+    assert!(load_err(b"\n\n  \n").contains("is empty"));
+    assert!(load_err("hello world\n白日依山尽\n".as_bytes()).contains("no valid poem"));
+    assert!(load_err(&[0xe7, 0x99, 0xbd, 0xff, 0xfe, 0x00]).contains("not UTF-8"));
+    let missing = Corpus::load(Path::new("/nonexistent/poems.txt"))
+        .unwrap_err()
+        .to_string();
+    assert!(missing.contains("cannot read corpus"), "{missing}");
+}
+
+#[test]
+fn a_block_longer_than_the_val_split_is_an_error() {
+    let corpus = Corpus::parse(
+        &"白日依山尽，黄河入海流。欲穷千里目，更上一层楼。\n".repeat(20),
+        Path::new("x"),
+    )
+    .unwrap();
+    let tokenizer = CharTokenizer::from_text(&corpus.text()).unwrap();
+    let err = Splits::new(&corpus, &tokenizer, 64)
+        .err()
+        .expect("too short");
+    assert!(
+        matches!(err, DataError::TooShort { split: "val", .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("--block-size"), "{err}");
+    assert!(Splits::new(&corpus, &tokenizer, 20).is_ok());
+}
+
+#[test]
+fn irregular_lines_are_counted_not_kept() {
+    let text = "白日依山尽，黄河入海流。欲穷千里目，更上一层楼。\n白日依山尽，黄河入海。\nabc\n";
+    let corpus = Corpus::parse(text, Path::new("x")).unwrap();
+    assert_eq!((corpus.poems.len(), corpus.skipped), (1, 2));
+}

@@ -1,0 +1,155 @@
+//! Parameters: counts, names, seeded initialisation and gradients for every positional scheme.
+
+mod common;
+
+use candle_core::{Device, Tensor};
+use rand::SeedableRng;
+use shige::config::{ModelConfig, Position};
+use shige::model::{Gpt, Mode};
+
+fn count(varmap: &candle_nn::VarMap, prefix: &str) -> usize {
+    let data = varmap.data().lock().unwrap();
+    data.iter()
+        .filter(|(n, _)| n.starts_with(prefix))
+        .map(|(_, v)| v.elem_count())
+        .sum()
+}
+
+#[test]
+fn attention_parameter_count_does_not_depend_on_heads() {
+    for n_head in [1, 2, 4, 8] {
+        let cfg = ModelConfig {
+            vocab_size: 30,
+            n_layer: 1,
+            n_head,
+            n_embd: 32,
+            ..Default::default()
+        };
+        let (_, varmap) = Gpt::seeded(&cfg, 0, &Device::Cpu).unwrap();
+        assert_eq!(
+            count(&varmap, "transformer.h.0.attn.c_attn."),
+            3168,
+            "{n_head} heads"
+        );
+        assert_eq!(
+            count(&varmap, "transformer.h.0.attn.c_proj."),
+            1056,
+            "{n_head} heads"
+        );
+    }
+}
+
+#[test]
+fn parameter_names_follow_nanogpt() {
+    let cfg = common::small_config(30, 2, Position::Learned);
+    let (_, varmap) = Gpt::seeded(&cfg, 0, &Device::Cpu).unwrap();
+    let data = varmap.data().lock().unwrap();
+    let mut names: Vec<&String> = data.keys().collect();
+    names.sort();
+    for expected in [
+        "transformer.wte.weight",
+        "transformer.wpe.weight",
+        "transformer.h.1.ln_1.weight",
+        "transformer.h.1.attn.c_attn.bias",
+        "transformer.h.1.attn.c_proj.weight",
+        "transformer.h.1.mlp.c_fc.weight",
+        "transformer.h.1.mlp.c_proj.bias",
+        "transformer.ln_f.bias",
+        "lm_head.weight",
+    ] {
+        assert!(
+            data.contains_key(expected),
+            "missing {expected} in {names:?}"
+        );
+    }
+    assert_eq!(
+        data["transformer.h.0.attn.c_attn.weight"].dims(),
+        &[96, 32],
+        "Linear weights are [out, in]"
+    );
+}
+
+#[test]
+fn every_parameter_gets_a_gradient_for_every_scheme() {
+    for position in Position::ALL {
+        for tie_weights in [false, true] {
+            let cfg = ModelConfig {
+                tie_weights,
+                dropout: 0.1,
+                ..common::small_config(30, 2, position)
+            };
+            let (model, varmap) = Gpt::seeded(&cfg, 1, &Device::Cpu).unwrap();
+            let ids: Vec<u32> = (0..32).map(|i| (i * 11 % 30) as u32).collect();
+            let x = Tensor::new(&ids[..16], &Device::Cpu)
+                .unwrap()
+                .reshape((1, 16))
+                .unwrap();
+            let y = Tensor::new(&ids[1..17], &Device::Cpu)
+                .unwrap()
+                .reshape((1, 16))
+                .unwrap();
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
+            let loss = model.loss(&x, &y, &mut Mode::Train(&mut rng)).unwrap();
+            let grads = loss.backward().unwrap();
+            for (name, var) in varmap.data().lock().unwrap().iter() {
+                let grad = grads
+                    .get(var.as_tensor())
+                    .unwrap_or_else(|| panic!("{position}: no gradient for {name}"));
+                let norm: f32 = grad.abs().unwrap().sum_all().unwrap().to_scalar().unwrap();
+                assert!(
+                    norm > 0.0,
+                    "{position} tie={tie_weights}: zero gradient for {name}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn one_seed_gives_identical_weights_and_logits_another_seed_different_ones() {
+    let cfg = common::small_config(30, 2, Position::Rope);
+    let ids = Tensor::new(&[[1u32, 2, 3, 4, 5]], &Device::Cpu).unwrap();
+    let run = |seed| {
+        let (model, varmap) = Gpt::seeded(&cfg, seed, &Device::Cpu).unwrap();
+        let wte = varmap.data().lock().unwrap()["transformer.wte.weight"]
+            .flatten_all()
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap();
+        let logits = model
+            .forward(&ids, &mut Mode::Eval)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap();
+        (wte, logits)
+    };
+    let (a, b, c) = (run(5), run(5), run(6));
+    assert_eq!(a, b, "same seed, same weights and logits");
+    assert_ne!(a.0, c.0, "another seed, other weights");
+    assert_ne!(a.1, c.1, "another seed, other logits");
+}
+
+#[test]
+fn init_follows_gpt2() {
+    let cfg = ModelConfig {
+        vocab_size: 500,
+        n_layer: 4,
+        n_embd: 64,
+        ..Default::default()
+    };
+    let (_, varmap) = Gpt::seeded(&cfg, 0, &Device::Cpu).unwrap();
+    let data = varmap.data().lock().unwrap();
+    let std = |name: &str| {
+        let v = data[name].flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        let mean = v.iter().sum::<f32>() / v.len() as f32;
+        (v.iter().map(|x| (x - mean).powi(2)).sum::<f32>() / v.len() as f32).sqrt()
+    };
+    assert!((std("transformer.wte.weight") - 0.02).abs() < 0.001);
+    assert!((std("transformer.h.0.mlp.c_fc.weight") - 0.02).abs() < 0.001);
+    let residual = 0.02 / (8f32).sqrt();
+    assert!((std("transformer.h.0.attn.c_proj.weight") - residual).abs() < 0.0005);
+    assert!((std("transformer.h.3.mlp.c_proj.weight") - residual).abs() < 0.0005);
+    assert_eq!(std("transformer.h.0.attn.c_attn.bias"), 0.0);
+}

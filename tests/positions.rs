@@ -1,0 +1,106 @@
+//! The positional schemes against their formulas.
+
+use candle_core::{Device, Tensor};
+use shige::config::{ModelConfig, Position};
+use shige::model::position::{alibi_slopes, sinusoidal_table, PositionEncoding};
+
+#[test]
+fn rope_scores_depend_only_on_relative_position() {
+    let cfg = ModelConfig {
+        vocab_size: 10,
+        n_head: 1,
+        n_embd: 8,
+        position: Position::Rope,
+        ..Default::default()
+    };
+    let vb = candle_nn::VarBuilder::zeros(candle_core::DType::F32, &Device::Cpu);
+    let rope = PositionEncoding::new(vb, &cfg).unwrap();
+    let q = Tensor::new(&[0.3f32, -1.2, 0.7, 0.1, 2.0, -0.4, 0.9, 0.5], &Device::Cpu)
+        .unwrap()
+        .reshape((1, 1, 1, 8))
+        .unwrap();
+    let k = Tensor::new(
+        &[1.1f32, 0.2, -0.6, 0.8, -0.3, 1.5, 0.4, -1.0],
+        &Device::Cpu,
+    )
+    .unwrap()
+    .reshape((1, 1, 1, 8))
+    .unwrap();
+    let score = |m: usize, n: usize| -> f32 {
+        let qm = rope.rotate(&q, m).unwrap();
+        let kn = rope.rotate(&k, n).unwrap();
+        (qm * kn).unwrap().sum_all().unwrap().to_scalar().unwrap()
+    };
+    let unrotated: f32 = (&q * &k).unwrap().sum_all().unwrap().to_scalar().unwrap();
+    for (m, n) in [(3, 1), (7, 2), (5, 5)] {
+        for s in [1, 10, 100] {
+            let (a, b) = (score(m, n), score(m + s, n + s));
+            assert!(
+                (a - b).abs() < 1e-4,
+                "score at ({m},{n}) = {a}, at +{s} = {b}"
+            );
+        }
+    }
+    assert!(
+        (score(4, 4) - unrotated).abs() < 1e-5,
+        "equal positions give the plain dot product"
+    );
+    assert!(
+        (score(4, 1) - unrotated).abs() > 1e-3,
+        "a distance changes the score"
+    );
+}
+
+#[test]
+fn sinusoidal_table_equals_its_formula() {
+    let (len, dim) = (50, 16);
+    let table = sinusoidal_table(0, len, dim);
+    for pos in 0..len {
+        for i in 0..dim / 2 {
+            let angle = pos as f64 / 10000f64.powf((2 * i) as f64 / dim as f64);
+            assert!((table[pos * dim + 2 * i] as f64 - angle.sin()).abs() < 1e-6);
+            assert!((table[pos * dim + 2 * i + 1] as f64 - angle.cos()).abs() < 1e-6);
+        }
+    }
+    assert_eq!(
+        sinusoidal_table(7, 3, dim),
+        table[7 * dim..10 * dim].to_vec(),
+        "an offset table is a slice of the full one"
+    );
+}
+
+#[test]
+fn alibi_slopes_are_the_papers() {
+    let eight: Vec<f64> = (1..=8).map(|i| 1.0 / 2f64.powi(i)).collect();
+    assert_eq!(alibi_slopes(8), eight);
+    let four: Vec<f64> = (1..=4).map(|i| 1.0 / 4f64.powi(i)).collect();
+    assert_eq!(alibi_slopes(4), four);
+    // Not a power of two: the 4-head slopes, then every other slope of the 8-head ones.
+    assert_eq!(
+        alibi_slopes(6),
+        vec![0.25, 0.0625, 0.015625, 0.00390625, 0.5, 0.125]
+    );
+}
+
+#[test]
+fn alibi_bias_penalises_distance() {
+    let cfg = ModelConfig {
+        vocab_size: 10,
+        n_head: 2,
+        n_embd: 8,
+        position: Position::Alibi,
+        ..Default::default()
+    };
+    let vb = candle_nn::VarBuilder::zeros(candle_core::DType::F32, &Device::Cpu);
+    let alibi = PositionEncoding::new(vb, &cfg).unwrap();
+    let like = Tensor::zeros(1, candle_core::DType::F32, &Device::Cpu).unwrap();
+    let bias = alibi
+        .score_bias(3, 3, &like)
+        .unwrap()
+        .unwrap()
+        .to_vec3::<f32>()
+        .unwrap();
+    // 2 heads: slopes 1/16 and 1/256; query 2 against keys 0, 1, 2.
+    assert_eq!(bias[0][2], vec![-2.0 / 16.0, -1.0 / 16.0, 0.0]);
+    assert_eq!(bias[1][2], vec![-2.0 / 256.0, -1.0 / 256.0, 0.0]);
+}
