@@ -202,3 +202,114 @@ pub fn read_config_file(path: &Path) -> Result<String, ConfigError> {
         source,
     })
 }
+
+/// How to train: data, batch, steps, optimiser and schedule.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrainConfig {
+    /// The corpus file, one poem per line.
+    pub corpus: String,
+    /// Sequences per step.
+    pub batch_size: usize,
+    /// Optimiser steps in the whole run.
+    pub max_iters: usize,
+    /// Steps between validation passes (and checkpoints).
+    pub eval_interval: usize,
+    /// Validation batches averaged at each evaluation.
+    pub eval_iters: usize,
+    /// Peak learning rate; the cosine decays to a tenth of it.
+    pub learning_rate: f64,
+    /// Steps of linear warm-up.
+    pub warmup_iters: usize,
+    /// AdamW weight decay, applied to tensors of 2 or more dimensions only.
+    pub weight_decay: f64,
+    /// AdamW β1.
+    pub beta1: f64,
+    /// AdamW β2.
+    pub beta2: f64,
+    /// Gradients are rescaled when their global norm exceeds this (0 turns clipping off).
+    pub grad_clip: f64,
+    /// Seed of the initial weights, the batches and the dropout masks.
+    pub seed: u64,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        TrainConfig {
+            corpus: "data/poems.txt".into(),
+            batch_size: 32,
+            max_iters: 1000,
+            eval_interval: 100,
+            eval_iters: 20,
+            learning_rate: 1e-3,
+            warmup_iters: 50,
+            weight_decay: 0.1,
+            beta1: 0.9,
+            beta2: 0.95,
+            grad_clip: 1.0,
+            seed: 1337,
+        }
+    }
+}
+
+impl TrainConfig {
+    /// Checks the values a run needs.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let invalid = |m: String| Err(ConfigError::Invalid(m));
+        for (name, value) in [
+            ("batch_size", self.batch_size),
+            ("max_iters", self.max_iters),
+            ("eval_interval", self.eval_interval),
+            ("eval_iters", self.eval_iters),
+        ] {
+            if value == 0 {
+                return invalid(format!("{name} must be at least 1"));
+            }
+        }
+        if !(self.learning_rate.is_finite() && self.learning_rate > 0.0) {
+            return invalid(format!(
+                "learning_rate {} must be a positive number",
+                self.learning_rate
+            ));
+        }
+        for (name, beta) in [("beta1", self.beta1), ("beta2", self.beta2)] {
+            if !(0.0..1.0).contains(&beta) {
+                return invalid(format!("{name} {beta} must be in [0, 1)"));
+            }
+        }
+        if !(self.weight_decay >= 0.0 && self.grad_clip >= 0.0) {
+            return invalid("weight_decay and grad_clip must not be negative".into());
+        }
+        Ok(())
+    }
+}
+
+/// A whole run's configuration, as stored in `configs/*.toml` and in each run directory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct RunConfig {
+    /// The model.
+    pub model: ModelConfig,
+    /// The training.
+    pub train: TrainConfig,
+}
+
+impl RunConfig {
+    /// Reads and parses a TOML file (not yet validated: overrides may still change it).
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = read_config_file(path)?;
+        toml::from_str(&text).map_err(|e| parse_error(&path.display().to_string(), e))
+    }
+
+    /// The TOML text of this config.
+    pub fn to_toml(&self) -> Result<String, ConfigError> {
+        toml::to_string(self)
+            .map_err(|e| ConfigError::Invalid(format!("cannot write the config as TOML: {e}")))
+    }
+
+    /// Validates both parts.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.model.validate()?;
+        self.train.validate()
+    }
+}

@@ -4,3 +4,6 @@ pub mod config;
 pub mod data;
 pub mod experiments;
 pub mod model;
+pub mod perf;
+pub mod sample;
+pub mod train;

@@ -1,0 +1,174 @@
+//! Train a GPT on the poetry corpus: `cargo run --release --bin train`.
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use shige::config::{Position, RunConfig};
+use shige::train::{checkpoint::RunDir, train, TrainOptions};
+use std::path::PathBuf;
+
+/// Train a character-level GPT on classical Chinese poems.
+///
+/// With no arguments: the default config (configs/default.toml) on the shipped corpus, written to
+/// checkpoints/default-<time>/. Flags override single values of the config file.
+#[derive(Parser)]
+#[command(after_help = "Examples:\n  cargo run --release --bin train\n  \
+cargo run --release --bin train -- --config configs/tiny.toml --out checkpoints/tiny\n  \
+cargo run --release --bin train -- --resume checkpoints/tiny --max-iters 400")]
+struct Args {
+    /// Config file (TOML with [model] and [train] tables). Default: configs/default.toml, or the
+    /// saved config of the run given to --resume.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Run directory to write. Default: checkpoints/<config name>-<date>-<time>.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Continue the run in this directory from its last checkpoint.
+    #[arg(long, conflicts_with = "out")]
+    resume: Option<PathBuf>,
+    /// Stop after this step with a checkpoint, as if interrupted (resume later with --resume).
+    #[arg(long)]
+    stop_at: Option<usize>,
+    /// Print one JSON object with the results at the end (progress goes to stderr).
+    #[arg(long)]
+    json: bool,
+    /// Total optimiser steps.
+    #[arg(long)]
+    max_iters: Option<usize>,
+    /// Steps between evaluations and checkpoints.
+    #[arg(long)]
+    eval_interval: Option<usize>,
+    /// Validation batches per evaluation.
+    #[arg(long)]
+    eval_iters: Option<usize>,
+    /// Sequences per step.
+    #[arg(long)]
+    batch_size: Option<usize>,
+    /// Peak learning rate.
+    #[arg(long)]
+    learning_rate: Option<f64>,
+    /// Seed of the weights, batches and dropout.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Corpus file, one poem per line.
+    #[arg(long)]
+    corpus: Option<String>,
+    /// Context length in characters.
+    #[arg(long)]
+    block_size: Option<usize>,
+    /// Transformer blocks.
+    #[arg(long)]
+    n_layer: Option<usize>,
+    /// Attention heads.
+    #[arg(long)]
+    n_head: Option<usize>,
+    /// Width of the residual stream.
+    #[arg(long)]
+    n_embd: Option<usize>,
+    /// Positional scheme: none, learned, sinusoidal, rope or alibi.
+    #[arg(long)]
+    position: Option<Position>,
+    /// Dropout probability.
+    #[arg(long)]
+    dropout: Option<f64>,
+}
+
+/// Replaces `target` with `value` when the flag was given.
+fn set<T>(target: &mut T, value: Option<T>) {
+    if let Some(v) = value {
+        *target = v;
+    }
+}
+
+/// A run name from the config file's stem and the current UTC time: `default-20261129-130501`.
+fn default_run_dir(config: &std::path::Path) -> PathBuf {
+    let stem = config.file_stem().and_then(|s| s.to_str()).unwrap_or("run");
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    PathBuf::from("checkpoints").join(format!(
+        "{stem}-{year:04}{month:02}{day:02}-{:02}{:02}{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    ))
+}
+
+fn main() -> Result<()> {
+    shige::perf::keep_freed_memory();
+    let args = Args::parse();
+    if cfg!(debug_assertions) {
+        eprintln!(
+            "note: this is a debug build; its dependencies are optimised, but `cargo run --release --bin train` is faster"
+        );
+    }
+    let config_path = match (&args.config, &args.resume) {
+        (Some(path), _) => path.clone(),
+        (None, Some(dir)) => dir.join(shige::train::checkpoint::CONFIG_FILE),
+        (None, None) => PathBuf::from("configs/default.toml"),
+    };
+    let mut cfg = RunConfig::load(&config_path)?;
+    let (m, t) = (&mut cfg.model, &mut cfg.train);
+    set(&mut t.max_iters, args.max_iters);
+    set(&mut t.eval_interval, args.eval_interval);
+    set(&mut t.eval_iters, args.eval_iters);
+    set(&mut t.batch_size, args.batch_size);
+    set(&mut t.learning_rate, args.learning_rate);
+    set(&mut t.seed, args.seed);
+    set(&mut t.corpus, args.corpus);
+    set(&mut m.block_size, args.block_size);
+    set(&mut m.n_layer, args.n_layer);
+    set(&mut m.n_head, args.n_head);
+    set(&mut m.n_embd, args.n_embd);
+    set(&mut m.position, args.position);
+    set(&mut m.dropout, args.dropout);
+
+    let resume = args.resume.is_some();
+    let run = RunDir::new(
+        args.resume
+            .or(args.out)
+            .unwrap_or_else(|| default_run_dir(&config_path)),
+    );
+    eprintln!(
+        "training {} layers × {} heads × {} dims, {} positions, on {} → {}",
+        cfg.model.n_layer,
+        cfg.model.n_head,
+        cfg.model.n_embd,
+        cfg.model.position,
+        cfg.train.corpus,
+        run.path.display()
+    );
+    let summary = train(TrainOptions {
+        config: cfg,
+        run,
+        resume,
+        stop_at: args.stop_at,
+        progress: true,
+    })?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&summary).context("cannot write JSON")?
+        );
+    } else {
+        println!(
+            "done: {} steps, train loss {:.4}, val loss {:.4} (best {:.4}), {:.0} tokens/s, {:.0} s\ncheckpoint: {}\nsamples:",
+            summary.steps, summary.train_loss, summary.val_loss, summary.best_val_loss, summary.tokens_per_s, summary.wall_s,
+            summary.checkpoint
+        );
+        for s in &summary.samples {
+            println!("  {s}");
+        }
+    }
+    Ok(())
+}

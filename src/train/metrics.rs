@@ -1,0 +1,115 @@
+//! Per-evaluation metrics: the CSV file and the SVG plot of the loss curves.
+
+use anyhow::{Context, Result};
+use plotters::prelude::*;
+use std::path::Path;
+
+/// One evaluation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricRow {
+    /// Steps done.
+    pub step: usize,
+    /// Mean training loss since the previous evaluation.
+    pub train_loss: f64,
+    /// Mean validation loss over eval_iters batches.
+    pub val_loss: f64,
+    /// Learning rate of the last step.
+    pub lr: f64,
+    /// Training tokens per second since the previous evaluation.
+    pub tokens_per_s: f64,
+    /// Seconds of training so far (across resumes).
+    pub elapsed_s: f64,
+}
+
+const HEADER: &str = "step,train_loss,val_loss,lr,tokens_per_s,elapsed_s";
+
+/// The CSV text of `rows`.
+pub fn to_csv(rows: &[MetricRow]) -> String {
+    let mut s = format!("{HEADER}\n");
+    for r in rows {
+        s += &format!(
+            "{},{:.6},{:.6},{:.6e},{:.1},{:.1}\n",
+            r.step, r.train_loss, r.val_loss, r.lr, r.tokens_per_s, r.elapsed_s
+        );
+    }
+    s
+}
+
+/// Parses a metrics CSV written by [`to_csv`].
+pub fn from_csv(text: &str) -> Result<Vec<MetricRow>> {
+    text.lines()
+        .skip(1)
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            let f: Vec<f64> = line
+                .split(',')
+                .map(|v| v.parse::<f64>())
+                .collect::<std::result::Result<_, _>>()
+                .with_context(|| format!("bad metrics row: {line}"))?;
+            anyhow::ensure!(f.len() == 6, "bad metrics row: {line}");
+            Ok(MetricRow {
+                step: f[0] as usize,
+                train_loss: f[1],
+                val_loss: f[2],
+                lr: f[3],
+                tokens_per_s: f[4],
+                elapsed_s: f[5],
+            })
+        })
+        .collect()
+}
+
+/// Draws the train and validation loss curves against steps into an SVG file.
+pub fn plot_losses(rows: &[MetricRow], title: &str, path: &Path) -> Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let max_step = rows.iter().map(|r| r.step).max().unwrap_or(1).max(1) as f64;
+    let losses = rows
+        .iter()
+        .flat_map(|r| [r.train_loss, r.val_loss])
+        .filter(|l| l.is_finite());
+    let (lo, hi) = losses.fold((f64::MAX, f64::MIN), |(lo, hi), l| (lo.min(l), hi.max(l)));
+    let pad = ((hi - lo) * 0.05).max(0.01);
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (800, 500)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(title, ("sans-serif", 22))
+            .margin(15)
+            .x_label_area_size(40)
+            .y_label_area_size(55)
+            .build_cartesian_2d(0f64..max_step, (lo - pad)..(hi + pad))?;
+        chart
+            .configure_mesh()
+            .x_desc("step")
+            .y_desc("loss (nats)")
+            .draw()?;
+        for (name, color, pick) in [
+            (
+                "train",
+                BLUE,
+                (|r: &MetricRow| r.train_loss) as fn(&MetricRow) -> f64,
+            ),
+            ("val", RED, |r: &MetricRow| r.val_loss),
+        ] {
+            chart
+                .draw_series(LineSeries::new(
+                    rows.iter().map(|r| (r.step as f64, pick(r))),
+                    color.stroke_width(2),
+                ))?
+                .label(name)
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()?;
+        root.present()?;
+    }
+    crate::train::checkpoint::atomic_write(path, svg.as_bytes())
+}

@@ -1,0 +1,9 @@
+//! Training: the optimiser, the schedule, checkpoints, metrics and the loop.
+
+pub mod checkpoint;
+pub mod metrics;
+pub mod optim;
+pub mod schedule;
+pub mod trainer;
+
+pub use trainer::{train, TrainOptions, TrainSummary};

@@ -1,0 +1,195 @@
+//! Training on the tiny corpus: the loss falls, runs are reproducible, resume is exact,
+//! checkpoints reload, and bad input is refused.
+
+use shige::config::RunConfig;
+use shige::data::CharTokenizer;
+use shige::model::{Gpt, Mode};
+use shige::train::checkpoint::*;
+use shige::train::metrics::from_csv;
+use shige::train::{train, TrainOptions, TrainSummary};
+use std::path::{Path, PathBuf};
+
+fn tiny_config() -> RunConfig {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut cfg = RunConfig::load(&path.join("configs/tiny.toml")).unwrap();
+    cfg.train.corpus = path.join("data/tiny.txt").display().to_string();
+    cfg
+}
+
+fn run(
+    cfg: &RunConfig,
+    dir: &Path,
+    resume: bool,
+    stop_at: Option<usize>,
+) -> anyhow::Result<TrainSummary> {
+    train(TrainOptions {
+        config: cfg.clone(),
+        run: RunDir::new(dir),
+        resume,
+        stop_at,
+        progress: false,
+    })
+}
+
+fn curve(dir: &Path) -> Vec<(usize, f64, f64)> {
+    let rows = from_csv(&std::fs::read_to_string(dir.join(METRICS_FILE)).unwrap()).unwrap();
+    rows.iter()
+        .map(|r| (r.step, r.train_loss, r.val_loss))
+        .collect()
+}
+
+#[test]
+fn tiny_run_learns_and_writes_the_run_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let summary = run(&tiny_config(), &dir, false, None).unwrap();
+    assert_eq!(summary.steps, 60);
+    let c = curve(&dir);
+    assert_eq!(c.len(), 3, "one row per evaluation");
+    assert!(c[2].1 < c[0].1 - 0.3, "train loss did not fall: {c:?}");
+    assert!(c[2].2 < c[0].2 - 0.3, "val loss did not fall: {c:?}");
+    for file in [
+        MODEL_FILE,
+        STATE_FILE,
+        CONFIG_FILE,
+        TOKENIZER_FILE,
+        METRICS_FILE,
+        PLOT_FILE,
+    ] {
+        assert!(dir.join(file).exists(), "{file} missing");
+    }
+    assert!(std::fs::read_to_string(dir.join(PLOT_FILE))
+        .unwrap()
+        .contains("<svg"));
+    assert_eq!(summary.samples.len(), 3);
+}
+
+#[test]
+fn same_seed_same_curve_and_resume_is_exact() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tiny_config();
+    let (a, b, c) = (
+        tmp.path().join("a"),
+        tmp.path().join("b"),
+        tmp.path().join("c"),
+    );
+    run(&cfg, &a, false, None).unwrap();
+    run(&cfg, &b, false, None).unwrap();
+    assert_eq!(curve(&a), curve(&b), "same config and seed, same curve");
+
+    let stopped = run(&cfg, &c, false, Some(40)).unwrap();
+    assert_eq!(stopped.steps, 40);
+    let resumed = run(&cfg, &c, true, None).unwrap();
+    assert_eq!(resumed.steps, 60);
+    let (full, res) = (curve(&a), curve(&c));
+    assert_eq!(full.len(), res.len());
+    for (x, y) in full.iter().zip(&res) {
+        assert_eq!(x.0, y.0);
+        assert!(
+            (x.1 - y.1).abs() < 1e-5 && (x.2 - y.2).abs() < 1e-5,
+            "resumed {y:?} vs uninterrupted {x:?}"
+        );
+    }
+}
+
+#[test]
+fn a_checkpoint_reloads_to_identical_logits() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let mut cfg = tiny_config();
+    cfg.model.tie_weights = true;
+    run(&cfg, &dir, false, None).unwrap();
+    let saved = RunConfig::load(&dir.join(CONFIG_FILE)).unwrap();
+    let tokenizer = CharTokenizer::load(&dir.join(TOKENIZER_FILE)).unwrap();
+    let ids = candle_core::Tensor::new(
+        tokenizer.encode("白日依山尽").unwrap(),
+        &candle_core::Device::Cpu,
+    )
+    .unwrap()
+    .unsqueeze(0)
+    .unwrap();
+    let load = |seed| {
+        let (model, varmap) = Gpt::seeded(&saved.model, seed, &candle_core::Device::Cpu).unwrap();
+        let (tensors, _) = read_safetensors(&dir.join(MODEL_FILE)).unwrap();
+        load_params(&varmap, &tensors, "", &dir.join(MODEL_FILE)).unwrap();
+        model
+            .forward(&ids, &mut Mode::Eval)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1::<f32>()
+            .unwrap()
+    };
+    assert_eq!(load(1), load(2), "weights come from the file, not the seed");
+    let (tensors, _) = read_safetensors(&dir.join(MODEL_FILE)).unwrap();
+    assert!(
+        tensors.contains_key("lm_head.weight"),
+        "tied lm_head is written for nanoGPT"
+    );
+}
+
+#[test]
+fn an_interrupted_save_leaves_the_old_checkpoint_loadable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let cfg = tiny_config();
+    run(&cfg, &dir, false, Some(20)).unwrap();
+    let before = std::fs::read(dir.join(STATE_FILE)).unwrap();
+    // A kill during a save leaves a partial temporary file next to the checkpoint.
+    std::fs::write(
+        dir.join("train_state.safetensors.tmp"),
+        &before[..before.len() / 3],
+    )
+    .unwrap();
+    assert_eq!(
+        std::fs::read(dir.join(STATE_FILE)).unwrap(),
+        before,
+        "the checkpoint itself is untouched"
+    );
+    let resumed = run(&cfg, &dir, true, None).unwrap();
+    assert_eq!(resumed.steps, 60);
+}
+
+fn error_of(result: anyhow::Result<TrainSummary>) -> String {
+    format!("{:#}", result.err().expect("an error"))
+}
+
+#[test]
+fn bad_training_input_gets_clear_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tiny_config();
+    let dir = tmp.path().join("run");
+    run(&cfg, &dir, false, Some(20)).unwrap();
+
+    assert!(error_of(run(&cfg, &dir, false, None)).contains("already holds a run"));
+    let mut other = cfg.clone();
+    other.model.n_layer = 3;
+    assert!(error_of(run(&other, &dir, true, None)).contains("model config differs"));
+    assert!(error_of(run(&cfg, &tmp.path().join("none"), true, None))
+        .contains("no checkpoint to resume"));
+
+    let mut bad = cfg.clone();
+    bad.train.corpus = "/nonexistent.txt".into();
+    assert!(error_of(run(&bad, &tmp.path().join("x"), false, None)).contains("cannot read corpus"));
+    let mut bad = cfg.clone();
+    bad.model.n_head = 3;
+    assert!(error_of(run(&bad, &tmp.path().join("y"), false, None)).contains("not divisible"));
+    let mut bad = cfg.clone();
+    bad.train.batch_size = 0;
+    assert!(error_of(run(&bad, &tmp.path().join("z"), false, None)).contains("batch_size"));
+
+    let mut huge = cfg.clone();
+    huge.train.learning_rate = 1e6;
+    huge.train.grad_clip = 0.0;
+    let err = error_of(run(&huge, &tmp.path().join("nan"), false, None));
+    assert!(err.contains("the loss became"), "{err}");
+
+    let missing = RunConfig::load(&PathBuf::from("/nonexistent.toml"))
+        .unwrap_err()
+        .to_string();
+    assert!(missing.contains("cannot read config file"), "{missing}");
+    let bad_toml = tmp.path().join("bad.toml");
+    std::fs::write(&bad_toml, "[model]\nn_layers = 2\n").unwrap();
+    let err = RunConfig::load(&bad_toml).unwrap_err().to_string();
+    assert!(err.contains("unknown field `n_layers`"), "{err}");
+}
