@@ -4,6 +4,7 @@ pub mod config;
 pub mod data;
 pub mod experiments;
 pub mod model;
+pub mod ops;
 pub mod perf;
 pub mod sample;
 pub mod train;

@@ -1,28 +1,10 @@
 //! Causal multi-head self-attention with one fused qkv projection.
 
 use crate::config::ModelConfig;
-use crate::model::layers::{f32_tensor, linear, Dropout, Mode, INIT_STD};
+use crate::model::layers::{linear, Dropout, Mode, INIT_STD};
 use crate::model::position::PositionEncoding;
-use candle_core::{Module, Result, Tensor, D};
+use candle_core::{Module, Result, Tensor};
 use candle_nn::{Linear, VarBuilder};
-
-/// The additive causal mask (Tq, Tk): 0 where the query (one of the last Tq of Tk positions) may
-/// see the key, −∞ above the diagonal.
-pub fn causal_mask(t_q: usize, t_k: usize, like: &Tensor) -> Result<Tensor> {
-    let offset = t_k - t_q;
-    let mask: Vec<f32> = (0..t_q)
-        .flat_map(|i| {
-            (0..t_k).map(move |j| {
-                if j <= i + offset {
-                    0.0
-                } else {
-                    f32::NEG_INFINITY
-                }
-            })
-        })
-        .collect();
-    f32_tensor(mask, (t_q, t_k), like)
-}
 
 /// Multi-head attention: `c_attn` makes q, k and v in one matmul, the heads are slices of them,
 /// and `c_proj` mixes the heads back. Its parameter count does not depend on `n_head`.
@@ -69,7 +51,7 @@ impl CausalSelfAttention {
         Ok((pos.rotate(&q, 0)?, pos.rotate(&k, 0)?, v))
     }
 
-    /// Attention weights (B, H, T, T) for x (B, T, C): softmax of the scaled, masked scores.
+    /// Attention weights (B, H, T, T) for x (B, T, C): causal softmax of the scaled scores.
     pub fn weights(&self, q: &Tensor, k: &Tensor, pos: &PositionEncoding) -> Result<Tensor> {
         let (t_q, t_k) = (q.dim(2)?, k.dim(2)?);
         let scale = 1.0 / (self.head_dim as f64).sqrt();
@@ -77,8 +59,7 @@ impl CausalSelfAttention {
         if let Some(bias) = pos.score_bias(t_q, t_k, &scores)? {
             scores = scores.broadcast_add(&bias)?; // (B, H, Tq, Tk)
         }
-        let scores = scores.broadcast_add(&causal_mask(t_q, t_k, &scores)?)?; // (B, H, Tq, Tk)
-        candle_nn::ops::softmax(&scores, D::Minus1) // (B, H, Tq, Tk)
+        crate::ops::softmax::softmax(&scores, true) // (B, H, Tq, Tk), zero above the diagonal
     }
 
     /// y = c_proj(concat_heads(softmax(q kᵀ/√d + mask) v)) for x (B, T, C).

@@ -28,7 +28,7 @@ impl Mlp {
 
     /// x (B, T, C) → (B, T, C).
     pub fn forward(&self, x: &Tensor, mode: &mut Mode) -> Result<Tensor> {
-        let h = self.c_fc.forward(x)?.gelu_erf()?; // (B, T, 4C)
+        let h = crate::ops::gelu::gelu(&self.c_fc.forward(x)?)?; // (B, T, 4C)
         self.dropout.forward(&self.c_proj.forward(&h)?, mode) // (B, T, C)
     }
 }

@@ -96,6 +96,9 @@ impl Gpt {
     pub fn loss(&self, idx: &Tensor, targets: &Tensor, mode: &mut Mode) -> Result<Tensor> {
         let logits = self.forward(idx, mode)?; // (B, T, V)
         let (b, t, v) = logits.dims3()?;
-        candle_nn::loss::cross_entropy(&logits.reshape((b * t, v))?, &targets.reshape(b * t)?)
+        crate::ops::cross_entropy::cross_entropy(
+            &logits.reshape((b * t, v))?,
+            &targets.reshape(b * t)?,
+        )
     }
 }

@@ -17,12 +17,12 @@ pub struct AdamWParams {
     pub weight_decay: f64,
 }
 
-/// One parameter with its moments.
+/// One parameter with its moments, kept as plain vectors so that an update is one fused pass.
 struct Slot {
     name: String,
     var: Var,
-    m: Tensor,
-    v: Tensor,
+    m: Vec<f32>,
+    v: Vec<f32>,
     decay: bool,
 }
 
@@ -34,6 +34,21 @@ pub struct AdamW {
     pub step: usize,
 }
 
+/// The gradient of each slot as a flat vector (zeros where a parameter got none).
+pub struct Gradients(Vec<Vec<f32>>);
+
+impl Gradients {
+    /// The global L2 norm of all gradients.
+    pub fn norm(&self) -> f64 {
+        self.0
+            .iter()
+            .flat_map(|g| g.iter())
+            .map(|&x| (x as f64) * (x as f64))
+            .sum::<f64>()
+            .sqrt()
+    }
+}
+
 impl AdamW {
     /// An optimiser for `vars`; tensors with 2 or more dimensions get weight decay.
     pub fn new(vars: HashMap<String, Var>, params: AdamWParams) -> Result<Self> {
@@ -42,17 +57,16 @@ impl AdamW {
         let slots = named
             .into_iter()
             .map(|(name, var)| {
-                let zeros = var.as_tensor().zeros_like()?;
-                let decay = var.rank() >= 2;
-                Ok(Slot {
+                let n = var.elem_count();
+                Slot {
                     name,
-                    m: zeros.clone(),
-                    v: zeros,
-                    decay,
+                    decay: var.rank() >= 2,
+                    m: vec![0.0; n],
+                    v: vec![0.0; n],
                     var,
-                })
+                }
             })
-            .collect::<Result<_>>()?;
+            .collect();
         Ok(AdamW {
             slots,
             params,
@@ -60,53 +74,62 @@ impl AdamW {
         })
     }
 
-    /// The global L2 norm of the gradients of all parameters.
-    pub fn grad_norm(&self, grads: &GradStore) -> Result<f64> {
-        let mut total = Tensor::zeros((), candle_core::DType::F32, self.slots[0].var.device())?;
-        for slot in &self.slots {
-            if let Some(g) = grads.get(slot.var.as_tensor()) {
-                total = (total + g.sqr()?.sum_all()?)?;
-            }
-        }
-        Ok((total.to_scalar::<f32>()? as f64).sqrt())
+    /// Reads the gradient of every parameter out of `grads`.
+    pub fn gradients(&self, grads: &GradStore) -> Result<Gradients> {
+        self.slots
+            .iter()
+            .map(|slot| match grads.get(slot.var.as_tensor()) {
+                Some(g) => g.flatten_all()?.to_vec1::<f32>(),
+                None => Ok(vec![0.0; slot.m.len()]),
+            })
+            .collect::<Result<_>>()
+            .map(Gradients)
     }
 
     /// One update at learning rate `lr`, with gradients multiplied by `grad_scale` (clipping).
-    pub fn step(&mut self, grads: &GradStore, lr: f64, grad_scale: f64) -> Result<()> {
+    pub fn step(&mut self, grads: &Gradients, lr: f64, grad_scale: f64) -> Result<()> {
         self.step += 1;
         let p = self.params;
         let bias1 = 1.0 - p.beta1.powi(self.step as i32);
         let bias2 = 1.0 - p.beta2.powi(self.step as i32);
-        for slot in &mut self.slots {
-            let Some(g) = grads.get(slot.var.as_tensor()) else {
-                continue;
-            };
-            let g = (g * grad_scale)?;
-            slot.m = ((&slot.m * p.beta1)? + (&g * (1.0 - p.beta1))?)?;
-            slot.v = ((&slot.v * p.beta2)? + (g.sqr()? * (1.0 - p.beta2))?)?;
-            let update = ((&slot.m / bias1)? / ((&slot.v / bias2)?.sqrt()? + p.eps)?)?;
-            let theta = slot.var.as_tensor();
-            let decayed = if slot.decay {
-                (theta * (1.0 - lr * p.weight_decay))?
+        let (b1, b2, eps, scale) = (
+            p.beta1 as f32,
+            p.beta2 as f32,
+            p.eps as f32,
+            grad_scale as f32,
+        );
+        let (step_size, v_corr) = ((lr / bias1) as f32, (1.0 / bias2) as f32);
+        for (slot, g) in self.slots.iter_mut().zip(&grads.0) {
+            let keep = if slot.decay {
+                (1.0 - lr * p.weight_decay) as f32
             } else {
-                theta.clone()
+                1.0
             };
-            slot.var.set(&(decayed - (update * lr)?)?)?;
+            let mut theta = slot.var.as_tensor().flatten_all()?.to_vec1::<f32>()?;
+            for i in 0..theta.len() {
+                let gi = g[i] * scale;
+                slot.m[i] = b1 * slot.m[i] + (1.0 - b1) * gi;
+                slot.v[i] = b2 * slot.v[i] + (1.0 - b2) * gi * gi;
+                theta[i] =
+                    theta[i] * keep - step_size * slot.m[i] / ((slot.v[i] * v_corr).sqrt() + eps);
+            }
+            let shape = slot.var.shape().clone();
+            slot.var
+                .set(&Tensor::from_vec(theta, shape, slot.var.device())?)?;
         }
         Ok(())
     }
 
     /// The moments as named tensors (`m.<param>`, `v.<param>`), for a checkpoint.
-    pub fn state(&self) -> Vec<(String, Tensor)> {
-        self.slots
-            .iter()
-            .flat_map(|s| {
-                [
-                    (format!("m.{}", s.name), s.m.clone()),
-                    (format!("v.{}", s.name), s.v.clone()),
-                ]
-            })
-            .collect()
+    pub fn state(&self) -> Result<Vec<(String, Tensor)>> {
+        let mut out = Vec::with_capacity(2 * self.slots.len());
+        for s in &self.slots {
+            for (prefix, values) in [("m", &s.m), ("v", &s.v)] {
+                let t = Tensor::from_slice(values, s.var.shape(), s.var.device())?;
+                out.push((format!("{prefix}.{}", s.name), t));
+            }
+        }
+        Ok(out)
     }
 
     /// Restores the moments saved by [`AdamW::state`] and the step count.
@@ -117,14 +140,14 @@ impl AdamW {
                 let t = tensors.get(&key).ok_or_else(|| {
                     candle_core::Error::Msg(format!("optimiser state has no {key}"))
                 })?;
-                if t.shape() != target.shape() {
+                if t.shape() != slot.var.shape() {
                     candle_core::bail!(
                         "optimiser state {key} has shape {:?}, expected {:?}",
-                        t.shape(),
-                        target.shape()
+                        t.dims(),
+                        slot.var.dims()
                     )
                 }
-                *target = t.clone();
+                *target = t.flatten_all()?.to_vec1::<f32>()?;
             }
         }
         self.step = step;

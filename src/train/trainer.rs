@@ -128,7 +128,7 @@ fn save_state(
         .into_iter()
         .map(|(n, t)| (format!("param.{n}"), t))
         .collect();
-    tensors.extend(opt.state());
+    tensors.extend(opt.state()?);
     let metadata = HashMap::from([
         ("step".to_string(), c.step.to_string()),
         (
@@ -276,8 +276,8 @@ pub fn train(opts: TrainOptions) -> Result<TrainSummary> {
             );
         }
         let grads = loss.backward()?;
-        let scale = clip_scale(opt.grad_norm(&grads)?, t.grad_clip);
-        opt.step(&grads, lr, scale)?;
+        let grads = opt.gradients(&grads)?;
+        opt.step(&grads, lr, clip_scale(grads.norm(), t.grad_clip))?;
         counters.step += 1;
         let dt = step_start.elapsed().as_secs_f64();
         (interval_loss, interval_steps, interval_time) = (

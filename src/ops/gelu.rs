@@ -1,0 +1,83 @@
+//! GELU (exact, with erf), fused, with its backward.
+
+use super::{contiguous, ROWS_PER_TASK};
+use candle_core::cpu::erf::erf_f32;
+use candle_core::{CpuStorage, CustomOp1, CustomOp2, Layout, Result, Shape, Tensor};
+use rayon::prelude::*;
+
+const CHUNK: usize = 256 * ROWS_PER_TASK;
+const INV_SQRT_2: f32 = std::f32::consts::FRAC_1_SQRT_2;
+/// 1/√(2π).
+const INV_SQRT_2PI: f32 = 0.398_942_3;
+
+struct Gelu;
+
+impl CustomOp1 for Gelu {
+    fn name(&self) -> &'static str {
+        "fused-gelu"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
+        let x = contiguous(storage, layout, self.name())?;
+        let mut y = vec![0f32; x.len()];
+        y.par_chunks_mut(CHUNK)
+            .zip(x.par_chunks(CHUNK))
+            .for_each(|(out, inp)| {
+                for (o, &v) in out.iter_mut().zip(inp) {
+                    *o = 0.5 * v * (1.0 + erf_f32(v * INV_SQRT_2));
+                }
+            });
+        Ok((CpuStorage::F32(y), layout.shape().clone()))
+    }
+
+    fn bwd(&self, x: &Tensor, _y: &Tensor, dy: &Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(x.apply_op2_no_bwd(&dy.contiguous()?, &GeluBackward)?))
+    }
+}
+
+/// dx = dy · (Φ(x) + x·φ(x)).
+struct GeluBackward;
+
+impl CustomOp2 for GeluBackward {
+    fn name(&self) -> &'static str {
+        "fused-gelu-backward"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let (x, dy) = (
+            contiguous(s1, l1, self.name())?,
+            contiguous(s2, l2, self.name())?,
+        );
+        let mut dx = vec![0f32; x.len()];
+        dx.par_chunks_mut(CHUNK)
+            .zip(x.par_chunks(CHUNK).zip(dy.par_chunks(CHUNK)))
+            .for_each(|(out, (xs, gs))| {
+                for ((o, &v), &g) in out.iter_mut().zip(xs).zip(gs) {
+                    let cdf = 0.5 * (1.0 + erf_f32(v * INV_SQRT_2));
+                    let pdf = INV_SQRT_2PI * (-0.5 * v * v).exp();
+                    *o = g * (cdf + v * pdf);
+                }
+            });
+        Ok((CpuStorage::F32(dx), l1.shape().clone()))
+    }
+}
+
+/// GELU with erf: x·Φ(x).
+pub fn gelu(x: &Tensor) -> Result<Tensor> {
+    if x.device().is_cpu() && x.dtype() == candle_core::DType::F32 {
+        x.contiguous()?.apply_op1(Gelu)
+    } else {
+        gelu_reference(x)
+    }
+}
+
+/// The composite reference: candle's `gelu_erf`.
+pub fn gelu_reference(x: &Tensor) -> Result<Tensor> {
+    x.gelu_erf()
+}

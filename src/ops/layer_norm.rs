@@ -1,0 +1,167 @@
+//! LayerNorm over the last dimension, fused, with its backward (for x, weight and bias).
+
+use super::{contiguous, ROWS_PER_TASK};
+use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor, D};
+use rayon::prelude::*;
+
+/// Mean and 1/σ of one row.
+fn stats(row: &[f32], eps: f32) -> (f32, f32) {
+    let n = row.len() as f32;
+    let mean = row.iter().sum::<f32>() / n;
+    let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
+    (mean, 1.0 / (var + eps).sqrt())
+}
+
+struct LayerNormOp {
+    eps: f32,
+}
+
+impl CustomOp3 for LayerNormOp {
+    fn name(&self) -> &'static str {
+        "fused-layer-norm"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+        s3: &CpuStorage,
+        l3: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let x = contiguous(s1, l1, self.name())?;
+        let (w, b) = (
+            contiguous(s2, l2, self.name())?,
+            contiguous(s3, l3, self.name())?,
+        );
+        let c = w.len();
+        let mut y = vec![0f32; x.len()];
+        y.par_chunks_mut(c * ROWS_PER_TASK)
+            .zip(x.par_chunks(c * ROWS_PER_TASK))
+            .for_each(|(out, inp)| {
+                for (o, xr) in out.chunks_mut(c).zip(inp.chunks(c)) {
+                    let (mean, rstd) = stats(xr, self.eps);
+                    for i in 0..c {
+                        o[i] = (xr[i] - mean) * rstd * w[i] + b[i];
+                    }
+                }
+            });
+        Ok((CpuStorage::F32(y), l1.shape().clone()))
+    }
+
+    fn bwd(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        _b: &Tensor,
+        _y: &Tensor,
+        dy: &Tensor,
+    ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let c = w.elem_count();
+        let rows = x.elem_count() / c;
+        let x2 = x.reshape((rows, c))?;
+        let dy2 = dy.contiguous()?.reshape((rows, c))?;
+        let packed = x2.apply_op3_no_bwd(w, &dy2, &LayerNormBackward { eps: self.eps })?; // (rows + 2, C)
+        let dx = packed.narrow(0, 0, rows)?.reshape(x.shape())?;
+        Ok((
+            Some(dx),
+            Some(packed.get(rows)?),
+            Some(packed.get(rows + 1)?),
+        ))
+    }
+}
+
+/// Computes dx (rows × C), then dweight and dbias, packed as rows + 2 rows of C.
+struct LayerNormBackward {
+    eps: f32,
+}
+
+impl CustomOp3 for LayerNormBackward {
+    fn name(&self) -> &'static str {
+        "fused-layer-norm-backward"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+        s3: &CpuStorage,
+        l3: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let x = contiguous(s1, l1, self.name())?;
+        let (w, dy) = (
+            contiguous(s2, l2, self.name())?,
+            contiguous(s3, l3, self.name())?,
+        );
+        let c = w.len();
+        let rows = x.len() / c;
+        let mut out = vec![0f32; (rows + 2) * c];
+        let (dx, _) = out.split_at_mut(rows * c);
+        let chunk = c * ROWS_PER_TASK;
+        let (dw, db) = dx
+            .par_chunks_mut(chunk)
+            .zip(x.par_chunks(chunk).zip(dy.par_chunks(chunk)))
+            .map(|(dx_part, (x_part, dy_part))| {
+                let (mut dw, mut db) = (vec![0f32; c], vec![0f32; c]);
+                let mut xhat = vec![0f32; c];
+                for ((dxr, xr), gr) in dx_part
+                    .chunks_mut(c)
+                    .zip(x_part.chunks(c))
+                    .zip(dy_part.chunks(c))
+                {
+                    let (mean, rstd) = stats(xr, self.eps);
+                    let (mut mean_g, mut mean_gx) = (0f32, 0f32);
+                    for i in 0..c {
+                        xhat[i] = (xr[i] - mean) * rstd;
+                        let g = gr[i] * w[i];
+                        mean_g += g;
+                        mean_gx += g * xhat[i];
+                        dw[i] += gr[i] * xhat[i];
+                        db[i] += gr[i];
+                    }
+                    let (mean_g, mean_gx) = (mean_g / c as f32, mean_gx / c as f32);
+                    for i in 0..c {
+                        dxr[i] = rstd * (gr[i] * w[i] - mean_g - xhat[i] * mean_gx);
+                    }
+                }
+                (dw, db)
+            })
+            .reduce(
+                || (vec![0f32; c], vec![0f32; c]),
+                |(mut a, mut b), (c2, d)| {
+                    a.iter_mut().zip(&c2).for_each(|(u, v)| *u += v);
+                    b.iter_mut().zip(&d).for_each(|(u, v)| *u += v);
+                    (a, b)
+                },
+            );
+        out[rows * c..(rows + 1) * c].copy_from_slice(&dw);
+        out[(rows + 1) * c..].copy_from_slice(&db);
+        Ok((CpuStorage::F32(out), Shape::from((rows + 2, c))))
+    }
+}
+
+/// LayerNorm of x (.., C) with weight and bias (C): (x − mean)/√(var + eps) · weight + bias.
+pub fn layer_norm(x: &Tensor, weight: &Tensor, bias: &Tensor, eps: f32) -> Result<Tensor> {
+    if x.device().is_cpu() && x.dtype() == candle_core::DType::F32 {
+        x.contiguous()?.apply_op3(weight, bias, LayerNormOp { eps })
+    } else {
+        layer_norm_reference(x, weight, bias, eps)
+    }
+}
+
+/// The composite reference, from differentiable tensor ops.
+pub fn layer_norm_reference(
+    x: &Tensor,
+    weight: &Tensor,
+    bias: &Tensor,
+    eps: f32,
+) -> Result<Tensor> {
+    let mean = x.mean_keepdim(D::Minus1)?; // (.., 1)
+    let centred = x.broadcast_sub(&mean)?; // (.., C)
+    let var = centred.sqr()?.mean_keepdim(D::Minus1)?; // (.., 1)
+    let normed = centred.broadcast_div(&(var + eps as f64)?.sqrt()?)?; // (.., C)
+    normed.broadcast_mul(weight)?.broadcast_add(bias)
+}

@@ -1,0 +1,130 @@
+//! Softmax over the last dimension with an optional causal mask, fused, with its backward.
+
+use super::{contiguous, ROWS_PER_TASK};
+use candle_core::{CpuStorage, CustomOp1, CustomOp2, Layout, Result, Shape, Tensor, D};
+use rayon::prelude::*;
+
+/// Keys a query row may see: with Tq queries being the last of Tk keys, row i sees keys 0..=i+Tk-Tq.
+fn visible(row: usize, t_q: usize, t_k: usize, causal: bool) -> usize {
+    if causal {
+        (row % t_q) + (t_k - t_q) + 1
+    } else {
+        t_k
+    }
+}
+
+struct Softmax {
+    causal: bool,
+}
+
+impl CustomOp1 for Softmax {
+    fn name(&self) -> &'static str {
+        "fused-softmax"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
+        let x = contiguous(storage, layout, self.name())?;
+        let dims = layout.dims();
+        let (t_k, t_q) = (
+            dims[dims.len() - 1],
+            if dims.len() >= 2 {
+                dims[dims.len() - 2]
+            } else {
+                1
+            },
+        );
+        let mut y = vec![0f32; x.len()];
+        y.par_chunks_mut(t_k * ROWS_PER_TASK)
+            .enumerate()
+            .for_each(|(task, out)| {
+                for (r, out_row) in out.chunks_mut(t_k).enumerate() {
+                    let row = task * ROWS_PER_TASK + r;
+                    let n = visible(row, t_q, t_k, self.causal);
+                    let x_row = &x[row * t_k..row * t_k + n];
+                    let max = x_row.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+                    let mut sum = 0f32;
+                    for (o, &v) in out_row[..n].iter_mut().zip(x_row) {
+                        *o = (v - max).exp();
+                        sum += *o;
+                    }
+                    let inv = 1.0 / sum;
+                    out_row[..n].iter_mut().for_each(|o| *o *= inv);
+                }
+            });
+        Ok((CpuStorage::F32(y), layout.shape().clone()))
+    }
+
+    fn bwd(&self, _x: &Tensor, y: &Tensor, dy: &Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(
+            y.apply_op2_no_bwd(&dy.contiguous()?, &SoftmaxBackward)?,
+        ))
+    }
+}
+
+/// dx = y ⊙ (dy − Σ y ⊙ dy), row by row.
+struct SoftmaxBackward;
+
+impl CustomOp2 for SoftmaxBackward {
+    fn name(&self) -> &'static str {
+        "fused-softmax-backward"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let (y, dy) = (
+            contiguous(s1, l1, self.name())?,
+            contiguous(s2, l2, self.name())?,
+        );
+        let t_k = l1.dims()[l1.dims().len() - 1];
+        let mut dx = vec![0f32; y.len()];
+        dx.par_chunks_mut(t_k * ROWS_PER_TASK)
+            .enumerate()
+            .for_each(|(task, out)| {
+                for (r, out_row) in out.chunks_mut(t_k).enumerate() {
+                    let start = (task * ROWS_PER_TASK + r) * t_k;
+                    let (y_row, dy_row) = (&y[start..start + t_k], &dy[start..start + t_k]);
+                    let dot: f32 = y_row.iter().zip(dy_row).map(|(a, b)| a * b).sum();
+                    for ((o, &yv), &g) in out_row.iter_mut().zip(y_row).zip(dy_row) {
+                        *o = yv * (g - dot);
+                    }
+                }
+            });
+        Ok((CpuStorage::F32(dx), l1.shape().clone()))
+    }
+}
+
+/// Softmax over the last dimension of scores (.., Tq, Tk); with `causal`, query i (the last Tq of
+/// Tk positions) sees only keys up to its own position, the rest get weight 0.
+pub fn softmax(scores: &Tensor, causal: bool) -> Result<Tensor> {
+    if scores.device().is_cpu() && scores.dtype() == candle_core::DType::F32 {
+        scores.contiguous()?.apply_op1(Softmax { causal })
+    } else {
+        softmax_reference(scores, causal)
+    }
+}
+
+/// The composite reference: an additive −∞ mask above the diagonal, then candle's softmax.
+pub fn softmax_reference(scores: &Tensor, causal: bool) -> Result<Tensor> {
+    let scores = if causal {
+        let (t_q, t_k) = (scores.dim(D::Minus2)?, scores.dim(D::Minus1)?);
+        let mask: Vec<f32> = (0..t_q * t_k)
+            .map(|i| {
+                if i % t_k < visible(i / t_k, t_q, t_k, true) {
+                    0.0
+                } else {
+                    f32::NEG_INFINITY
+                }
+            })
+            .collect();
+        let mask = Tensor::from_vec(mask, (t_q, t_k), scores.device())?.to_dtype(scores.dtype())?;
+        scores.broadcast_add(&mask)?
+    } else {
+        scores.clone()
+    };
+    candle_nn::ops::softmax(&scores, D::Minus1)
+}

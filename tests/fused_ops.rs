@@ -1,0 +1,130 @@
+//! Every fused CPU kernel against its composite reference: values and gradients.
+
+use candle_core::{Device, Tensor, Var};
+use rand::{Rng, SeedableRng};
+use shige::ops::{cross_entropy, gelu, layer_norm, softmax};
+
+fn random(shape: &[usize], scale: f32, seed: u64) -> Var {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let n: usize = shape.iter().product();
+    let values: Vec<f32> = (0..n)
+        .map(|_| (rng.random::<f32>() * 2.0 - 1.0) * scale)
+        .collect();
+    Var::from_tensor(&Tensor::from_vec(values, shape, &Device::Cpu).unwrap()).unwrap()
+}
+
+/// max |a − b| / max(|b|, 1e-3): relative to the reference's scale.
+fn rel_diff(a: &Tensor, b: &Tensor) -> f32 {
+    let diff: f32 = (a - b)
+        .unwrap()
+        .abs()
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .max(0)
+        .unwrap()
+        .to_scalar()
+        .unwrap();
+    let scale: f32 = b
+        .abs()
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .max(0)
+        .unwrap()
+        .to_scalar()
+        .unwrap();
+    diff / scale.max(1e-3)
+}
+
+/// Compares outputs and the gradients of every input under a random upstream gradient.
+fn check(name: &str, inputs: &[&Var], fused: impl Fn() -> Tensor, reference: impl Fn() -> Tensor) {
+    let (a, b) = (fused(), reference());
+    assert_eq!(a.dims(), b.dims(), "{name}: shapes");
+    let d = rel_diff(&a, &b);
+    assert!(d < 1e-4, "{name}: values differ by {d}");
+    let weights = random(a.dims(), 1.0, 99);
+    let ga = (a * weights.as_tensor())
+        .unwrap()
+        .sum_all()
+        .unwrap()
+        .backward()
+        .unwrap();
+    let gb = (b * weights.as_tensor())
+        .unwrap()
+        .sum_all()
+        .unwrap()
+        .backward()
+        .unwrap();
+    for (i, x) in inputs.iter().enumerate() {
+        let (da, db) = (
+            ga.get(x.as_tensor()).expect("fused gradient"),
+            gb.get(x.as_tensor()).expect("reference gradient"),
+        );
+        let d = rel_diff(da, db);
+        assert!(d < 1e-4, "{name}: gradient of input {i} differs by {d}");
+    }
+}
+
+#[test]
+fn fused_causal_softmax_matches_the_reference() {
+    for (shape, causal) in [
+        (vec![2, 3, 7, 7], true),
+        (vec![2, 3, 3, 7], true),
+        (vec![4, 9], false),
+    ] {
+        let x = random(&shape, 3.0, 1);
+        check(
+            &format!("softmax {shape:?} causal={causal}"),
+            &[&x],
+            || softmax::softmax(&x, causal).unwrap(),
+            || softmax::softmax_reference(&x, causal).unwrap(),
+        );
+    }
+}
+
+#[test]
+fn fused_gelu_matches_the_reference() {
+    let x = random(&[3, 5, 40], 4.0, 2);
+    check(
+        "gelu",
+        &[&x],
+        || gelu::gelu(&x).unwrap(),
+        || gelu::gelu_reference(&x).unwrap(),
+    );
+}
+
+#[test]
+fn fused_layer_norm_matches_the_reference() {
+    let x = random(&[3, 70, 24], 2.0, 3);
+    let w = random(&[24], 1.0, 4);
+    let b = random(&[24], 1.0, 5);
+    check(
+        "layer_norm",
+        &[&x, &w, &b],
+        || layer_norm::layer_norm(&x, &w, &b, 1e-5).unwrap(),
+        || layer_norm::layer_norm_reference(&x, &w, &b, 1e-5).unwrap(),
+    );
+}
+
+#[test]
+fn fused_cross_entropy_matches_the_reference() {
+    let logits = random(&[150, 37], 5.0, 6);
+    let targets = Tensor::from_vec(
+        (0..150u32).map(|i| i * 7 % 37).collect::<Vec<_>>(),
+        150,
+        &Device::Cpu,
+    )
+    .unwrap();
+    check(
+        "cross_entropy",
+        &[&logits],
+        || cross_entropy::cross_entropy(&logits, &targets).unwrap(),
+        || cross_entropy::cross_entropy_reference(&logits, &targets).unwrap(),
+    );
+    let bad = Tensor::new(&[40u32; 150], &Device::Cpu).unwrap();
+    let err = cross_entropy::cross_entropy(&logits, &bad)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("outside the vocabulary"), "{err}");
+}
