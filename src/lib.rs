@@ -1,5 +1,6 @@
 //! A minimal, trainable, character-level GPT on classical Chinese poetry, in Rust on candle.
 
+pub mod bench;
 pub mod config;
 pub mod data;
 pub mod experiments;

@@ -2,7 +2,7 @@
 
 use candle_core::{Device, Tensor, Var};
 use rand::{Rng, SeedableRng};
-use shige::ops::{cross_entropy, gelu, layer_norm, softmax};
+use shige::ops::{cross_entropy, gelu, layer_norm, linear, softmax};
 
 fn random(shape: &[usize], scale: f32, seed: u64) -> Var {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
@@ -127,4 +127,15 @@ fn fused_cross_entropy_matches_the_reference() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("outside the vocabulary"), "{err}");
+}
+
+#[test]
+fn fused_linear_matches_the_reference() {
+    let x = random(&[3, 11, 24], 1.0, 7);
+    let w = random(&[40, 24], 0.5, 8);
+    let b = random(&[40], 0.5, 9);
+    check("linear+bias", &[&x, &w, &b], || linear::linear(&x, &w, Some(&b)).unwrap(), || {
+        linear::linear_reference(&x, &w, Some(&b)).unwrap()
+    });
+    check("linear", &[&x, &w], || linear::linear(&x, &w, None).unwrap(), || linear::linear_reference(&x, &w, None).unwrap());
 }

@@ -1,10 +1,10 @@
 //! Causal multi-head self-attention with one fused qkv projection.
 
 use crate::config::ModelConfig;
-use crate::model::layers::{linear, Dropout, Mode, INIT_STD};
+use crate::model::layers::{Dropout, Linear, Mode, INIT_STD};
 use crate::model::position::PositionEncoding;
 use candle_core::{Module, Result, Tensor};
-use candle_nn::{Linear, VarBuilder};
+use candle_nn::VarBuilder;
 
 /// Multi-head attention: `c_attn` makes q, k and v in one matmul, the heads are slices of them,
 /// and `c_proj` mixes the heads back. Its parameter count does not depend on `n_head`.
@@ -24,8 +24,8 @@ impl CausalSelfAttention {
         let c = cfg.n_embd;
         let residual_std = INIT_STD / (2.0 * cfg.n_layer as f64).sqrt();
         Ok(CausalSelfAttention {
-            c_attn: linear(vb.pp("c_attn"), c, 3 * c, cfg.bias, INIT_STD)?,
-            c_proj: linear(vb.pp("c_proj"), c, c, cfg.bias, residual_std)?,
+            c_attn: Linear::new(vb.pp("c_attn"), c, 3 * c, cfg.bias, INIT_STD)?,
+            c_proj: Linear::new(vb.pp("c_proj"), c, c, cfg.bias, residual_std)?,
             attn_dropout: Dropout::new(cfg.dropout),
             resid_dropout: Dropout::new(cfg.dropout),
             n_head: cfg.n_head,

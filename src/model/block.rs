@@ -2,10 +2,10 @@
 
 use crate::config::ModelConfig;
 use crate::model::attention::CausalSelfAttention;
-use crate::model::layers::{linear, Dropout, LayerNorm, Mode, INIT_STD};
+use crate::model::layers::{Dropout, LayerNorm, Linear, Mode, INIT_STD};
 use crate::model::position::PositionEncoding;
 use candle_core::{Module, Result, Tensor};
-use candle_nn::{Linear, VarBuilder};
+use candle_nn::VarBuilder;
 
 /// The feed-forward network: n_embd → 4·n_embd → GELU (exact, erf) → n_embd.
 pub struct Mlp {
@@ -20,8 +20,8 @@ impl Mlp {
         let c = cfg.n_embd;
         let residual_std = INIT_STD / (2.0 * cfg.n_layer as f64).sqrt();
         Ok(Mlp {
-            c_fc: linear(vb.pp("c_fc"), c, 4 * c, cfg.bias, INIT_STD)?,
-            c_proj: linear(vb.pp("c_proj"), 4 * c, c, cfg.bias, residual_std)?,
+            c_fc: Linear::new(vb.pp("c_fc"), c, 4 * c, cfg.bias, INIT_STD)?,
+            c_proj: Linear::new(vb.pp("c_proj"), 4 * c, c, cfg.bias, residual_std)?,
             dropout: Dropout::new(cfg.dropout),
         })
     }

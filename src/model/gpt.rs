@@ -3,10 +3,10 @@
 use crate::config::ModelConfig;
 use crate::model::block::Block;
 use crate::model::init::seeded_var_builder;
-use crate::model::layers::{linear, Dropout, LayerNorm, Mode, INIT_STD};
+use crate::model::layers::{Dropout, LayerNorm, Linear, Mode, INIT_STD};
 use crate::model::position::PositionEncoding;
 use candle_core::{Device, Module, Result, Tensor};
-use candle_nn::{Embedding, Init, Linear, VarBuilder, VarMap};
+use candle_nn::{Embedding, Init, VarBuilder, VarMap};
 
 /// A decoder-only transformer with nanoGPT's parameter names (`transformer.wte.weight`, …).
 pub struct Gpt {
@@ -41,9 +41,9 @@ impl Gpt {
             .collect::<Result<_>>()?;
         let ln_f = LayerNorm::new(t.pp("ln_f"), cfg.n_embd, cfg.bias)?;
         let lm_head = if cfg.tie_weights {
-            Linear::new(wte_weight.clone(), None)
+            Linear::tied(wte_weight.clone())
         } else {
-            linear(
+            Linear::new(
                 vb.pp("lm_head"),
                 cfg.n_embd,
                 cfg.vocab_size,

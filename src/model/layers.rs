@@ -16,28 +16,47 @@ pub enum Mode<'a> {
     Train(&'a mut ChaCha8Rng),
 }
 
-/// A Linear layer `y = x Wᵀ + b` with W stored [out, in] (as PyTorch), drawn N(0, `std`), b zero.
-pub fn linear(
-    vb: VarBuilder,
-    in_dim: usize,
-    out_dim: usize,
-    bias: bool,
-    std: f64,
-) -> Result<candle_nn::Linear> {
-    let weight = vb.get_with_hints(
-        (out_dim, in_dim),
-        "weight",
-        Init::Randn {
-            mean: 0.0,
-            stdev: std,
-        },
-    )?;
-    let bias = if bias {
-        Some(vb.get_with_hints(out_dim, "bias", Init::Const(0.0))?)
-    } else {
-        None
-    };
-    Ok(candle_nn::Linear::new(weight, bias))
+/// A Linear layer `y = x Wᵀ + b` with W stored [out, in] (as PyTorch), run by a fused op.
+pub struct Linear {
+    weight: Tensor,
+    bias: Option<Tensor>,
+}
+
+impl Linear {
+    /// W drawn N(0, `std`), b zero (absent when `bias` is false).
+    pub fn new(
+        vb: VarBuilder,
+        in_dim: usize,
+        out_dim: usize,
+        bias: bool,
+        std: f64,
+    ) -> Result<Self> {
+        let weight = vb.get_with_hints(
+            (out_dim, in_dim),
+            "weight",
+            Init::Randn {
+                mean: 0.0,
+                stdev: std,
+            },
+        )?;
+        let bias = if bias {
+            Some(vb.get_with_hints(out_dim, "bias", Init::Const(0.0))?)
+        } else {
+            None
+        };
+        Ok(Linear { weight, bias })
+    }
+
+    /// A bias-free layer that shares `weight` (weight tying).
+    pub fn tied(weight: Tensor) -> Self {
+        Linear { weight, bias: None }
+    }
+}
+
+impl Module for Linear {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        crate::ops::linear::linear(x, &self.weight, self.bias.as_ref()) // (.., out)
+    }
 }
 
 /// LayerNorm over the last dimension, eps 1e-5, with a fused CPU kernel and its backward

@@ -7,6 +7,7 @@
 pub mod cross_entropy;
 pub mod gelu;
 pub mod layer_norm;
+pub mod linear;
 pub mod softmax;
 
 use candle_core::{bail, CpuStorage, Layout, Result};

@@ -1,0 +1,135 @@
+//! Speed measurements: training, forward and sampling throughput, and model FLOPs utilisation
+//! against this machine's measured float32 matmul ceiling.
+
+use crate::config::ModelConfig;
+use crate::model::{Gpt, Mode};
+use crate::sample::generate;
+use crate::train::optim::{clip_scale, AdamW, AdamWParams};
+use anyhow::Result;
+use candle_core::{Device, Tensor};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+use std::time::Instant;
+
+/// The median of some timings, in seconds.
+pub fn median(mut times: Vec<f64>) -> f64 {
+    times.sort_by(|a, b| a.total_cmp(b));
+    times[times.len() / 2]
+}
+
+/// The best float32 matmul rate of this machine in GFLOP/s, over square and model-shaped products.
+pub fn matmul_ceiling(device: &Device) -> Result<f64> {
+    let mut best: f64 = 0.0;
+    for (m, k, n) in [
+        (1024, 1024, 1024),
+        (4096, 128, 512),
+        (4096, 512, 128),
+        (2048, 2048, 2048),
+    ] {
+        let a = Tensor::randn(0f32, 1.0, (m, k), device)?;
+        let b = Tensor::randn(0f32, 1.0, (k, n), device)?;
+        let _ = a.matmul(&b)?;
+        let times = (0..5)
+            .map(|_| -> Result<f64> {
+                let t = Instant::now();
+                let _ = a.matmul(&b)?;
+                Ok(t.elapsed().as_secs_f64())
+            })
+            .collect::<Result<Vec<_>>>()?;
+        best = best.max(2.0 * (m * k * n) as f64 / median(times) / 1e9);
+    }
+    Ok(best)
+}
+
+/// Training FLOPs per token, as nanoGPT's `estimate_mfu`: 6 per weight of the matmuls, plus the
+/// attention's 12·n_layer·n_embd·block_size.
+pub fn flops_per_token(cfg: &ModelConfig) -> f64 {
+    let (c, l, v) = (cfg.n_embd as f64, cfg.n_layer as f64, cfg.vocab_size as f64);
+    let weights = l * 12.0 * c * c + v * c;
+    6.0 * weights + 12.0 * l * c * cfg.block_size as f64
+}
+
+/// The figures for one model config.
+#[derive(Debug, Serialize)]
+pub struct ModelBench {
+    /// Which config.
+    pub name: String,
+    /// Sequences per step.
+    pub batch_size: usize,
+    /// The config measured.
+    pub config: ModelConfig,
+    /// Training tokens per second (median step: batch, forward, backward, clipping, AdamW).
+    pub train_tokens_per_s: f64,
+    /// Forward-only tokens per second (median, no backward).
+    pub forward_tokens_per_s: f64,
+    /// Generated tokens per second, recomputing the whole context each token.
+    pub sample_tokens_per_s_no_cache: f64,
+    /// Model FLOPs utilisation of training against the measured matmul ceiling.
+    pub mfu: f64,
+}
+
+/// Measures one config on random tokens: `steps` timed steps after 2 warm-up steps.
+pub fn bench_model(
+    name: &str,
+    cfg: &ModelConfig,
+    batch_size: usize,
+    steps: usize,
+    ceiling_gflops: f64,
+) -> Result<ModelBench> {
+    let device = Device::Cpu;
+    let (model, varmap) = Gpt::seeded(cfg, 0, &device)?;
+    let params = AdamWParams {
+        beta1: 0.9,
+        beta2: 0.95,
+        eps: 1e-8,
+        weight_decay: 0.1,
+    };
+    let mut opt = AdamW::new(varmap.data().lock().expect("parameter map").clone(), params)?;
+    let mut rng = ChaCha8Rng::seed_from_u64(0);
+    let t = cfg.block_size;
+    let batch = |rng: &mut ChaCha8Rng| -> Result<(Tensor, Tensor)> {
+        let ids: Vec<u32> = (0..batch_size * (t + 1))
+            .map(|_| rng.random_range(0..cfg.vocab_size as u32))
+            .collect();
+        let all = Tensor::from_vec(ids, (batch_size, t + 1), &device)?;
+        Ok((
+            all.narrow(1, 0, t)?.contiguous()?,
+            all.narrow(1, 1, t)?.contiguous()?,
+        ))
+    };
+    let mut train_times = Vec::new();
+    for i in 0..steps + 2 {
+        let start = Instant::now();
+        let (x, y) = batch(&mut rng)?;
+        let loss = model.loss(&x, &y, &mut Mode::Eval)?;
+        let grads = opt.gradients(&loss.backward()?)?;
+        opt.step(&grads, 1e-4, clip_scale(grads.norm(), 1.0))?;
+        if i >= 2 {
+            train_times.push(start.elapsed().as_secs_f64());
+        }
+    }
+    let mut forward_times = Vec::new();
+    for _ in 0..steps.max(3) {
+        let (x, _) = batch(&mut rng)?;
+        let start = Instant::now();
+        let _ = model.forward(&x, &mut Mode::Eval)?;
+        forward_times.push(start.elapsed().as_secs_f64());
+    }
+    let new_tokens = 100;
+    let start = Instant::now();
+    generate(&model, &[0], new_tokens, 1.0, None, &mut rng)?;
+    let sample_rate = new_tokens as f64 / start.elapsed().as_secs_f64();
+
+    let tokens = (batch_size * t) as f64;
+    let train_rate = tokens / median(train_times);
+    Ok(ModelBench {
+        name: name.to_string(),
+        batch_size,
+        config: cfg.clone(),
+        train_tokens_per_s: train_rate,
+        forward_tokens_per_s: tokens / median(forward_times),
+        sample_tokens_per_s_no_cache: sample_rate,
+        mfu: train_rate * flops_per_token(cfg) / (ceiling_gflops * 1e9),
+    })
+}

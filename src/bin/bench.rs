@@ -1,0 +1,91 @@
+//! Prints training, forward and sampling speed and MFU for the default and the course config.
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use serde::Serialize;
+use shige::bench::{bench_model, matmul_ceiling, ModelBench};
+use shige::config::ModelConfig;
+
+/// Measure speed on this machine: matmul ceiling, then training, forward and sampling throughput.
+#[derive(Parser)]
+struct Args {
+    /// Timed training steps per config (after 2 warm-up steps); the median is reported.
+    #[arg(long, default_value_t = 10)]
+    steps: usize,
+    /// Sequences per step.
+    #[arg(long, default_value_t = 32)]
+    batch_size: usize,
+    /// Print one JSON object.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct Report {
+    threads: usize,
+    matmul_ceiling_gflops: f64,
+    models: Vec<ModelBench>,
+}
+
+fn main() -> Result<()> {
+    shige::perf::keep_freed_memory();
+    let args = Args::parse();
+    let device = candle_core::Device::Cpu;
+    let ceiling = matmul_ceiling(&device)?;
+    // The default config's vocabulary is the shipped corpus's (6,668); the course's is 6,000.
+    let default = ModelConfig {
+        vocab_size: 6668,
+        ..Default::default()
+    };
+    let course = ModelConfig {
+        vocab_size: 6000,
+        ..Default::default()
+    };
+    let mut models = Vec::new();
+    for (name, cfg) in [("default", default), ("course", course)] {
+        if !args.json {
+            eprintln!(
+                "measuring {name} ({} layers, n_embd {}, vocab {}) …",
+                cfg.n_layer, cfg.n_embd, cfg.vocab_size
+            );
+        }
+        models.push(bench_model(
+            name,
+            &cfg,
+            args.batch_size,
+            args.steps,
+            ceiling,
+        )?);
+    }
+    let report = Report {
+        threads: rayon::current_num_threads(),
+        matmul_ceiling_gflops: ceiling,
+        models,
+    };
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&report).context("cannot write JSON")?
+        );
+        return Ok(());
+    }
+    println!(
+        "threads {}, float32 matmul ceiling {:.1} GFLOP/s",
+        report.threads, ceiling
+    );
+    println!(
+        "{:<9}{:>14}{:>14}{:>16}{:>8}",
+        "config", "train tok/s", "fwd tok/s", "sample tok/s", "MFU"
+    );
+    for m in &report.models {
+        println!(
+            "{:<9}{:>14.0}{:>14.0}{:>16.1}{:>7.1}%",
+            m.name,
+            m.train_tokens_per_s,
+            m.forward_tokens_per_s,
+            m.sample_tokens_per_s_no_cache,
+            100.0 * m.mfu
+        );
+    }
+    Ok(())
+}

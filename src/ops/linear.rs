@@ -1,0 +1,302 @@
+//! A Linear layer `y = x Wᵀ + b` as one op: gemm calls on the raw buffers forward and backward,
+//! so that no transposed copy, broadcast bias or zeros-then-add gradient is ever built.
+
+use super::contiguous;
+use candle_core::{CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
+use gemm::{gemm, Parallelism};
+use rayon::prelude::*;
+
+/// A (rows, cols) operand: its values with the strides of a row and of a column.
+#[derive(Clone, Copy)]
+struct Operand<'a> {
+    data: &'a [f32],
+    row_stride: usize,
+    col_stride: usize,
+}
+
+/// dst (m × n, row-major) = (dst if `accumulate`) + lhs (m × k) · rhs (k × n).
+fn matmul_into(
+    dst: &mut [f32],
+    m: usize,
+    n: usize,
+    k: usize,
+    lhs: Operand,
+    rhs: Operand,
+    accumulate: bool,
+) {
+    let threads = rayon::current_num_threads();
+    let parallelism = if threads > 1 {
+        Parallelism::Rayon(threads)
+    } else {
+        Parallelism::None
+    };
+    debug_assert!(dst.len() >= m * n);
+    // SAFETY: the pointers and strides describe buffers of at least m×k, k×n and m×n elements,
+    // checked by the callers from the tensors' shapes.
+    unsafe {
+        gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            n as isize,
+            accumulate,
+            lhs.data.as_ptr(),
+            lhs.col_stride as isize,
+            lhs.row_stride as isize,
+            rhs.data.as_ptr(),
+            rhs.col_stride as isize,
+            rhs.row_stride as isize,
+            1.0,
+            1.0,
+            false,
+            false,
+            false,
+            parallelism,
+        )
+    }
+}
+
+/// y (N × out) = x (N × in) · Wᵀ, W stored (out × in), plus `bias` in every row when given.
+fn forward(x: &[f32], w: &[f32], bias: Option<&[f32]>, n_out: usize) -> Vec<f32> {
+    let n_in = w.len() / n_out;
+    let rows = x.len() / n_in;
+    let mut y = match bias {
+        Some(b) => b.repeat(rows),
+        None => vec![0f32; rows * n_out],
+    };
+    let lhs = Operand {
+        data: x,
+        row_stride: n_in,
+        col_stride: 1,
+    };
+    let rhs = Operand {
+        data: w,
+        row_stride: 1,
+        col_stride: n_in,
+    }; // Wᵀ: (in × out)
+    matmul_into(&mut y, rows, n_out, n_in, lhs, rhs, bias.is_some());
+    y
+}
+
+/// The Linear op; `out` is the number of output features.
+struct Linear {
+    out: usize,
+}
+
+fn output_shape(x: &Layout, out: usize) -> Shape {
+    let mut dims = x.dims().to_vec();
+    *dims.last_mut().expect("rank ≥ 1") = out;
+    Shape::from(dims)
+}
+
+impl CustomOp2 for Linear {
+    fn name(&self) -> &'static str {
+        "fused-linear"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let (x, w) = (
+            contiguous(s1, l1, "fused-linear")?,
+            contiguous(s2, l2, "fused-linear")?,
+        );
+        Ok((
+            CpuStorage::F32(forward(x, w, None, self.out)),
+            output_shape(l1, self.out),
+        ))
+    }
+
+    fn bwd(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        _y: &Tensor,
+        dy: &Tensor,
+    ) -> Result<(Option<Tensor>, Option<Tensor>)> {
+        let (dx, dw, _) = backward(x, w, dy, false)?;
+        Ok((Some(dx), Some(dw)))
+    }
+}
+
+impl CustomOp3 for Linear {
+    fn name(&self) -> &'static str {
+        "fused-linear-bias"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+        s3: &CpuStorage,
+        l3: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let name = "fused-linear-bias";
+        let (x, w, b) = (
+            contiguous(s1, l1, name)?,
+            contiguous(s2, l2, name)?,
+            contiguous(s3, l3, name)?,
+        );
+        Ok((
+            CpuStorage::F32(forward(x, w, Some(b), self.out)),
+            output_shape(l1, self.out),
+        ))
+    }
+
+    fn bwd(
+        &self,
+        x: &Tensor,
+        w: &Tensor,
+        _b: &Tensor,
+        _y: &Tensor,
+        dy: &Tensor,
+    ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+        let (dx, dw, db) = backward(x, w, dy, true)?;
+        Ok((Some(dx), Some(dw), db))
+    }
+}
+
+/// Gradients of a Linear layer from one packed buffer: dx = dy·W, dW = dyᵀ·x, db = Σ_rows dy.
+struct LinearBackward {
+    with_bias: bool,
+}
+
+impl CustomOp3 for LinearBackward {
+    fn name(&self) -> &'static str {
+        "fused-linear-backward"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+        s3: &CpuStorage,
+        l3: &Layout,
+    ) -> Result<(CpuStorage, Shape)> {
+        let name = self.name();
+        let (x, w, dy) = (
+            contiguous(s1, l1, name)?,
+            contiguous(s2, l2, name)?,
+            contiguous(s3, l3, name)?,
+        );
+        let (n_out, n_in) = (l2.dims()[0], l2.dims()[1]);
+        let rows = x.len() / n_in;
+        let bias_len = if self.with_bias { n_out } else { 0 };
+        let mut packed = vec![0f32; rows * n_in + n_out * n_in + bias_len];
+        let (dx, rest) = packed.split_at_mut(rows * n_in);
+        let (dw, db) = rest.split_at_mut(n_out * n_in);
+        let dy_op = Operand {
+            data: dy,
+            row_stride: n_out,
+            col_stride: 1,
+        };
+        matmul_into(
+            dx,
+            rows,
+            n_in,
+            n_out,
+            dy_op,
+            Operand {
+                data: w,
+                row_stride: n_in,
+                col_stride: 1,
+            },
+            false,
+        );
+        let dy_t = Operand {
+            data: dy,
+            row_stride: 1,
+            col_stride: n_out,
+        }; // dyᵀ: (out × N)
+        matmul_into(
+            dw,
+            n_out,
+            n_in,
+            rows,
+            dy_t,
+            Operand {
+                data: x,
+                row_stride: n_in,
+                col_stride: 1,
+            },
+            false,
+        );
+        if self.with_bias {
+            let sums = dy
+                .par_chunks(n_out * 256)
+                .map(|part| {
+                    let mut acc = vec![0f32; n_out];
+                    for row in part.chunks(n_out) {
+                        acc.iter_mut().zip(row).for_each(|(a, v)| *a += v);
+                    }
+                    acc
+                })
+                .reduce(
+                    || vec![0f32; n_out],
+                    |mut a, b| {
+                        a.iter_mut().zip(&b).for_each(|(u, v)| *u += v);
+                        a
+                    },
+                );
+            db.copy_from_slice(&sums);
+        }
+        let len = packed.len();
+        Ok((CpuStorage::F32(packed), Shape::from(len)))
+    }
+}
+
+fn backward(
+    x: &Tensor,
+    w: &Tensor,
+    dy: &Tensor,
+    with_bias: bool,
+) -> Result<(Tensor, Tensor, Option<Tensor>)> {
+    let (n_out, n_in) = w.dims2()?;
+    let rows = x.elem_count() / n_in;
+    let packed = x.apply_op3_no_bwd(w, &dy.contiguous()?, &LinearBackward { with_bias })?;
+    let dx = packed.narrow(0, 0, rows * n_in)?.reshape(x.shape())?;
+    let dw = packed
+        .narrow(0, rows * n_in, n_out * n_in)?
+        .reshape((n_out, n_in))?;
+    let db = if with_bias {
+        Some(packed.narrow(0, rows * n_in + n_out * n_in, n_out)?)
+    } else {
+        None
+    };
+    Ok((dx, dw, db))
+}
+
+/// y = x Wᵀ + b for x (.., in), W (out, in), b (out).
+pub fn linear(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Result<Tensor> {
+    if !(x.device().is_cpu() && x.dtype() == candle_core::DType::F32) {
+        return linear_reference(x, w, b);
+    }
+    let (out, n_in) = w.dims2()?;
+    if x.dim(candle_core::D::Minus1)? != n_in {
+        candle_core::bail!(
+            "linear: input has {} features, weight expects {n_in}",
+            x.dim(candle_core::D::Minus1)?
+        )
+    }
+    let (x, w) = (x.contiguous()?, w.contiguous()?);
+    match b {
+        Some(b) => x.apply_op3(&w, &b.contiguous()?, Linear { out }),
+        None => x.apply_op2(&w, Linear { out }),
+    }
+}
+
+/// The composite reference: candle-nn's `Linear`.
+pub fn linear_reference(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Result<Tensor> {
+    use candle_core::Module;
+    candle_nn::Linear::new(w.clone(), b.cloned()).forward(x)
+}
