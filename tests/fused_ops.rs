@@ -134,8 +134,16 @@ fn fused_linear_matches_the_reference() {
     let x = random(&[3, 11, 24], 1.0, 7);
     let w = random(&[40, 24], 0.5, 8);
     let b = random(&[40], 0.5, 9);
-    check("linear+bias", &[&x, &w, &b], || linear::linear(&x, &w, Some(&b)).unwrap(), || {
-        linear::linear_reference(&x, &w, Some(&b)).unwrap()
-    });
-    check("linear", &[&x, &w], || linear::linear(&x, &w, None).unwrap(), || linear::linear_reference(&x, &w, None).unwrap());
+    check(
+        "linear+bias",
+        &[&x, &w, &b],
+        || linear::linear(&x, &w, Some(&b)).unwrap(),
+        || linear::linear_reference(&x, &w, Some(&b)).unwrap(),
+    );
+    check(
+        "linear",
+        &[&x, &w],
+        || linear::linear(&x, &w, None).unwrap(),
+        || linear::linear_reference(&x, &w, None).unwrap(),
+    );
 }

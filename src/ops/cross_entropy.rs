@@ -1,6 +1,6 @@
 //! Cross-entropy of logits against target ids, fused with its softmax, with its backward.
 
-use super::{contiguous, ROWS_PER_TASK};
+use super::{contiguous, fast_math, ROWS_PER_TASK};
 use candle_core::{bail, CpuStorage, CustomOp1, CustomOp2, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 use std::sync::Arc;
@@ -8,7 +8,7 @@ use std::sync::Arc;
 /// log Σ exp(row), computed stably; also returns the max.
 fn log_sum_exp(row: &[f32]) -> (f32, f32) {
     let max = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
-    let sum: f32 = row.iter().map(|v| (v - max).exp()).sum();
+    let sum: f32 = row.iter().map(|&v| fast_math::exp(v - max)).sum();
     (max, max + sum.ln())
 }
 
@@ -72,7 +72,7 @@ impl CustomOp2 for CrossEntropyBackward {
                     let (_, lse) = log_sum_exp(x);
                     let g = dloss[row];
                     for (oi, &xi) in o.iter_mut().zip(x) {
-                        *oi = (xi - lse).exp() * g;
+                        *oi = fast_math::exp(xi - lse) * g;
                     }
                     o[self.targets[row] as usize] -= g;
                 }

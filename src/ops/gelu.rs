@@ -1,7 +1,6 @@
 //! GELU (exact, with erf), fused, with its backward.
 
-use super::{contiguous, ROWS_PER_TASK};
-use candle_core::cpu::erf::erf_f32;
+use super::{contiguous, fast_math, ROWS_PER_TASK};
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
@@ -24,7 +23,7 @@ impl CustomOp1 for Gelu {
             .zip(x.par_chunks(CHUNK))
             .for_each(|(out, inp)| {
                 for (o, &v) in out.iter_mut().zip(inp) {
-                    *o = 0.5 * v * (1.0 + erf_f32(v * INV_SQRT_2));
+                    *o = 0.5 * v * (1.0 + fast_math::erf(v * INV_SQRT_2));
                 }
             });
         Ok((CpuStorage::F32(y), layout.shape().clone()))
@@ -59,8 +58,8 @@ impl CustomOp2 for GeluBackward {
             .zip(x.par_chunks(CHUNK).zip(dy.par_chunks(CHUNK)))
             .for_each(|(out, (xs, gs))| {
                 for ((o, &v), &g) in out.iter_mut().zip(xs).zip(gs) {
-                    let cdf = 0.5 * (1.0 + erf_f32(v * INV_SQRT_2));
-                    let pdf = INV_SQRT_2PI * (-0.5 * v * v).exp();
+                    let cdf = 0.5 * (1.0 + fast_math::erf(v * INV_SQRT_2));
+                    let pdf = INV_SQRT_2PI * fast_math::exp(-0.5 * v * v);
                     *o = g * (cdf + v * pdf);
                 }
             });

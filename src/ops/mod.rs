@@ -5,6 +5,7 @@
 //! over threads with rayon) and falls back to its composite reference on other devices.
 
 pub mod cross_entropy;
+pub mod fast_math;
 pub mod gelu;
 pub mod layer_norm;
 pub mod linear;

@@ -1,6 +1,6 @@
 //! Softmax over the last dimension with an optional causal mask, fused, with its backward.
 
-use super::{contiguous, ROWS_PER_TASK};
+use super::{contiguous, fast_math, ROWS_PER_TASK};
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, Layout, Result, Shape, Tensor, D};
 use rayon::prelude::*;
 
@@ -42,11 +42,10 @@ impl CustomOp1 for Softmax {
                     let n = visible(row, t_q, t_k, self.causal);
                     let x_row = &x[row * t_k..row * t_k + n];
                     let max = x_row.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
-                    let mut sum = 0f32;
                     for (o, &v) in out_row[..n].iter_mut().zip(x_row) {
-                        *o = (v - max).exp();
-                        sum += *o;
+                        *o = fast_math::exp(v - max);
                     }
+                    let sum: f32 = out_row[..n].iter().sum();
                     let inv = 1.0 / sum;
                     out_row[..n].iter_mut().for_each(|o| *o *= inv);
                 }
