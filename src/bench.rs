@@ -133,3 +133,48 @@ pub fn bench_model(
         mfu: train_rate * flops_per_token(cfg) / (ceiling_gflops * 1e9),
     })
 }
+
+/// Forward + backward time of one op at the course model's sizes.
+#[derive(Debug, Serialize)]
+pub struct OpTiming {
+    /// The op and its shape.
+    pub op: String,
+    /// Median milliseconds for forward and backward.
+    pub ms: f64,
+    /// How often one training step runs it.
+    pub per_step: usize,
+}
+
+/// Times each fused op (forward and backward) alone, at batch 32 × 128 positions, n_embd 128,
+/// vocabulary 6,000, 4 heads.
+pub fn op_timings(runs: usize) -> Result<Vec<OpTiming>> {
+    use crate::ops::{cross_entropy, gelu, layer_norm, linear, softmax};
+    let dev = Device::Cpu;
+    let var = |shape: &[usize]| -> Result<candle_core::Var> { Ok(candle_core::Var::randn(0f32, 1.0, shape, &dev)?) };
+    let time = |f: &dyn Fn() -> Result<Tensor>| -> Result<f64> {
+        let mut times = Vec::new();
+        for _ in 0..runs + 1 {
+            let start = Instant::now();
+            let _ = f()?.sum_all()?.backward()?;
+            times.push(start.elapsed().as_secs_f64() * 1e3);
+        }
+        Ok(median(times[1..].to_vec()))
+    };
+    let n = 32 * 128;
+    let (x, x4) = (var(&[n, 128])?, var(&[n, 512])?);
+    let (w_fc, b_fc, w_head) = (var(&[512, 128])?, var(&[512])?, var(&[6000, 128])?);
+    let (ln_w, ln_b) = (var(&[128])?, var(&[128])?);
+    let scores = var(&[32, 4, 128, 128])?;
+    let logits = var(&[n, 6000])?;
+    let targets = Tensor::from_vec((0..n as u32).map(|i| i * 13 % 6000).collect::<Vec<_>>(), n, &dev)?;
+    let q = var(&[32, 4, 128, 32])?;
+    Ok(vec![
+        OpTiming { op: "linear 128→512 (c_fc)".into(), ms: time(&|| Ok(linear::linear(&x, &w_fc, Some(&b_fc))?))?, per_step: 4 },
+        OpTiming { op: "lm_head 128→6000".into(), ms: time(&|| Ok(linear::linear(&x, &w_head, None)?))?, per_step: 1 },
+        OpTiming { op: "cross-entropy 4096×6000".into(), ms: time(&|| Ok(cross_entropy::cross_entropy(&logits, &targets)?))?, per_step: 1 },
+        OpTiming { op: "layer norm 4096×128".into(), ms: time(&|| Ok(layer_norm::layer_norm(&x, &ln_w, &ln_b, 1e-5)?))?, per_step: 9 },
+        OpTiming { op: "gelu 4096×512".into(), ms: time(&|| Ok(gelu::gelu(&x4)?))?, per_step: 4 },
+        OpTiming { op: "causal softmax 32×4×128×128".into(), ms: time(&|| Ok(softmax::softmax(&scores, true)?))?, per_step: 4 },
+        OpTiming { op: "q·kᵀ 32×4×128×32".into(), ms: time(&|| Ok(q.matmul(&q.t()?)?))?, per_step: 4 },
+    ])
+}

@@ -3,7 +3,7 @@
 use anyhow::{Context, Result};
 use clap::Parser;
 use serde::Serialize;
-use shige::bench::{bench_model, matmul_ceiling, ModelBench};
+use shige::bench::{bench_model, matmul_ceiling, op_timings, ModelBench, OpTiming};
 use shige::config::ModelConfig;
 
 /// Measure speed on this machine: matmul ceiling, then training, forward and sampling throughput.
@@ -15,6 +15,9 @@ struct Args {
     /// Sequences per step.
     #[arg(long, default_value_t = 32)]
     batch_size: usize,
+    /// Also time each fused op alone (forward and backward) at the course model's sizes.
+    #[arg(long)]
+    ops: bool,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -25,6 +28,7 @@ struct Report {
     threads: usize,
     matmul_ceiling_gflops: f64,
     models: Vec<ModelBench>,
+    ops: Vec<OpTiming>,
 }
 
 fn main() -> Result<()> {
@@ -57,11 +61,8 @@ fn main() -> Result<()> {
             ceiling,
         )?);
     }
-    let report = Report {
-        threads: rayon::current_num_threads(),
-        matmul_ceiling_gflops: ceiling,
-        models,
-    };
+    let ops = if args.ops { op_timings(args.steps)? } else { Vec::new() };
+    let report = Report { threads: rayon::current_num_threads(), matmul_ceiling_gflops: ceiling, models, ops };
     if args.json {
         println!(
             "{}",
@@ -86,6 +87,12 @@ fn main() -> Result<()> {
             m.sample_tokens_per_s_no_cache,
             100.0 * m.mfu
         );
+    }
+    if !report.ops.is_empty() {
+        println!("\n{:<32}{:>12}{:>10}{:>14}", "op (forward + backward)", "ms", "per step", "ms per step");
+        for o in &report.ops {
+            println!("{:<32}{:>12.1}{:>10}{:>14.1}", o.op, o.ms, o.per_step, o.ms * o.per_step as f64);
+        }
     }
     Ok(())
 }

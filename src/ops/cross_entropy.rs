@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 /// log Σ exp(row), computed stably; also returns the max.
 fn log_sum_exp(row: &[f32]) -> (f32, f32) {
-    let max = row.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
-    let sum: f32 = row.iter().map(|&v| fast_math::exp(v - max)).sum();
+    let max = fast_math::max(row);
+    let sum = fast_math::sum_exp(row, max);
     (max, max + sum.ln())
 }
 

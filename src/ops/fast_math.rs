@@ -37,6 +37,52 @@ pub fn erf(x: f32) -> f32 {
     y.copysign(x)
 }
 
+/// Lanes of the accumulators below: eight independent sums let the compiler use SIMD registers
+/// (a single running sum must add in order, one element at a time).
+const LANES: usize = 8;
+
+/// Σ values, summed in eight lanes.
+#[inline(always)]
+pub fn sum(values: &[f32]) -> f32 {
+    let mut acc = [0f32; LANES];
+    let chunks = values.chunks_exact(LANES);
+    let tail: f32 = chunks.remainder().iter().sum();
+    for chunk in chunks {
+        for (a, v) in acc.iter_mut().zip(chunk) {
+            *a += v;
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+/// The largest value (−∞ for an empty slice), in eight lanes.
+#[inline(always)]
+pub fn max(values: &[f32]) -> f32 {
+    let mut acc = [f32::NEG_INFINITY; LANES];
+    let chunks = values.chunks_exact(LANES);
+    let tail = chunks.remainder().iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+    for chunk in chunks {
+        for (a, &v) in acc.iter_mut().zip(chunk) {
+            *a = a.max(v);
+        }
+    }
+    acc.iter().cloned().fold(tail, f32::max)
+}
+
+/// Σ e^(v − shift), in eight lanes.
+#[inline(always)]
+pub fn sum_exp(values: &[f32], shift: f32) -> f32 {
+    let mut acc = [0f32; LANES];
+    let chunks = values.chunks_exact(LANES);
+    let tail: f32 = chunks.remainder().iter().map(|&v| exp(v - shift)).sum();
+    for chunk in chunks {
+        for (a, &v) in acc.iter_mut().zip(chunk) {
+            *a += exp(v - shift);
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -60,5 +106,11 @@ mod tests {
         }
         assert!(super::exp(f32::NAN).is_nan());
         assert!(super::exp(-1e30) < 1e-37);
+        let values: Vec<f32> = (0..37).map(|i| ((i * 7919) % 101) as f32 / 10.0 - 5.0).collect();
+        let plain_sum: f32 = values.iter().sum();
+        assert!((super::sum(&values) - plain_sum).abs() < 1e-4);
+        assert_eq!(super::max(&values), values.iter().cloned().fold(f32::MIN, f32::max));
+        let plain: f32 = values.iter().map(|v| (v - 1.0).exp()).sum();
+        assert!((super::sum_exp(&values, 1.0) - plain).abs() < 1e-5 * plain);
     }
 }

@@ -1,13 +1,13 @@
 //! LayerNorm over the last dimension, fused, with its backward (for x, weight and bias).
 
-use super::{contiguous, ROWS_PER_TASK};
+use super::{contiguous, fast_math, ROWS_PER_TASK};
 use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor, D};
 use rayon::prelude::*;
 
 /// Mean and 1/σ of one row.
 fn stats(row: &[f32], eps: f32) -> (f32, f32) {
     let n = row.len() as f32;
-    let mean = row.iter().sum::<f32>() / n;
+    let mean = fast_math::sum(row) / n;
     let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
     (mean, 1.0 / (var + eps).sqrt())
 }

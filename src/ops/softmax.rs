@@ -41,11 +41,11 @@ impl CustomOp1 for Softmax {
                     let row = task * ROWS_PER_TASK + r;
                     let n = visible(row, t_q, t_k, self.causal);
                     let x_row = &x[row * t_k..row * t_k + n];
-                    let max = x_row.iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+                    let max = fast_math::max(x_row);
                     for (o, &v) in out_row[..n].iter_mut().zip(x_row) {
                         *o = fast_math::exp(v - max);
                     }
-                    let sum: f32 = out_row[..n].iter().sum();
+                    let sum = fast_math::sum(&out_row[..n]);
                     let inv = 1.0 / sum;
                     out_row[..n].iter_mut().for_each(|o| *o *= inv);
                 }
