@@ -150,7 +150,9 @@ pub struct OpTiming {
 pub fn op_timings(runs: usize) -> Result<Vec<OpTiming>> {
     use crate::ops::{cross_entropy, gelu, layer_norm, linear, softmax};
     let dev = Device::Cpu;
-    let var = |shape: &[usize]| -> Result<candle_core::Var> { Ok(candle_core::Var::randn(0f32, 1.0, shape, &dev)?) };
+    let var = |shape: &[usize]| -> Result<candle_core::Var> {
+        Ok(candle_core::Var::randn(0f32, 1.0, shape, &dev)?)
+    };
     let time = |f: &dyn Fn() -> Result<Tensor>| -> Result<f64> {
         let mut times = Vec::new();
         for _ in 0..runs + 1 {
@@ -166,15 +168,47 @@ pub fn op_timings(runs: usize) -> Result<Vec<OpTiming>> {
     let (ln_w, ln_b) = (var(&[128])?, var(&[128])?);
     let scores = var(&[32, 4, 128, 128])?;
     let logits = var(&[n, 6000])?;
-    let targets = Tensor::from_vec((0..n as u32).map(|i| i * 13 % 6000).collect::<Vec<_>>(), n, &dev)?;
+    let targets = Tensor::from_vec(
+        (0..n as u32).map(|i| i * 13 % 6000).collect::<Vec<_>>(),
+        n,
+        &dev,
+    )?;
     let q = var(&[32, 4, 128, 32])?;
     Ok(vec![
-        OpTiming { op: "linear 128→512 (c_fc)".into(), ms: time(&|| Ok(linear::linear(&x, &w_fc, Some(&b_fc))?))?, per_step: 4 },
-        OpTiming { op: "lm_head 128→6000".into(), ms: time(&|| Ok(linear::linear(&x, &w_head, None)?))?, per_step: 1 },
-        OpTiming { op: "cross-entropy 4096×6000".into(), ms: time(&|| Ok(cross_entropy::cross_entropy(&logits, &targets)?))?, per_step: 1 },
-        OpTiming { op: "layer norm 4096×128".into(), ms: time(&|| Ok(layer_norm::layer_norm(&x, &ln_w, &ln_b, 1e-5)?))?, per_step: 9 },
-        OpTiming { op: "gelu 4096×512".into(), ms: time(&|| Ok(gelu::gelu(&x4)?))?, per_step: 4 },
-        OpTiming { op: "causal softmax 32×4×128×128".into(), ms: time(&|| Ok(softmax::softmax(&scores, true)?))?, per_step: 4 },
-        OpTiming { op: "q·kᵀ 32×4×128×32".into(), ms: time(&|| Ok(q.matmul(&q.t()?)?))?, per_step: 4 },
+        OpTiming {
+            op: "linear 128→512 (c_fc)".into(),
+            ms: time(&|| Ok(linear::linear(&x, &w_fc, Some(&b_fc))?))?,
+            per_step: 4,
+        },
+        OpTiming {
+            op: "lm_head 128→6000".into(),
+            ms: time(&|| Ok(linear::linear(&x, &w_head, None)?))?,
+            per_step: 1,
+        },
+        OpTiming {
+            op: "cross-entropy 4096×6000".into(),
+            ms: time(&|| Ok(cross_entropy::cross_entropy(&logits, &targets)?))?,
+            per_step: 1,
+        },
+        OpTiming {
+            op: "layer norm 4096×128".into(),
+            ms: time(&|| Ok(layer_norm::layer_norm(&x, &ln_w, &ln_b, 1e-5)?))?,
+            per_step: 9,
+        },
+        OpTiming {
+            op: "gelu 4096×512".into(),
+            ms: time(&|| Ok(gelu::gelu(&x4)?))?,
+            per_step: 4,
+        },
+        OpTiming {
+            op: "causal softmax 32×4×128×128".into(),
+            ms: time(&|| Ok(softmax::softmax(&scores, true)?))?,
+            per_step: 4,
+        },
+        OpTiming {
+            op: "q·kᵀ 32×4×128×32".into(),
+            ms: time(&|| Ok(q.matmul(&q.t()?)?))?,
+            per_step: 4,
+        },
     ])
 }

@@ -61,8 +61,17 @@ fn main() -> Result<()> {
             ceiling,
         )?);
     }
-    let ops = if args.ops { op_timings(args.steps)? } else { Vec::new() };
-    let report = Report { threads: rayon::current_num_threads(), matmul_ceiling_gflops: ceiling, models, ops };
+    let ops = if args.ops {
+        op_timings(args.steps)?
+    } else {
+        Vec::new()
+    };
+    let report = Report {
+        threads: rayon::current_num_threads(),
+        matmul_ceiling_gflops: ceiling,
+        models,
+        ops,
+    };
     if args.json {
         println!(
             "{}",
@@ -89,9 +98,18 @@ fn main() -> Result<()> {
         );
     }
     if !report.ops.is_empty() {
-        println!("\n{:<32}{:>12}{:>10}{:>14}", "op (forward + backward)", "ms", "per step", "ms per step");
+        println!(
+            "\n{:<32}{:>12}{:>10}{:>14}",
+            "op (forward + backward)", "ms", "per step", "ms per step"
+        );
         for o in &report.ops {
-            println!("{:<32}{:>12.1}{:>10}{:>14.1}", o.op, o.ms, o.per_step, o.ms * o.per_step as f64);
+            println!(
+                "{:<32}{:>12.1}{:>10}{:>14.1}",
+                o.op,
+                o.ms,
+                o.per_step,
+                o.ms * o.per_step as f64
+            );
         }
     }
     Ok(())

@@ -11,9 +11,12 @@ const LN2_LO: f32 = -2.121_944_4e-4;
 /// e^x. Inputs below −87 give about 1e-38 instead of 0; NaN stays NaN.
 #[inline(always)]
 pub fn exp(x: f32) -> f32 {
-    let x = x.clamp(-87.0, 88.0);
-    let n = (x * LOG2_E + ROUND_MAGIC) - ROUND_MAGIC; // nearest integer to x/ln2
-                                                      // f = x − n·ln2 in two steps (Cody & Waite), so that f keeps its precision; |f| ≤ ln2/2.
+    let input = x;
+    let x = x.max(-87.0).min(88.0);
+    // The nearest integer to x/ln2 lands in the low mantissa bits of `biased`.
+    let biased = x * LOG2_E + ROUND_MAGIC;
+    let n = biased - ROUND_MAGIC;
+    // f = x − n·ln2 in two steps (Cody & Waite), so that f keeps its precision; |f| ≤ ln2/2.
     let f = (x - n * LN2_HI) - n * LN2_LO;
     // Taylor series of e^f to degree 7: error below 1e-8 on |f| ≤ 0.347.
     let p = 1.0
@@ -21,8 +24,13 @@ pub fn exp(x: f32) -> f32 {
             + f * (0.5
                 + f * (1.0 / 6.0
                     + f * (1.0 / 24.0 + f * (1.0 / 120.0 + f * (1.0 / 720.0 + f / 5040.0))))));
-    let scale = f32::from_bits(((n as i32 + 127) << 23) as u32); // 2^n
-    p * scale
+    let n_bits = biased.to_bits().wrapping_sub(ROUND_MAGIC.to_bits()); // n, two's complement
+    let scale = f32::from_bits(n_bits.wrapping_add(127) << 23); // 2^n
+    if input.is_nan() {
+        input
+    } else {
+        p * scale
+    }
 }
 
 /// erf(x), Abramowitz & Stegun 7.1.26.
@@ -60,7 +68,11 @@ pub fn sum(values: &[f32]) -> f32 {
 pub fn max(values: &[f32]) -> f32 {
     let mut acc = [f32::NEG_INFINITY; LANES];
     let chunks = values.chunks_exact(LANES);
-    let tail = chunks.remainder().iter().cloned().fold(f32::NEG_INFINITY, f32::max);
+    let tail = chunks
+        .remainder()
+        .iter()
+        .cloned()
+        .fold(f32::NEG_INFINITY, f32::max);
     for chunk in chunks {
         for (a, &v) in acc.iter_mut().zip(chunk) {
             *a = a.max(v);
@@ -106,10 +118,15 @@ mod tests {
         }
         assert!(super::exp(f32::NAN).is_nan());
         assert!(super::exp(-1e30) < 1e-37);
-        let values: Vec<f32> = (0..37).map(|i| ((i * 7919) % 101) as f32 / 10.0 - 5.0).collect();
+        let values: Vec<f32> = (0..37)
+            .map(|i| ((i * 7919) % 101) as f32 / 10.0 - 5.0)
+            .collect();
         let plain_sum: f32 = values.iter().sum();
         assert!((super::sum(&values) - plain_sum).abs() < 1e-4);
-        assert_eq!(super::max(&values), values.iter().cloned().fold(f32::MIN, f32::max));
+        assert_eq!(
+            super::max(&values),
+            values.iter().cloned().fold(f32::MIN, f32::max)
+        );
         let plain: f32 = values.iter().map(|v| (v - 1.0).exp()).sum();
         assert!((super::sum_exp(&values, 1.0) - plain).abs() < 1e-5 * plain);
     }
