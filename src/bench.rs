@@ -118,7 +118,7 @@ pub fn bench_model(
     }
     let new_tokens = 100;
     let start = Instant::now();
-    generate(&model, &[0], new_tokens, 1.0, None, &mut rng)?;
+    generate(&model, &[0], new_tokens, 1.0, None, &mut rng, &mut |_| {})?;
     let sample_rate = new_tokens as f64 / start.elapsed().as_secs_f64();
 
     let tokens = (batch_size * t) as f64;

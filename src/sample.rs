@@ -34,7 +34,8 @@ pub fn sample_logits(logits: &[f32], temperature: f64, rng: &mut ChaCha8Rng) -> 
 }
 
 /// Continues `prompt` by up to `max_new_tokens` tokens, recomputing the whole (cropped) context
-/// each step; stops early after `stop` when it is given. Returns only the new tokens.
+/// each step; stops early after `stop` when it is given. Each new token is passed to `on_token`
+/// as soon as it is drawn (for streaming); all of them are returned.
 pub fn generate(
     model: &Gpt,
     prompt: &[u32],
@@ -42,6 +43,7 @@ pub fn generate(
     temperature: f64,
     stop: Option<u32>,
     rng: &mut ChaCha8Rng,
+    on_token: &mut dyn FnMut(u32),
 ) -> Result<Vec<u32>> {
     let cfg = model.config();
     let mut context = prompt.to_vec();
@@ -58,9 +60,26 @@ pub fn generate(
         let next = sample_logits(&last, temperature, rng);
         context.push(next);
         new.push(next);
+        on_token(next);
         if Some(next) == stop {
             break;
         }
     }
     Ok(new)
+}
+
+/// Whether `poem` is well-formed verse: a regular form (4 or 8 lines, all of 5 or all of 7
+/// characters) whose lines end alternately with ，and 。.
+pub fn is_well_formed(poem: &str) -> bool {
+    if crate::data::poem::regular_form(poem).is_none() {
+        return false;
+    }
+    let marks: Vec<char> = poem
+        .chars()
+        .filter(|c| crate::data::poem::PUNCTUATION.contains(c))
+        .collect();
+    marks
+        .iter()
+        .enumerate()
+        .all(|(i, &c)| c == if i % 2 == 0 { '，' } else { '。' })
 }

@@ -149,3 +149,52 @@ impl RunDir {
         self.file(CONFIG_FILE).exists() || self.file(STATE_FILE).exists()
     }
 }
+
+/// A trained model ready for use: the model, its tokenizer and the run's config.
+pub struct LoadedRun {
+    /// The model with the best weights of the run.
+    pub model: crate::model::Gpt,
+    /// The run's tokenizer.
+    pub tokenizer: crate::data::CharTokenizer,
+    /// The run's whole config.
+    pub config: crate::config::RunConfig,
+}
+
+/// Loads the best weights of a run directory with its config and tokenizer, checking that the
+/// three belong together.
+pub fn load_run(dir: &Path) -> Result<LoadedRun> {
+    let run = RunDir::new(dir);
+    if !dir.is_dir() {
+        bail!(
+            "no run directory at {}: train one with `cargo run --release --bin train` (it prints where it writes)",
+            dir.display()
+        );
+    }
+    for file in [CONFIG_FILE, TOKENIZER_FILE, MODEL_FILE] {
+        if !run.file(file).exists() {
+            bail!(
+                "{} has no {file}: it is not a finished run directory (a run writes model.safetensors at its first evaluation)",
+                dir.display()
+            );
+        }
+    }
+    let config = crate::config::RunConfig::load(&run.file(CONFIG_FILE))?;
+    let tokenizer = crate::data::CharTokenizer::load(&run.file(TOKENIZER_FILE))?;
+    if config.model.vocab_size != tokenizer.vocab_size() {
+        bail!(
+            "{}: the config says vocab_size {} but tokenizer.json has {} tokens: they come from different runs",
+            dir.display(),
+            config.model.vocab_size,
+            tokenizer.vocab_size()
+        );
+    }
+    config.model.validate()?;
+    let (model, varmap) = crate::model::Gpt::seeded(&config.model, 0, &Device::Cpu)?;
+    let (tensors, _) = read_safetensors(&run.file(MODEL_FILE))?;
+    load_params(&varmap, &tensors, "", &run.file(MODEL_FILE))?;
+    Ok(LoadedRun {
+        model,
+        tokenizer,
+        config,
+    })
+}

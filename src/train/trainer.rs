@@ -339,7 +339,15 @@ pub fn train(opts: TrainOptions) -> Result<TrainSummary> {
     let mut sample_rng = rng(t.seed, 4);
     let samples = (0..3)
         .map(|_| -> Result<String> {
-            let ids = generate(&model, &[newline], 100, 0.8, Some(newline), &mut sample_rng)?;
+            let ids = generate(
+                &model,
+                &[newline],
+                100,
+                0.8,
+                Some(newline),
+                &mut sample_rng,
+                &mut |_| {},
+            )?;
             Ok(tokenizer.decode(&ids)?.trim_end().to_string())
         })
         .collect::<Result<_>>()?;
