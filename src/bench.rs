@@ -102,7 +102,7 @@ pub fn bench_model(
     for i in 0..steps + 2 {
         let start = Instant::now();
         let (x, y) = batch(&mut rng)?;
-        let loss = model.loss(&x, &y, &mut Mode::Eval)?;
+        let loss = model.loss(&x, &y, &mut Mode::Train(&mut ChaCha8Rng::seed_from_u64(0)))?;
         let grads = opt.gradients(&loss.backward()?)?;
         opt.step(&grads, 1e-4, clip_scale(grads.norm(), 1.0))?;
         if i >= 2 {

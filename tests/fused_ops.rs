@@ -147,3 +147,29 @@ fn fused_linear_matches_the_reference() {
         || linear::linear_reference(&x, &w, None).unwrap(),
     );
 }
+
+#[test]
+fn fused_output_layer_and_loss_match_the_reference() {
+    use shige::ops::lm_head_loss::{lm_head_cross_entropy, lm_head_cross_entropy_reference};
+    // 300 rows: more than two chunks, the last one partial.
+    let x = random(&[300, 24], 1.0, 10);
+    let w = random(&[53, 24], 0.5, 11);
+    let targets = Tensor::from_vec(
+        (0..300u32).map(|i| i * 17 % 53).collect::<Vec<_>>(),
+        300,
+        &Device::Cpu,
+    )
+    .unwrap();
+    check(
+        "lm_head + cross-entropy",
+        &[&x, &w],
+        || lm_head_cross_entropy(&x, &w, &targets, true).unwrap(),
+        || lm_head_cross_entropy_reference(&x, &w, &targets).unwrap(),
+    );
+    let eval = lm_head_cross_entropy(&x, &w, &targets, false).unwrap();
+    let d = rel_diff(
+        &eval,
+        &lm_head_cross_entropy_reference(&x, &w, &targets).unwrap(),
+    );
+    assert!(d < 1e-4, "evaluation loss differs by {d}");
+}

@@ -82,23 +82,33 @@ impl Gpt {
         self.drop.forward(&x, mode)
     }
 
-    /// Logits (B, T, vocab) for token ids idx (B, T) of at most block_size positions for a learned
-    /// table; other schemes accept longer contexts.
-    pub fn forward(&self, idx: &Tensor, mode: &mut Mode) -> Result<Tensor> {
+    /// The final hidden states ln_f(h) (B, T, C) for token ids idx (B, T) of at most block_size
+    /// positions for a learned table; other schemes accept longer contexts.
+    pub fn hidden(&self, idx: &Tensor, mode: &mut Mode) -> Result<Tensor> {
         let mut x = self.embed(idx, mode)?; // (B, T, C)
         for block in &self.h {
             x = block.forward(&x, &self.position, mode)?; // (B, T, C)
         }
-        self.lm_head.forward(&self.ln_f.forward(&x)?) // (B, T, V)
+        self.ln_f.forward(&x) // (B, T, C)
+    }
+
+    /// Logits (B, T, vocab) for token ids idx (B, T).
+    pub fn forward(&self, idx: &Tensor, mode: &mut Mode) -> Result<Tensor> {
+        self.lm_head.forward(&self.hidden(idx, mode)?) // (B, T, V)
     }
 
     /// Mean cross-entropy of the next-token predictions for idx (B, T) against targets (B, T).
+    /// The output layer and the loss run fused, without materialising the logits; in training
+    /// mode they also prepare their gradients for `backward`.
     pub fn loss(&self, idx: &Tensor, targets: &Tensor, mode: &mut Mode) -> Result<Tensor> {
-        let logits = self.forward(idx, mode)?; // (B, T, V)
-        let (b, t, v) = logits.dims3()?;
-        crate::ops::cross_entropy::cross_entropy(
-            &logits.reshape((b * t, v))?,
+        let h = self.hidden(idx, mode)?; // (B, T, C)
+        let (b, t, c) = h.dims3()?;
+        let training = matches!(mode, Mode::Train(_));
+        crate::ops::lm_head_loss::lm_head_cross_entropy(
+            &h.reshape((b * t, c))?,
+            self.lm_head.weight(),
             &targets.reshape(b * t)?,
+            training,
         )
     }
 }

@@ -47,6 +47,11 @@ impl Linear {
         Ok(Linear { weight, bias })
     }
 
+    /// The weight, (out, in).
+    pub fn weight(&self) -> &Tensor {
+        &self.weight
+    }
+
     /// A bias-free layer that shares `weight` (weight tying).
     pub fn tied(weight: Tensor) -> Self {
         Linear { weight, bias: None }

@@ -9,6 +9,7 @@ pub mod fast_math;
 pub mod gelu;
 pub mod layer_norm;
 pub mod linear;
+pub mod lm_head_loss;
 pub mod softmax;
 
 use candle_core::{bail, CpuStorage, Layout, Result};
