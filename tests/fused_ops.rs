@@ -173,3 +173,19 @@ fn fused_output_layer_and_loss_match_the_reference() {
     );
     assert!(d < 1e-4, "evaluation loss differs by {d}");
 }
+
+#[test]
+fn fused_causal_attention_matches_the_reference() {
+    use shige::ops::attention::{causal_attention, causal_attention_reference};
+    let (q, k, v) = (
+        random(&[2, 3, 19, 8], 1.5, 12),
+        random(&[2, 3, 19, 8], 1.5, 13),
+        random(&[2, 3, 19, 8], 1.0, 14),
+    );
+    check(
+        "causal attention",
+        &[&q, &k, &v],
+        || causal_attention(&q, &k, &v, 0.35).unwrap(),
+        || causal_attention_reference(&q, &k, &v, 0.35).unwrap(),
+    );
+}

@@ -66,10 +66,16 @@ impl CausalSelfAttention {
     pub fn forward(&self, x: &Tensor, pos: &PositionEncoding, mode: &mut Mode) -> Result<Tensor> {
         let (b, t, c) = x.dims3()?;
         let (q, k, v) = self.qkv(x, pos)?; // each (B, H, T, D)
-        let att = self
-            .attn_dropout
-            .forward(&self.weights(&q, &k, pos)?, mode)?; // (B, H, T, T)
-        let y = att.matmul(&v)?; // (B, H, T, D)
+        let y = if !pos.biases_scores() && !self.attn_dropout.is_active(mode) {
+            // No score bias and no dropout on the weights: the fused kernel does it all.
+            let scale = 1.0 / (self.head_dim as f64).sqrt();
+            crate::ops::attention::causal_attention(&q, &k, &v, scale)? // (B, H, T, D)
+        } else {
+            let att = self
+                .attn_dropout
+                .forward(&self.weights(&q, &k, pos)?, mode)?; // (B, H, T, T)
+            att.matmul(&v)? // (B, H, T, D)
+        };
         let y = y.transpose(1, 2)?.reshape((b, t, c))?; // (B, T, C)
         self.resid_dropout.forward(&self.c_proj.forward(&y)?, mode)
     }

@@ -103,6 +103,11 @@ impl Dropout {
         Dropout { p }
     }
 
+    /// Whether this dropout changes anything in `mode`.
+    pub fn is_active(&self, mode: &Mode) -> bool {
+        matches!(mode, Mode::Train(_)) && self.p > 0.0
+    }
+
     /// Applies dropout when `mode` is training and p > 0.
     pub fn forward(&self, x: &Tensor, mode: &mut Mode) -> Result<Tensor> {
         let rng = match mode {

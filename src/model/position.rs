@@ -140,6 +140,11 @@ impl PositionEncoding {
         }
     }
 
+    /// Whether the scheme adds a bias to the attention scores (ALiBi).
+    pub fn biases_scores(&self) -> bool {
+        matches!(self, PositionEncoding::Alibi { .. })
+    }
+
     /// For ALiBi, the bias −slope_h·(i − j) for a query at absolute position i and a key at j, as a
     /// (H, Tq, Tk) tensor whose queries are the last Tq of the Tk keys; `None` for other schemes.
     /// Entries above the diagonal are left to the causal mask.

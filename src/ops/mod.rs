@@ -4,6 +4,7 @@
 //! tensor ops are slow on the CPU. Each op here runs as a candle `CustomOp` on the CPU (rows spread
 //! over threads with rayon) and falls back to its composite reference on other devices.
 
+pub mod attention;
 pub mod cross_entropy;
 pub mod fast_math;
 pub mod gelu;
