@@ -148,7 +148,7 @@ pub struct OpTiming {
 /// Times each fused op (forward and backward) alone, at batch 32 × 128 positions, n_embd 128,
 /// vocabulary 6,000, 4 heads.
 pub fn op_timings(runs: usize) -> Result<Vec<OpTiming>> {
-    use crate::ops::{cross_entropy, gelu, layer_norm, linear, softmax};
+    use crate::ops::{attention, gelu, layer_norm, linear, lm_head_loss};
     let dev = Device::Cpu;
     let var = |shape: &[usize]| -> Result<candle_core::Var> {
         Ok(candle_core::Var::randn(0f32, 1.0, shape, &dev)?)
@@ -166,8 +166,6 @@ pub fn op_timings(runs: usize) -> Result<Vec<OpTiming>> {
     let (x, x4) = (var(&[n, 128])?, var(&[n, 512])?);
     let (w_fc, b_fc, w_head) = (var(&[512, 128])?, var(&[512])?, var(&[6000, 128])?);
     let (ln_w, ln_b) = (var(&[128])?, var(&[128])?);
-    let scores = var(&[32, 4, 128, 128])?;
-    let logits = var(&[n, 6000])?;
     let targets = Tensor::from_vec(
         (0..n as u32).map(|i| i * 13 % 6000).collect::<Vec<_>>(),
         n,
@@ -181,13 +179,12 @@ pub fn op_timings(runs: usize) -> Result<Vec<OpTiming>> {
             per_step: 4,
         },
         OpTiming {
-            op: "lm_head 128→6000".into(),
-            ms: time(&|| Ok(linear::linear(&x, &w_head, None)?))?,
-            per_step: 1,
-        },
-        OpTiming {
-            op: "cross-entropy 4096×6000".into(),
-            ms: time(&|| Ok(cross_entropy::cross_entropy(&logits, &targets)?))?,
+            op: "lm_head + cross-entropy 128→6000".into(),
+            ms: time(&|| {
+                Ok(lm_head_loss::lm_head_cross_entropy(
+                    &x, &w_head, &targets, true,
+                )?)
+            })?,
             per_step: 1,
         },
         OpTiming {
@@ -201,13 +198,8 @@ pub fn op_timings(runs: usize) -> Result<Vec<OpTiming>> {
             per_step: 4,
         },
         OpTiming {
-            op: "causal softmax 32×4×128×128".into(),
-            ms: time(&|| Ok(softmax::softmax(&scores, true)?))?,
-            per_step: 4,
-        },
-        OpTiming {
-            op: "q·kᵀ 32×4×128×32".into(),
-            ms: time(&|| Ok(q.matmul(&q.t()?)?))?,
+            op: "causal attention 32×4×128×32".into(),
+            ms: time(&|| Ok(attention::causal_attention(&q, &q, &q, 0.17)?))?,
             per_step: 4,
         },
     ])

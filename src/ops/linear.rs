@@ -1,62 +1,9 @@
 //! A Linear layer `y = x Wᵀ + b` as one op: gemm calls on the raw buffers forward and backward,
 //! so that no transposed copy, broadcast bias or zeros-then-add gradient is ever built.
 
-use super::contiguous;
+use super::{contiguous, matmul_into, Operand};
 use candle_core::{CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
-use gemm::{gemm, Parallelism};
 use rayon::prelude::*;
-
-/// A (rows, cols) operand: its values with the strides of a row and of a column.
-#[derive(Clone, Copy)]
-struct Operand<'a> {
-    data: &'a [f32],
-    row_stride: usize,
-    col_stride: usize,
-}
-
-/// dst (m × n, row-major) = (dst if `accumulate`) + lhs (m × k) · rhs (k × n).
-fn matmul_into(
-    dst: &mut [f32],
-    m: usize,
-    n: usize,
-    k: usize,
-    lhs: Operand,
-    rhs: Operand,
-    accumulate: bool,
-) {
-    let threads = rayon::current_num_threads();
-    let parallelism = if threads > 1 {
-        Parallelism::Rayon(threads)
-    } else {
-        Parallelism::None
-    };
-    debug_assert!(dst.len() >= m * n);
-    // SAFETY: the pointers and strides describe buffers of at least m×k, k×n and m×n elements,
-    // checked by the callers from the tensors' shapes.
-    unsafe {
-        gemm(
-            m,
-            n,
-            k,
-            dst.as_mut_ptr(),
-            1,
-            n as isize,
-            accumulate,
-            lhs.data.as_ptr(),
-            lhs.col_stride as isize,
-            lhs.row_stride as isize,
-            rhs.data.as_ptr(),
-            rhs.col_stride as isize,
-            rhs.row_stride as isize,
-            1.0,
-            1.0,
-            false,
-            false,
-            false,
-            parallelism,
-        )
-    }
-}
 
 /// y (N × out) = x (N × in) · Wᵀ, W stored (out × in), plus `bias` in every row when given.
 fn forward(x: &[f32], w: &[f32], bias: Option<&[f32]>, n_out: usize) -> Vec<f32> {

@@ -2,57 +2,13 @@
 //! and (when training) the gradients of x and W, computed chunk by chunk of rows so that the
 //! (B·T) × vocab logits are never materialised (the fused linear cross-entropy of Liger-Kernel).
 
-use super::{contiguous, fast_math};
+use super::{contiguous, fast_math, matmul_into, Operand};
 use candle_core::{bail, CpuStorage, CustomOp2, Layout, Result, Shape, Tensor};
-use gemm::{gemm, Parallelism};
 use rayon::prelude::*;
 use std::sync::{Arc, Mutex};
 
 /// Rows of logits computed at once: 128 × a 6,000-character vocabulary is 3 MB, cache-sized.
 const CHUNK_ROWS: usize = 128;
-
-/// dst (m × n) = (dst if `accumulate`) + lhs · rhs, with explicit strides (row, column).
-#[allow(clippy::too_many_arguments)]
-fn matmul(
-    dst: &mut [f32],
-    (m, n, k): (usize, usize, usize),
-    lhs: (&[f32], usize, usize),
-    rhs: (&[f32], usize, usize),
-    accumulate: bool,
-) {
-    let threads = rayon::current_num_threads();
-    let parallelism = if threads > 1 {
-        Parallelism::Rayon(threads)
-    } else {
-        Parallelism::None
-    };
-    assert!(dst.len() >= m * n, "destination too small");
-    // SAFETY: the callers pass buffers of at least m×k (lhs), k×n (rhs) and m×n (dst) elements
-    // laid out with the given strides.
-    unsafe {
-        gemm(
-            m,
-            n,
-            k,
-            dst.as_mut_ptr(),
-            1,
-            n as isize,
-            accumulate,
-            lhs.0.as_ptr(),
-            lhs.2 as isize,
-            lhs.1 as isize,
-            rhs.0.as_ptr(),
-            rhs.2 as isize,
-            rhs.1 as isize,
-            1.0,
-            1.0,
-            false,
-            false,
-            false,
-            parallelism,
-        )
-    }
-}
 
 /// The gradients computed during the forward pass, handed to the backward pass.
 type Grads = (Vec<f32>, Vec<f32>);
@@ -98,7 +54,24 @@ impl CustomOp2 for LmHeadLoss {
             let rows = CHUNK_ROWS.min(n - start);
             let x_chunk = &x[start * c..(start + rows) * c];
             let logits = &mut logits[..rows * v];
-            matmul(logits, (rows, v, c), (x_chunk, c, 1), (w, 1, c), false); // (rows, V) = x Wᵀ
+            let x_op = Operand {
+                data: x_chunk,
+                row_stride: c,
+                col_stride: 1,
+            };
+            matmul_into(
+                logits,
+                rows,
+                v,
+                c,
+                x_op,
+                Operand {
+                    data: w,
+                    row_stride: 1,
+                    col_stride: c,
+                },
+                false,
+            ); // x Wᵀ
             let targets = &self.targets[start..start + rows];
             let losses: Vec<f32> = logits
                 .par_chunks_mut(v)
@@ -119,9 +92,23 @@ impl CustomOp2 for LmHeadLoss {
             total += losses.iter().map(|&l| l as f64).sum::<f64>();
             if self.with_grad {
                 let dx_chunk = &mut dx[start * c..(start + rows) * c];
-                matmul(dx_chunk, (rows, c, v), (logits, v, 1), (w, c, 1), false); // dlogits · W
-                matmul(&mut dw, (v, c, rows), (logits, 1, v), (x_chunk, c, 1), true);
-                // += dlogitsᵀ · x
+                let dlogits = Operand {
+                    data: logits,
+                    row_stride: v,
+                    col_stride: 1,
+                };
+                let w_op = Operand {
+                    data: w,
+                    row_stride: c,
+                    col_stride: 1,
+                };
+                matmul_into(dx_chunk, rows, c, v, dlogits, w_op, false); // dlogits · W
+                let dlogits_t = Operand {
+                    data: logits,
+                    row_stride: 1,
+                    col_stride: v,
+                };
+                matmul_into(&mut dw, v, c, rows, dlogits_t, x_op, true); // += dlogitsᵀ · x
             }
         }
         if self.with_grad {

@@ -5,7 +5,6 @@
 //! over threads with rayon) and falls back to its composite reference on other devices.
 
 pub mod attention;
-pub mod cross_entropy;
 pub mod fast_math;
 pub mod gelu;
 pub mod layer_norm;
@@ -14,6 +13,7 @@ pub mod lm_head_loss;
 pub mod softmax;
 
 use candle_core::{bail, CpuStorage, Layout, Result};
+use gemm::{gemm, Parallelism};
 
 /// Rows per rayon task: enough work to amortise the scheduling.
 pub(crate) const ROWS_PER_TASK: usize = 64;
@@ -28,5 +28,60 @@ pub(crate) fn contiguous<'a>(
     match layout.contiguous_offsets() {
         Some((start, end)) => Ok(&data[start..end]),
         None => bail!("{op} needs a contiguous f32 input"),
+    }
+}
+
+/// A (rows, cols) operand: its values with the strides of a row and of a column.
+#[derive(Clone, Copy)]
+pub(crate) struct Operand<'a> {
+    /// The values.
+    pub data: &'a [f32],
+    /// Distance between consecutive rows.
+    pub row_stride: usize,
+    /// Distance between consecutive columns.
+    pub col_stride: usize,
+}
+
+/// dst (m × n, row-major) = (dst if `accumulate`) + lhs (m × k) · rhs (k × n).
+pub(crate) fn matmul_into(
+    dst: &mut [f32],
+    m: usize,
+    n: usize,
+    k: usize,
+    lhs: Operand,
+    rhs: Operand,
+    accumulate: bool,
+) {
+    let threads = rayon::current_num_threads();
+    let parallelism = if threads > 1 {
+        Parallelism::Rayon(threads)
+    } else {
+        Parallelism::None
+    };
+    assert!(dst.len() >= m * n, "matmul destination too small");
+    // SAFETY: the pointers and strides describe buffers of at least m×k, k×n and m×n elements,
+    // checked by the callers from the tensors' shapes.
+    unsafe {
+        gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            n as isize,
+            accumulate,
+            lhs.data.as_ptr(),
+            lhs.col_stride as isize,
+            lhs.row_stride as isize,
+            rhs.data.as_ptr(),
+            rhs.col_stride as isize,
+            rhs.row_stride as isize,
+            1.0,
+            1.0,
+            false,
+            false,
+            false,
+            parallelism,
+        )
     }
 }
