@@ -108,9 +108,7 @@ fn main() -> Result<()> {
     shige::perf::keep_freed_memory();
     let args = Args::parse();
     if cfg!(debug_assertions) {
-        eprintln!(
-            "note: this is a debug build; its dependencies are optimised, but `cargo run --release --bin train` is faster"
-        );
+        eprintln!("note: debug build (optimised, with overflow checks); the README's figures come from `cargo run --release --bin train`");
     }
     let config_path = match (&args.config, &args.resume) {
         (Some(path), _) => path.clone(),
