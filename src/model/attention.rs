@@ -51,11 +51,15 @@ impl CausalSelfAttention {
         Ok((pos.rotate(&q, 0)?, pos.rotate(&k, 0)?, v))
     }
 
+    /// The score scale 1/√head_dim.
+    fn scale(&self) -> f64 {
+        1.0 / (self.head_dim as f64).sqrt()
+    }
+
     /// Attention weights (B, H, T, T) for x (B, T, C): causal softmax of the scaled scores.
     pub fn weights(&self, q: &Tensor, k: &Tensor, pos: &PositionEncoding) -> Result<Tensor> {
         let (t_q, t_k) = (q.dim(2)?, k.dim(2)?);
-        let scale = 1.0 / (self.head_dim as f64).sqrt();
-        let mut scores = (q.matmul(&k.t()?)? * scale)?; // (B, H, Tq, Tk)
+        let mut scores = (q.matmul(&k.t()?)? * self.scale())?; // (B, H, Tq, Tk)
         if let Some(bias) = pos.score_bias(t_q, t_k, &scores)? {
             scores = scores.broadcast_add(&bias)?; // (B, H, Tq, Tk)
         }
@@ -68,8 +72,7 @@ impl CausalSelfAttention {
         let (q, k, v) = self.qkv(x, pos)?; // each (B, H, T, D)
         let y = if !pos.biases_scores() && !self.attn_dropout.is_active(mode) {
             // No score bias and no dropout on the weights: the fused kernel does it all.
-            let scale = 1.0 / (self.head_dim as f64).sqrt();
-            crate::ops::attention::causal_attention(&q, &k, &v, scale)? // (B, H, T, D)
+            crate::ops::attention::causal_attention(&q, &k, &v, self.scale())? // (B, H, T, D)
         } else {
             let att = self
                 .attn_dropout
