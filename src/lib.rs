@@ -1,6 +1,7 @@
 //! A minimal, trainable, character-level GPT on classical Chinese poetry, in Rust on candle.
 
 pub mod bench;
+pub mod cli;
 pub mod config;
 pub mod data;
 pub mod experiments;

@@ -124,6 +124,19 @@ fn fused_linear_matches_the_reference() {
         || linear::linear(&x, &w, None).unwrap(),
         || linear::linear_reference(&x, &w, None).unwrap(),
     );
+    // A few rows (one token while generating) take the dot-product path; lengths that are not
+    // multiples of the vector width or of four outputs exercise its tails.
+    for rows in [1, 3] {
+        let x = random(&[1, rows, 37], 1.0, 20 + rows as u64);
+        let w = random(&[4099, 37], 0.5, 21);
+        let b = random(&[4099], 0.5, 22);
+        check(
+            &format!("linear+bias, {rows} rows"),
+            &[&x, &w, &b],
+            || linear::linear(&x, &w, Some(&b)).unwrap(),
+            || linear::linear_reference(&x, &w, Some(&b)).unwrap(),
+        );
+    }
 }
 
 #[test]
@@ -171,4 +184,16 @@ fn fused_causal_attention_matches_the_reference() {
         || causal_attention(&q, &k, &v, 0.35).unwrap(),
         || causal_attention_reference(&q, &k, &v, 0.35).unwrap(),
     );
+    // Fewer queries than keys (the later keys come from a cache while generating): values only.
+    for t_q in [1, 5] {
+        let q = random(&[2, 3, t_q, 8], 1.5, 15);
+        let fused = causal_attention(&q, &k, &v, 0.35).unwrap();
+        let reference = causal_attention_reference(&q, &k, &v, 0.35).unwrap();
+        assert_eq!(fused.dims(), [2, 3, t_q, 8]);
+        let d = rel_diff(&fused, &reference);
+        assert!(
+            d < 1e-4,
+            "attention with {t_q} queries of 19 keys differs by {d}"
+        );
+    }
 }

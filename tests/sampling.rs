@@ -1,13 +1,21 @@
-//! Loading a trained run and sampling from it.
+//! Loading a trained run and sampling from it: determinism, the key/value cache, top-k/top-p,
+//! forms and acrostics, and the errors for settings that cannot work.
 
+mod common;
+
+use candle_core::{Device, Tensor};
 use rand::SeedableRng;
-use shige::config::RunConfig;
-use shige::sample::{generate, is_well_formed};
-use shige::train::checkpoint::{load_run, RunDir, TOKENIZER_FILE};
+use rand_chacha::ChaCha8Rng;
+use shige::config::{Position, RunConfig};
+use shige::data::poem::{regular_form, Form};
+use shige::data::tokenizer::NEWLINE;
+use shige::model::{Gpt, Mode};
+use shige::sample::{generate, is_well_formed, Generation, PoemConstraint, SampleError, Sampling};
+use shige::train::checkpoint::{load_run, LoadedRun, RunDir, TOKENIZER_FILE};
 use shige::train::{train, TrainOptions};
 use std::path::Path;
 
-fn tiny_run(dir: &Path) {
+fn tiny_run(dir: &Path) -> LoadedRun {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut cfg = RunConfig::load(&root.join("configs/tiny.toml")).unwrap();
     cfg.train.corpus = root.join("data/tiny.txt").display().to_string();
@@ -20,34 +28,296 @@ fn tiny_run(dir: &Path) {
         progress: false,
     })
     .unwrap();
+    load_run(dir).unwrap()
+}
+
+fn rng(seed: u64) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(seed)
 }
 
 #[test]
 fn one_seed_gives_the_same_text_and_tokens_stream_in_order() {
     let tmp = tempfile::tempdir().unwrap();
-    tiny_run(tmp.path());
-    let run = load_run(tmp.path()).unwrap();
+    let run = tiny_run(tmp.path());
     let prompt = run.tokenizer.encode("\n白日").unwrap();
-    let draw = |seed| {
-        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let draw = |seed, sampling| {
         let mut streamed = Vec::new();
-        let ids = generate(&run.model, &prompt, 30, 0.8, None, &mut rng, &mut |id| {
+        let gen = Generation::new(30, sampling, None);
+        let ids = generate(&run.model, &prompt, &gen, &mut rng(seed), &mut |id| {
             streamed.push(id)
         })
         .unwrap();
         assert_eq!(ids, streamed, "every token is streamed, in order");
         ids
     };
-    assert_eq!(draw(3), draw(3));
-    assert_ne!(draw(3), draw(4));
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
-    let greedy = generate(&run.model, &prompt, 10, 0.0, None, &mut rng, &mut |_| {}).unwrap();
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+    let warm = Sampling::with_temperature(0.8);
+    assert_eq!(draw(3, warm), draw(3, warm));
+    assert_ne!(draw(3, warm), draw(4, warm));
     assert_eq!(
-        greedy,
-        generate(&run.model, &prompt, 10, 0.0, None, &mut rng, &mut |_| {}).unwrap(),
+        draw(0, Sampling::GREEDY),
+        draw(1, Sampling::GREEDY),
         "greedy ignores the seed"
     );
+    let top_1 = Sampling {
+        top_k: Some(1),
+        ..Sampling::with_temperature(1.5)
+    };
+    assert_eq!(
+        draw(5, top_1),
+        draw(0, Sampling::GREEDY),
+        "top-k 1 is greedy"
+    );
+    let tiny_p = Sampling {
+        top_p: Some(1e-9),
+        ..Sampling::with_temperature(1.5)
+    };
+    assert_eq!(
+        draw(5, tiny_p),
+        draw(0, Sampling::GREEDY),
+        "a tiny top-p is greedy"
+    );
+}
+
+#[test]
+fn top_k_and_top_p_draw_only_from_the_kept_tokens() {
+    // Probabilities ∝ e^logit: 0.5, 0.3, 0.15, 0.05.
+    let logits: Vec<f32> = [0.5f32, 0.3, 0.15, 0.05].iter().map(|p| p.ln()).collect();
+    let count = |sampling: Sampling| {
+        let mut seen = [0usize; 4];
+        let mut r = rng(9);
+        for _ in 0..2000 {
+            seen[sampling.draw(&logits, &mut r) as usize] += 1;
+        }
+        seen
+    };
+    let seen = count(Sampling::with_temperature(1.0));
+    assert!(
+        seen.iter().all(|&n| n > 0),
+        "plain sampling reaches every token: {seen:?}"
+    );
+    let top_2 = count(Sampling {
+        top_k: Some(2),
+        ..Sampling::with_temperature(1.0)
+    });
+    assert_eq!(top_2[2] + top_2[3], 0, "{top_2:?}");
+    assert!(
+        top_2[1] > 500,
+        "the second token keeps its share: {top_2:?}"
+    );
+    let nucleus = count(Sampling {
+        top_p: Some(0.9),
+        ..Sampling::with_temperature(1.0)
+    });
+    assert_eq!(
+        nucleus[3], 0,
+        "0.5 + 0.3 + 0.15 ≥ 0.9 drops the last: {nucleus:?}"
+    );
+    assert!(nucleus[2] > 0, "{nucleus:?}");
+    let masked = [f32::NEG_INFINITY, 0.0, f32::NEG_INFINITY, 0.0];
+    let mut r = rng(1);
+    for _ in 0..200 {
+        assert!(Sampling::with_temperature(2.0).draw(&masked, &mut r) % 2 == 1);
+    }
+}
+
+#[test]
+fn bad_sampling_settings_are_refused_with_what_to_do() {
+    let bad = [
+        Sampling::with_temperature(-0.5),
+        Sampling::with_temperature(f64::NAN),
+        Sampling {
+            top_k: Some(0),
+            ..Sampling::GREEDY
+        },
+        Sampling {
+            top_p: Some(0.0),
+            ..Sampling::GREEDY
+        },
+        Sampling {
+            top_p: Some(1.5),
+            ..Sampling::GREEDY
+        },
+    ];
+    for s in bad {
+        let err = s.validate().unwrap_err().to_string();
+        assert!(
+            err.contains("must") || err.contains("give 1 or more"),
+            "{err}"
+        );
+    }
+    assert!(Sampling {
+        top_k: Some(1),
+        top_p: Some(1.0),
+        ..Sampling::GREEDY
+    }
+    .validate()
+    .is_ok());
+}
+
+#[test]
+fn cached_and_uncached_decoding_agree_for_every_scheme() {
+    let vocab = 40;
+    for position in Position::ALL {
+        let cfg = common::small_config(vocab, 2, position); // block_size 16
+        let (model, _) = Gpt::seeded(&cfg, 11, &Device::Cpu).unwrap();
+        // Logits of the cached path, token by token, against the full forward pass.
+        let ids: Vec<u32> = (0..12).map(|i| (i * 7 % vocab) as u32).collect();
+        let full = model
+            .forward(
+                &Tensor::new(ids.as_slice(), &Device::Cpu)
+                    .unwrap()
+                    .unsqueeze(0)
+                    .unwrap(),
+                &mut Mode::Eval,
+            )
+            .unwrap()
+            .squeeze(0)
+            .unwrap(); // (T, V)
+        let mut cache = model.new_cache();
+        let prefill = Tensor::new(&ids[..5], &Device::Cpu)
+            .unwrap()
+            .unsqueeze(0)
+            .unwrap();
+        let mut rows = vec![model.forward_cached(&prefill, &mut cache).unwrap()];
+        for &id in &ids[5..] {
+            let one = Tensor::new(&[id], &Device::Cpu)
+                .unwrap()
+                .unsqueeze(0)
+                .unwrap();
+            rows.push(model.forward_cached(&one, &mut cache).unwrap());
+        }
+        assert_eq!(cache.len(), ids.len());
+        for (i, row) in rows.iter().enumerate() {
+            let diff = (row.squeeze(0).unwrap() - full.get(4 + i).unwrap())
+                .unwrap()
+                .abs()
+                .unwrap()
+                .max_all()
+                .unwrap()
+                .to_scalar::<f32>()
+                .unwrap();
+            assert!(
+                diff < 1e-4,
+                "{position}: position {} differs by {diff}",
+                4 + i
+            );
+        }
+        // Greedy and sampled decoding, past block_size (learned positions crop the context).
+        for sampling in [Sampling::GREEDY, Sampling::with_temperature(1.0)] {
+            let decode = |use_cache| {
+                let gen = Generation {
+                    use_cache,
+                    ..Generation::new(30, sampling, None)
+                };
+                generate(&model, &ids[..5], &gen, &mut rng(2), &mut |_| {}).unwrap()
+            };
+            let cached = decode(true);
+            assert_eq!(cached.len(), 30);
+            assert_eq!(cached, decode(false), "{position} at {sampling:?}");
+        }
+    }
+}
+
+#[test]
+fn every_form_comes_out_exact_and_acrostics_begin_the_lines() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tiny_run(tmp.path());
+    let newline = run.tokenizer.id(NEWLINE).unwrap();
+    let poems = |form: Option<Form>, acrostic: &str, prompt: &str| -> Vec<String> {
+        let constraint = PoemConstraint::new(&run.tokenizer, form, acrostic).unwrap();
+        let mut start = vec![newline];
+        start.extend(run.tokenizer.encode(prompt).unwrap());
+        constraint.check_start(&start, 120).unwrap();
+        let gen = Generation {
+            constraint: Some(&constraint),
+            ..Generation::new(120, Sampling::with_temperature(0.8), Some(newline))
+        };
+        (0..4)
+            .map(|seed| {
+                let ids = generate(&run.model, &start, &gen, &mut rng(seed), &mut |_| {}).unwrap();
+                assert_eq!(ids.last(), Some(&newline), "the form ends the poem");
+                format!("{prompt}{}", run.tokenizer.decode(&ids).unwrap().trim_end())
+            })
+            .collect()
+    };
+    for form in Form::ALL {
+        for poem in poems(Some(form), "", "") {
+            assert_eq!(regular_form(&poem), Some(form), "{poem}");
+            assert!(is_well_formed(&poem), "{poem}");
+        }
+    }
+    let line_starts = |poem: &str| -> String {
+        poem.split(['，', '。', '？', '！', '；'])
+            .filter_map(|line| line.chars().next())
+            .collect()
+    };
+    for poem in poems(Some(Form::Qijue), "春夏秋冬", "") {
+        assert_eq!(regular_form(&poem), Some(Form::Qijue), "{poem}");
+        assert_eq!(line_starts(&poem), "春夏秋冬", "{poem}");
+    }
+    for poem in poems(Some(Form::Wulv), "山水", "山") {
+        assert_eq!(regular_form(&poem), Some(Form::Wulv), "{poem}");
+        assert!(line_starts(&poem).starts_with("山水"), "{poem}");
+    }
+    for (acrostic, form) in [("春夏秋", Form::Qijue), ("春夏秋冬山水白日", Form::Qilv)] {
+        for poem in poems(None, acrostic, "") {
+            assert_eq!(regular_form(&poem), Some(form), "without --form: {poem}");
+            assert!(line_starts(&poem).starts_with(acrostic), "{poem}");
+        }
+    }
+}
+
+#[test]
+fn forms_refuse_what_they_cannot_write() {
+    let tokenizer = common::tiny_tokenizer();
+    let newline = tokenizer.id(NEWLINE).unwrap();
+    let start = |prompt: &str| {
+        let mut ids = vec![newline];
+        ids.extend(tokenizer.encode(prompt).unwrap());
+        ids
+    };
+    let err = PoemConstraint::new(&tokenizer, Some(Form::Wujue), "春夏秋冬山")
+        .err()
+        .unwrap();
+    assert!(
+        matches!(err, SampleError::AcrosticTooLong { lines: 4, .. }),
+        "{err}"
+    );
+    let err = PoemConstraint::new(&tokenizer, None, "春夏秋冬山水白日依")
+        .err()
+        .unwrap();
+    assert!(
+        matches!(err, SampleError::AcrosticTooLong { lines: 8, .. }),
+        "{err}"
+    );
+    let err = PoemConstraint::new(&tokenizer, None, "春，").err().unwrap();
+    assert!(matches!(err, SampleError::AcrosticMark('，')), "{err}");
+    let err = PoemConstraint::new(&tokenizer, None, "春x").err().unwrap();
+    assert!(err.to_string().contains("x"), "{err}");
+
+    let wujue = PoemConstraint::new(&tokenizer, Some(Form::Wujue), "").unwrap();
+    let err = wujue
+        .check_start(&start("白日依山尽。"), 120)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("character 6") && err.contains("，"), "{err}");
+    let err = wujue
+        .check_start(&start("白日依山，"), 120)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("character 5"), "{err}");
+    let err = wujue
+        .check_start(&start("白日"), 10)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("raise it to 23"), "{err}");
+    assert!(wujue.check_start(&start("白日依山尽，"), 19).is_ok());
+    let acrostic = PoemConstraint::new(&tokenizer, Some(Form::Wujue), "春夏").unwrap();
+    let err = acrostic
+        .check_start(&start("白日"), 120)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("`春`"), "{err}");
 }
 
 #[test]

@@ -31,8 +31,12 @@ struct Report {
     ops: Vec<OpTiming>,
 }
 
-fn main() -> Result<()> {
-    shige::perf::keep_freed_memory();
+fn main() -> std::process::ExitCode {
+    shige::cli::report(run())
+}
+
+fn run() -> Result<()> {
+    shige::perf::init();
     let args = Args::parse();
     let device = candle_core::Device::Cpu;
     let ceiling = matmul_ceiling(&device)?;
@@ -84,16 +88,18 @@ fn main() -> Result<()> {
         report.threads, ceiling
     );
     println!(
-        "{:<9}{:>14}{:>14}{:>16}{:>8}",
-        "config", "train tok/s", "fwd tok/s", "sample tok/s", "MFU"
+        "{:<9}{:>13}{:>11}{:>19}{:>16}{:>7}{:>8}",
+        "config", "train tok/s", "fwd tok/s", "sample, no cache", "sample, cache", "ratio", "MFU"
     );
     for m in &report.models {
         println!(
-            "{:<9}{:>14.0}{:>14.0}{:>16.1}{:>7.1}%",
+            "{:<9}{:>13.0}{:>11.0}{:>19.0}{:>16.0}{:>6.1}×{:>7.1}%",
             m.name,
             m.train_tokens_per_s,
             m.forward_tokens_per_s,
             m.sample_tokens_per_s_no_cache,
+            m.sample_tokens_per_s_cached,
+            m.sample_tokens_per_s_cached / m.sample_tokens_per_s_no_cache,
             100.0 * m.mfu
         );
     }

@@ -3,7 +3,7 @@
 use anyhow::{Context, Result};
 use clap::Parser;
 use shige::data::{CharTokenizer, Corpus};
-use shige::experiments::heads_positions::run;
+use shige::experiments::heads_positions;
 use std::path::PathBuf;
 
 /// Compare "白日依山尽" with "山依日白尽" in untrained models of 1–3 layers and every positional
@@ -21,11 +21,16 @@ struct Args {
     json: bool,
 }
 
-fn main() -> Result<()> {
+fn main() -> std::process::ExitCode {
+    shige::cli::report(run())
+}
+
+fn run() -> Result<()> {
+    shige::perf::init();
     let args = Args::parse();
     let corpus = Corpus::load(&args.corpus)?;
     let tokenizer = CharTokenizer::from_text(&corpus.text())?;
-    let report = run(&tokenizer, args.seed)?;
+    let report = heads_positions::run(&tokenizer, args.seed)?;
     if args.json {
         println!(
             "{}",

@@ -25,7 +25,11 @@ struct Args {
     forms: Vec<Form>,
 }
 
-fn main() -> Result<()> {
+fn main() -> std::process::ExitCode {
+    shige::cli::report(run())
+}
+
+fn run() -> Result<()> {
     let args = Args::parse();
     let opencc =
         OpenCC::from_config(BuiltinConfig::T2s).context("cannot load OpenCC's t2s tables")?;

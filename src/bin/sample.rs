@@ -3,17 +3,21 @@
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use rand::SeedableRng;
+use shige::data::poem::Form;
 use shige::data::tokenizer::NEWLINE;
-use shige::sample::{generate, is_well_formed};
+use shige::sample::{generate, is_well_formed, Generation, PoemConstraint, Sampling};
 use shige::train::checkpoint::load_run;
 use std::io::Write;
 use std::path::PathBuf;
 
+/// The most tokens one sample may ask for.
+const MAX_NEW_TOKENS_LIMIT: usize = 100_000;
+
 /// Write poems with a trained model, streaming characters as they are drawn.
 #[derive(Parser)]
-#[command(
-    after_help = "Example:\n  cargo run --release --bin sample -- --checkpoint checkpoints/<run> --prompt 白日"
-)]
+#[command(after_help = "Examples:
+  cargo run --release --bin sample -- --checkpoint checkpoints/<run> --prompt 白日
+  cargo run --release --bin sample -- --checkpoint checkpoints/<run> --form qijue --acrostic 春夏秋冬")]
 struct Args {
     /// Run directory written by `train`.
     #[arg(long)]
@@ -28,26 +32,54 @@ struct Args {
     #[arg(long, default_value_t = 120)]
     max_new_tokens: usize,
     /// Sampling temperature (0 = always the most likely character).
-    #[arg(long, default_value_t = 0.8)]
+    #[arg(long, default_value_t = 0.8, allow_negative_numbers = true)]
     temperature: f64,
+    /// Draw only from the k most likely characters.
+    #[arg(long)]
+    top_k: Option<usize>,
+    /// Draw only from the most likely characters whose probabilities sum to p, in (0, 1].
+    #[arg(long, allow_negative_numbers = true)]
+    top_p: Option<f64>,
     /// Seed: the same seed gives the same text.
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Keep going past the end of a poem (by default a newline ends it).
     #[arg(long)]
     no_stop_at_newline: bool,
+    /// Write every poem in this exact form: wujue, qijue (4 lines of 5 or 7 characters),
+    /// wulv, qilv (8 lines of 5 or 7).
+    #[arg(long)]
+    form: Option<Form>,
+    /// Begin the lines with these characters, one per line (藏头诗), e.g. 春夏秋冬. Without
+    /// --form, up to 4 characters make a qijue and up to 8 a qilv.
+    #[arg(long, default_value = "")]
+    acrostic: String,
+    /// Recompute the whole context for every character instead of using the key/value cache.
+    #[arg(long)]
+    no_cache: bool,
     /// One JSON object per line per sample, instead of plain text.
     #[arg(long)]
     json: bool,
 }
 
-fn main() -> Result<()> {
-    shige::perf::keep_freed_memory();
+fn main() -> std::process::ExitCode {
+    shige::cli::report(run())
+}
+
+fn run() -> Result<()> {
+    shige::perf::init();
     let args = Args::parse();
-    if !(args.temperature >= 0.0 && args.temperature.is_finite()) {
+    let sampling = Sampling {
+        temperature: args.temperature,
+        top_k: args.top_k,
+        top_p: args.top_p,
+    };
+    sampling.validate()?;
+    if args.max_new_tokens > MAX_NEW_TOKENS_LIMIT {
         bail!(
-            "--temperature {} must be 0 (greedy) or positive",
-            args.temperature
+            "--max-new-tokens {} is more than {MAX_NEW_TOKENS_LIMIT}: a poem is under 100 characters; \
+             ask for fewer, or use --num-samples for more poems",
+            args.max_new_tokens
         );
     }
     let run = load_run(&args.checkpoint)?;
@@ -61,10 +93,16 @@ fn main() -> Result<()> {
             .encode(&args.prompt)
             .context("the prompt cannot be encoded")?,
     );
-    let stop = if args.no_stop_at_newline {
-        None
-    } else {
-        Some(newline)
+    let constraint = PoemConstraint::new(tokenizer, args.form, &args.acrostic)?;
+    constraint.check_start(&prompt, args.max_new_tokens)?;
+    let gen = Generation {
+        constraint: constraint.is_active().then_some(&constraint),
+        use_cache: !args.no_cache,
+        ..Generation::new(
+            args.max_new_tokens,
+            sampling,
+            (!args.no_stop_at_newline).then_some(newline),
+        )
     };
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed);
     let mut well_formed = 0;
@@ -74,7 +112,7 @@ fn main() -> Result<()> {
             print!("{}", args.prompt);
         }
         let mut stream = |id: u32| {
-            if !args.json && Some(id) != stop {
+            if !args.json && Some(id) != gen.stop {
                 if let Ok(text) = tokenizer.decode(&[id]) {
                     let mut out = stdout.lock();
                     let _ = write!(out, "{text}");
@@ -82,15 +120,7 @@ fn main() -> Result<()> {
                 }
             }
         };
-        let ids = generate(
-            &run.model,
-            &prompt,
-            args.max_new_tokens,
-            args.temperature,
-            stop,
-            &mut rng,
-            &mut stream,
-        )?;
+        let ids = generate(&run.model, &prompt, &gen, &mut rng, &mut stream)?;
         let text = format!(
             "{}{}",
             args.prompt,

@@ -104,8 +104,12 @@ fn default_run_dir(config: &std::path::Path) -> PathBuf {
     ))
 }
 
-fn main() -> Result<()> {
-    shige::perf::keep_freed_memory();
+fn main() -> std::process::ExitCode {
+    shige::cli::report(run())
+}
+
+fn run() -> Result<()> {
+    shige::perf::init();
     let args = Args::parse();
     if cfg!(debug_assertions) {
         eprintln!("note: debug build (optimised, with overflow checks); the README's figures come from `cargo run --release --bin train`");

@@ -86,6 +86,11 @@ impl CharTokenizer {
         self.ids.get(&c).copied()
     }
 
+    /// Every (character, id) pair of the vocabulary, in no particular order.
+    pub fn chars(&self) -> impl Iterator<Item = (char, u32)> + '_ {
+        self.ids.iter().map(|(&c, &id)| (c, id))
+    }
+
     /// The characters of `text` outside the vocabulary, each once, in order of appearance.
     pub fn unknown_chars(&self, text: &str) -> Vec<char> {
         let mut unknown: Vec<char> = Vec::new();

@@ -1,6 +1,7 @@
 //! Causal multi-head self-attention with one fused qkv projection.
 
 use crate::config::ModelConfig;
+use crate::model::cache::LayerCache;
 use crate::model::layers::{Dropout, Linear, Mode, INIT_STD};
 use crate::model::position::PositionEncoding;
 use candle_core::{Module, Result, Tensor};
@@ -41,14 +42,20 @@ impl CausalSelfAttention {
             .contiguous()
     }
 
-    /// q, k and v for x (B, T, C), each (B, n_head, T, head_dim); q and k rotated for RoPE.
-    pub fn qkv(&self, x: &Tensor, pos: &PositionEncoding) -> Result<(Tensor, Tensor, Tensor)> {
+    /// q, k and v for x (B, T, C) whose rows stand at positions `start..start+T`, each
+    /// (B, n_head, T, head_dim); q and k rotated for RoPE.
+    pub fn qkv(
+        &self,
+        x: &Tensor,
+        pos: &PositionEncoding,
+        start: usize,
+    ) -> Result<(Tensor, Tensor, Tensor)> {
         let c = x.dim(2)?;
         let qkv = self.c_attn.forward(x)?; // (B, T, 3C)
         let q = self.split_heads(&qkv.narrow(2, 0, c)?)?; // (B, H, T, D)
         let k = self.split_heads(&qkv.narrow(2, c, c)?)?; // (B, H, T, D)
         let v = self.split_heads(&qkv.narrow(2, 2 * c, c)?)?; // (B, H, T, D)
-        Ok((pos.rotate(&q, 0)?, pos.rotate(&k, 0)?, v))
+        Ok((pos.rotate(&q, start)?, pos.rotate(&k, start)?, v))
     }
 
     /// The score scale 1/√head_dim.
@@ -66,20 +73,53 @@ impl CausalSelfAttention {
         crate::ops::softmax::softmax(&scores, true) // (B, H, Tq, Tk), zero above the diagonal
     }
 
+    /// softmax(q kᵀ/√d + mask) v for q (B, H, Tq, D) and k, v (B, H, Tk, D), the queries being the
+    /// last Tq of the Tk positions: (B, H, Tq, D).
+    fn attend(
+        &self,
+        q: &Tensor,
+        k: &Tensor,
+        v: &Tensor,
+        pos: &PositionEncoding,
+        mode: &mut Mode,
+    ) -> Result<Tensor> {
+        if !pos.biases_scores() && !self.attn_dropout.is_active(mode) {
+            // No score bias and no dropout on the weights: the fused kernel does it all.
+            crate::ops::attention::causal_attention(q, k, v, self.scale()) // (B, H, Tq, D)
+        } else {
+            let att = self.attn_dropout.forward(&self.weights(q, k, pos)?, mode)?; // (B, H, Tq, Tk)
+            att.matmul(v) // (B, H, Tq, D)
+        }
+    }
+
+    /// Merges the heads y (B, H, T, D) and projects them: (B, T, C).
+    fn project(&self, y: &Tensor, mode: &mut Mode) -> Result<Tensor> {
+        let (b, _h, t, _d) = y.dims4()?;
+        let y = y
+            .transpose(1, 2)?
+            .reshape((b, t, self.n_head * self.head_dim))?; // (B, T, C)
+        self.resid_dropout.forward(&self.c_proj.forward(&y)?, mode)
+    }
+
     /// y = c_proj(concat_heads(softmax(q kᵀ/√d + mask) v)) for x (B, T, C).
     pub fn forward(&self, x: &Tensor, pos: &PositionEncoding, mode: &mut Mode) -> Result<Tensor> {
-        let (b, t, c) = x.dims3()?;
-        let (q, k, v) = self.qkv(x, pos)?; // each (B, H, T, D)
-        let y = if !pos.biases_scores() && !self.attn_dropout.is_active(mode) {
-            // No score bias and no dropout on the weights: the fused kernel does it all.
-            crate::ops::attention::causal_attention(&q, &k, &v, self.scale())? // (B, H, T, D)
-        } else {
-            let att = self
-                .attn_dropout
-                .forward(&self.weights(&q, &k, pos)?, mode)?; // (B, H, T, T)
-            att.matmul(&v)? // (B, H, T, D)
-        };
-        let y = y.transpose(1, 2)?.reshape((b, t, c))?; // (B, T, C)
-        self.resid_dropout.forward(&self.c_proj.forward(&y)?, mode)
+        let (q, k, v) = self.qkv(x, pos, 0)?; // each (B, H, T, D)
+        self.project(&self.attend(&q, &k, &v, pos, mode)?, mode)
+    }
+
+    /// The same for new positions x (B, Tnew, C) following the Tcached positions whose keys and
+    /// values `cache` holds; it reads and extends them. No dropout.
+    pub fn forward_cached(
+        &self,
+        x: &Tensor,
+        pos: &PositionEncoding,
+        cache: &mut LayerCache,
+    ) -> Result<Tensor> {
+        let (q, k, v) = self.qkv(x, pos, cache.len())?; // each (B, H, Tnew, D)
+        let (k, v) = cache.append(&k, &v)?; // each (B, H, Tcached + Tnew, D)
+        self.project(
+            &self.attend(&q, &k, &v, pos, &mut Mode::Eval)?,
+            &mut Mode::Eval,
+        )
     }
 }

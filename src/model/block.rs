@@ -2,6 +2,7 @@
 
 use crate::config::ModelConfig;
 use crate::model::attention::CausalSelfAttention;
+use crate::model::cache::LayerCache;
 use crate::model::layers::{Dropout, LayerNorm, Linear, Mode, INIT_STD};
 use crate::model::position::PositionEncoding;
 use candle_core::{Module, Result, Tensor};
@@ -62,5 +63,19 @@ impl Block {
     pub fn forward(&self, x: &Tensor, pos: &PositionEncoding, mode: &mut Mode) -> Result<Tensor> {
         let x = (x + self.attn.forward(&self.ln_1.forward(x)?, pos, mode)?)?; // (B, T, C)
         &x + self.mlp.forward(&self.ln_2.forward(&x)?, mode)? // (B, T, C)
+    }
+
+    /// The same for new positions x (B, Tnew, C) after those in this layer's `cache`; no dropout.
+    pub fn forward_cached(
+        &self,
+        x: &Tensor,
+        pos: &PositionEncoding,
+        cache: &mut LayerCache,
+    ) -> Result<Tensor> {
+        let attn = self
+            .attn
+            .forward_cached(&self.ln_1.forward(x)?, pos, cache)?; // (B, Tnew, C)
+        let x = (x + attn)?; // (B, Tnew, C)
+        &x + self.mlp.forward(&self.ln_2.forward(&x)?, &mut Mode::Eval)? // (B, Tnew, C)
     }
 }

@@ -2,6 +2,7 @@
 
 use crate::config::ModelConfig;
 use crate::model::block::Block;
+use crate::model::cache::GenerationCache;
 use crate::model::init::seeded_var_builder;
 use crate::model::layers::{Dropout, LayerNorm, Linear, Mode, INIT_STD};
 use crate::model::position::PositionEncoding;
@@ -75,17 +76,18 @@ impl Gpt {
         &self.cfg
     }
 
-    /// The residual stream entering the blocks: token embedding plus absolute positions.
-    pub fn embed(&self, idx: &Tensor, mode: &mut Mode) -> Result<Tensor> {
+    /// The residual stream entering the blocks for tokens idx (B, T) at positions
+    /// `start..start+T`: token embedding plus absolute positions.
+    pub fn embed(&self, idx: &Tensor, start: usize, mode: &mut Mode) -> Result<Tensor> {
         let tok = self.wte.forward(idx)?; // (B, T, C)
-        let x = self.position.add_to_embedding(&tok, 0)?; // (B, T, C)
+        let x = self.position.add_to_embedding(&tok, start)?; // (B, T, C)
         self.drop.forward(&x, mode)
     }
 
     /// The final hidden states ln_f(h) (B, T, C) for token ids idx (B, T) of at most block_size
     /// positions for a learned table; other schemes accept longer contexts.
     pub fn hidden(&self, idx: &Tensor, mode: &mut Mode) -> Result<Tensor> {
-        let mut x = self.embed(idx, mode)?; // (B, T, C)
+        let mut x = self.embed(idx, 0, mode)?; // (B, T, C)
         for block in &self.h {
             x = block.forward(&x, &self.position, mode)?; // (B, T, C)
         }
@@ -95,6 +97,23 @@ impl Gpt {
     /// Logits (B, T, vocab) for token ids idx (B, T).
     pub fn forward(&self, idx: &Tensor, mode: &mut Mode) -> Result<Tensor> {
         self.lm_head.forward(&self.hidden(idx, mode)?) // (B, T, V)
+    }
+
+    /// Logits (B, vocab) of the token after idx (B, Tnew), which follows the positions held in
+    /// `cache`; their keys and values are read from the cache and idx's are added to it.
+    /// Equal to the last row of `forward` on the whole context, at the cost of Tnew positions.
+    pub fn forward_cached(&self, idx: &Tensor, cache: &mut GenerationCache) -> Result<Tensor> {
+        let mut x = self.embed(idx, cache.len(), &mut Mode::Eval)?; // (B, Tnew, C)
+        for (block, layer_cache) in self.h.iter().zip(&mut cache.layers) {
+            x = block.forward_cached(&x, &self.position, layer_cache)?; // (B, Tnew, C)
+        }
+        let last = x.narrow(1, x.dim(1)? - 1, 1)?; // (B, 1, C)
+        self.lm_head.forward(&self.ln_f.forward(&last)?)?.squeeze(1) // (B, V)
+    }
+
+    /// An empty key/value cache for this model.
+    pub fn new_cache(&self) -> GenerationCache {
+        GenerationCache::new(self.h.len(), self.cfg.block_size)
     }
 
     /// Mean cross-entropy of the next-token predictions for idx (B, T) against targets (B, T).

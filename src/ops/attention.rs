@@ -3,28 +3,10 @@
 //! graph, and the weights are kept for the backward pass.
 
 use super::contiguous;
+use super::fast_math::dot;
 use candle_core::{bail, CpuStorage, CustomOp3, Layout, Result, Shape, Tensor, D};
 use rayon::prelude::*;
 use std::sync::Mutex;
-
-/// Σ a_i b_i in eight lanes (vectorises).
-#[inline(always)]
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f32 = ca
-        .remainder()
-        .iter()
-        .zip(cb.remainder())
-        .map(|(x, y)| x * y)
-        .sum();
-    for (x, y) in ca.zip(cb) {
-        for l in 0..8 {
-            acc[l] += x[l] * y[l];
-        }
-    }
-    acc.iter().sum::<f32>() + tail
-}
 
 /// out += s · x.
 #[inline(always)]
@@ -58,22 +40,22 @@ impl CustomOp3 for CausalAttention {
             contiguous(s2, l2, name)?,
             contiguous(s3, l3, name)?,
         );
-        let dims = l1.dims();
-        let (t, d) = (dims[2], dims[3]);
+        let (t_q, d) = (l1.dims()[2], l1.dims()[3]);
+        let t_k = l2.dims()[2];
+        let offset = t_k - t_q; // query i stands at position i + offset and sees keys 0..=i+offset
         let mut out = vec![0f32; q.len()];
-        let mut weights = vec![0f32; q.len() / d * t];
-        out.par_chunks_mut(t * d)
-            .zip(weights.par_chunks_mut(t * t))
+        let mut weights = vec![0f32; q.len() / d * t_k];
+        out.par_chunks_mut(t_q * d)
+            .zip(weights.par_chunks_mut(t_q * t_k))
             .enumerate()
             .for_each(|(bh, (o, p))| {
-                let base = bh * t * d;
-                let (q, k, v) = (
-                    &q[base..base + t * d],
-                    &k[base..base + t * d],
-                    &v[base..base + t * d],
+                let q = &q[bh * t_q * d..(bh + 1) * t_q * d];
+                let (k, v) = (
+                    &k[bh * t_k * d..(bh + 1) * t_k * d],
+                    &v[bh * t_k * d..(bh + 1) * t_k * d],
                 );
-                for i in 0..t {
-                    let row = &mut p[i * t..i * t + i + 1];
+                for i in 0..t_q {
+                    let row = &mut p[i * t_k..i * t_k + i + offset + 1];
                     let qi = &q[i * d..(i + 1) * d];
                     for (j, s) in row.iter_mut().enumerate() {
                         *s = dot(qi, &k[j * d..(j + 1) * d]) * self.scale;
@@ -114,6 +96,9 @@ impl CustomOp3 for CausalAttention {
             bail!("fused attention: backward called twice")
         };
         let (_, _, t, d) = q.dims4()?;
+        if k.dim(2)? != t {
+            bail!("fused attention: the backward pass needs as many queries as keys (no cache)")
+        }
         let flat = |x: &Tensor| x.flatten_all()?.to_vec1::<f32>();
         let (q_v, k_v, v_v, do_v) = (flat(q)?, flat(k)?, flat(v)?, flat(d_out)?);
         let n = q_v.len();
@@ -154,10 +139,14 @@ impl CustomOp3 for CausalAttention {
     }
 }
 
-/// softmax(q kᵀ · scale + causal mask) v for q, k, v (B, H, T, D).
+/// softmax(q kᵀ · scale + causal mask) v for q (B, H, Tq, D) and k, v (B, H, Tk, D), Tq ≤ Tk,
+/// the queries being the last Tq positions (Tq < Tk when earlier keys come from a cache; the
+/// backward pass needs Tq = Tk).
 pub fn causal_attention(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64) -> Result<Tensor> {
-    let same_shape = q.dims() == k.dims() && q.dims() == v.dims() && q.rank() == 4;
-    if !(q.device().is_cpu() && q.dtype() == candle_core::DType::F32 && same_shape) {
+    let (b, h, t_q, d) = q.dims4()?;
+    let t_k = k.dim(2)?;
+    let fits = k.dims() == [b, h, t_k, d] && v.dims() == k.dims() && t_q <= t_k;
+    if !(q.device().is_cpu() && q.dtype() == candle_core::DType::F32 && fits) {
         return causal_attention_reference(q, k, v, scale);
     }
     let op = CausalAttention {

@@ -14,6 +14,7 @@ pub mod softmax;
 
 use candle_core::{bail, CpuStorage, Layout, Result};
 use gemm::{gemm, Parallelism};
+use rayon::prelude::*;
 
 /// Rows per rayon task: enough work to amortise the scheduling.
 pub(crate) const ROWS_PER_TASK: usize = 64;
@@ -42,6 +43,17 @@ pub(crate) struct Operand<'a> {
     pub col_stride: usize,
 }
 
+/// At most this many lhs rows go through dot products instead of gemm, whose packing of the
+/// whole rhs costs more than the product itself (one token at a time while generating).
+const DOT_ROWS: usize = 4;
+
+/// Output columns per rayon task in the dot-product path.
+const COLS_PER_TASK: usize = 256;
+
+/// Below this many multiply-adds per row, the dot-product path stays on one thread: waking the
+/// others costs more.
+const PARALLEL_MACS: usize = 1 << 12;
+
 /// dst (m × n, row-major) = (dst if `accumulate`) + lhs (m × k) · rhs (k × n).
 pub(crate) fn matmul_into(
     dst: &mut [f32],
@@ -59,6 +71,44 @@ pub(crate) fn matmul_into(
         Parallelism::None
     };
     assert!(dst.len() >= m * n, "matmul destination too small");
+    if m <= DOT_ROWS && lhs.col_stride == 1 && rhs.row_stride == 1 {
+        // Each output is the dot product of an lhs row and a contiguous rhs column.
+        for (i, dst_row) in dst.chunks_mut(n).take(m).enumerate() {
+            let row = &lhs.data[i * lhs.row_stride..i * lhs.row_stride + k];
+            let column = |j: usize| &rhs.data[j * rhs.col_stride..j * rhs.col_stride + k];
+            let columns = |(task, out): (usize, &mut [f32])| {
+                let first = task * COLS_PER_TASK;
+                let done = out.len() / 4 * 4;
+                let mut quads = out.chunks_exact_mut(4);
+                for (q, o) in (&mut quads).enumerate() {
+                    let j = first + 4 * q;
+                    let v = fast_math::dot4(
+                        row,
+                        [column(j), column(j + 1), column(j + 2), column(j + 3)],
+                    );
+                    for (o, v) in o.iter_mut().zip(v) {
+                        *o = if accumulate { *o + v } else { v };
+                    }
+                }
+                for (c, o) in quads.into_remainder().iter_mut().enumerate() {
+                    let v = fast_math::dot(row, column(first + done + c));
+                    *o = if accumulate { *o + v } else { v };
+                }
+            };
+            if n * k >= PARALLEL_MACS {
+                dst_row
+                    .par_chunks_mut(COLS_PER_TASK)
+                    .enumerate()
+                    .for_each(columns);
+            } else {
+                dst_row
+                    .chunks_mut(COLS_PER_TASK)
+                    .enumerate()
+                    .for_each(columns);
+            }
+        }
+        return;
+    }
     // SAFETY: the pointers and strides describe buffers of at least m×k, k×n and m×n elements,
     // checked by the callers from the tensors' shapes.
     unsafe {

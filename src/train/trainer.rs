@@ -3,7 +3,7 @@
 use crate::config::RunConfig;
 use crate::data::{tokenizer::NEWLINE, CharTokenizer, Corpus, Split, Splits};
 use crate::model::{Gpt, Mode};
-use crate::sample::generate;
+use crate::sample::{generate, Generation, Sampling};
 use crate::train::checkpoint::*;
 use crate::train::metrics::{from_csv, plot_losses, to_csv, MetricRow};
 use crate::train::optim::{clip_scale, AdamW, AdamWParams};
@@ -339,15 +339,8 @@ pub fn train(opts: TrainOptions) -> Result<TrainSummary> {
     let mut sample_rng = rng(t.seed, 4);
     let samples = (0..3)
         .map(|_| -> Result<String> {
-            let ids = generate(
-                &model,
-                &[newline],
-                100,
-                0.8,
-                Some(newline),
-                &mut sample_rng,
-                &mut |_| {},
-            )?;
+            let gen = Generation::new(100, Sampling::with_temperature(0.8), Some(newline));
+            let ids = generate(&model, &[newline], &gen, &mut sample_rng, &mut |_| {})?;
             Ok(tokenizer.decode(&ids)?.trim_end().to_string())
         })
         .collect::<Result<_>>()?;

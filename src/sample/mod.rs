@@ -1,0 +1,195 @@
+//! Generating text from a model: the decoding loop (with or without the key/value cache), how
+//! the next token is drawn, and form control.
+
+pub mod constraint;
+pub mod draw;
+
+pub use constraint::PoemConstraint;
+pub use draw::Sampling;
+
+use crate::config::Position;
+use crate::data::DataError;
+use crate::model::{GenerationCache, Gpt, Mode};
+use candle_core::{bail, Device, Result, Tensor};
+use rand_chacha::ChaCha8Rng;
+
+/// Sampling settings that cannot work, each with what to do instead.
+#[derive(Debug, thiserror::Error)]
+pub enum SampleError {
+    /// A negative or non-finite temperature.
+    #[error(
+        "--temperature {0} must be 0 (always the most likely character) or positive, e.g. 0.8"
+    )]
+    Temperature(f64),
+    /// top-k of zero keeps nothing.
+    #[error("--top-k 0 would keep no character: give 1 or more (1 is greedy), or leave it out")]
+    TopK,
+    /// top-p outside (0, 1].
+    #[error("--top-p {0} must be in (0, 1], e.g. 0.9 (1 keeps every character)")]
+    TopP(f64),
+    /// More acrostic characters than the form has lines.
+    #[error("--acrostic {acrostic} has {} characters but a {form} has {lines} lines: shorten it or choose a longer form", .acrostic.chars().count())]
+    AcrosticTooLong {
+        /// The acrostic given.
+        acrostic: String,
+        /// The form's name.
+        form: &'static str,
+        /// Lines of the form.
+        lines: usize,
+    },
+    /// Punctuation or whitespace in the acrostic.
+    #[error("--acrostic may hold only characters that begin lines, not `{}`", .0.escape_debug())]
+    AcrosticMark(char),
+    /// The vocabulary lacks a mark the form needs.
+    #[error("the model's vocabulary has no `{}`, which forms need: train on the shipped corpus", .0.escape_debug())]
+    MissingMark(char),
+    /// The prompt breaks the form or the acrostic.
+    #[error("the prompt does not fit {rules}: character {position} is `{found}` where {expected} is needed")]
+    PromptDoesNotFit {
+        /// The rules, e.g. "wujue, acrostic 春夏秋冬".
+        rules: String,
+        /// 1-based position in the poem.
+        position: usize,
+        /// The character found.
+        found: char,
+        /// What the rules ask for there.
+        expected: String,
+    },
+    /// Not enough new tokens to finish the form.
+    #[error("a {form} needs {needed} more characters after the prompt but --max-new-tokens is {given}: raise it to {needed} or more")]
+    TooFewTokens {
+        /// The form's name.
+        form: &'static str,
+        /// Characters needed, the final newline included.
+        needed: usize,
+        /// --max-new-tokens.
+        given: usize,
+    },
+    /// A character outside the vocabulary.
+    #[error(transparent)]
+    Data(#[from] DataError),
+}
+
+/// What to generate and how.
+pub struct Generation<'a> {
+    /// Most tokens to add.
+    pub max_new_tokens: usize,
+    /// How each token is drawn.
+    pub sampling: Sampling,
+    /// Stop after this token (the newline that ends a poem), if given.
+    pub stop: Option<u32>,
+    /// Form and acrostic rules, if any.
+    pub constraint: Option<&'a PoemConstraint>,
+    /// Keep keys and values between steps (true) or recompute the whole context each step.
+    pub use_cache: bool,
+}
+
+impl Generation<'_> {
+    /// `max_new_tokens` tokens drawn with `sampling`, stopping after `stop`, with the cache.
+    pub fn new(max_new_tokens: usize, sampling: Sampling, stop: Option<u32>) -> Self {
+        Generation {
+            max_new_tokens,
+            sampling,
+            stop,
+            constraint: None,
+            use_cache: true,
+        }
+    }
+}
+
+/// Continues `prompt` (at least one token) by up to `gen.max_new_tokens` tokens. Each new token is
+/// passed to `on_token` as soon as it is drawn (for streaming); all of them are returned.
+///
+/// With learned positions, a context that outgrows block_size is cropped, as nanoGPT does, but in
+/// jumps: to its last block_size/2 tokens, so that the cache is rebuilt once per half block rather
+/// than at every step (each crop moves every token's position). Cached and uncached decoding crop
+/// alike and give the same tokens. The other schemes keep the whole context.
+pub fn generate(
+    model: &Gpt,
+    prompt: &[u32],
+    gen: &Generation,
+    rng: &mut ChaCha8Rng,
+    on_token: &mut (dyn FnMut(u32) + Send),
+) -> Result<Vec<u32>> {
+    if prompt.is_empty() {
+        bail!("generation needs at least one token to start from (the newline that begins a poem)")
+    }
+    // The loop runs on a worker of the thread pool, so that the ops' parallel loops start there
+    // instead of each handing its work over from the main thread (which costs more than a
+    // one-token step).
+    rayon::scope(|_| decode(model, prompt, gen, rng, on_token))
+}
+
+/// The decoding loop of [`generate`].
+fn decode(
+    model: &Gpt,
+    prompt: &[u32],
+    gen: &Generation,
+    rng: &mut ChaCha8Rng,
+    on_token: &mut (dyn FnMut(u32) + Send),
+) -> Result<Vec<u32>> {
+    let cfg = model.config();
+    let window = match cfg.position {
+        Position::Learned => cfg.block_size,
+        _ => usize::MAX,
+    };
+    let mut context = prompt.to_vec();
+    let mut start = 0; // the first token of the context the model sees
+    let mut cache = model.new_cache();
+    let mut new = Vec::new();
+    for _ in 0..gen.max_new_tokens {
+        if context.len() - start > window {
+            start = context.len() - (window / 2).max(1);
+            cache.clear();
+        }
+        let mut logits = if gen.use_cache {
+            next_logits_cached(model, &context[start..], &mut cache)?
+        } else {
+            next_logits(model, &context[start..])?
+        };
+        if let Some(constraint) = gen.constraint {
+            constraint.mask(&context, &mut logits);
+        }
+        let next = gen.sampling.draw(&logits, rng);
+        context.push(next);
+        new.push(next);
+        on_token(next);
+        if Some(next) == gen.stop {
+            break;
+        }
+    }
+    Ok(new)
+}
+
+/// Logits (V,) after `context`, recomputing every position.
+fn next_logits(model: &Gpt, context: &[u32]) -> Result<Vec<f32>> {
+    let idx = Tensor::new(context, &Device::Cpu)?.unsqueeze(0)?; // (1, T)
+    let logits = model.forward(&idx, &mut Mode::Eval)?; // (1, T, V)
+    logits.get(0)?.get(context.len() - 1)?.to_vec1() // (V,)
+}
+
+/// Logits (V,) after `context`, computing only the positions `cache` does not hold yet.
+fn next_logits_cached(
+    model: &Gpt,
+    context: &[u32],
+    cache: &mut GenerationCache,
+) -> Result<Vec<f32>> {
+    let idx = Tensor::new(&context[cache.len()..], &Device::Cpu)?.unsqueeze(0)?; // (1, Tnew)
+    model.forward_cached(&idx, cache)?.get(0)?.to_vec1() // (V,)
+}
+
+/// Whether `poem` is well-formed verse: a regular form (4 or 8 lines, all of 5 or all of 7
+/// characters) whose lines end alternately with ，and 。.
+pub fn is_well_formed(poem: &str) -> bool {
+    if crate::data::poem::regular_form(poem).is_none() {
+        return false;
+    }
+    let marks: Vec<char> = poem
+        .chars()
+        .filter(|c| crate::data::poem::PUNCTUATION.contains(c))
+        .collect();
+    marks
+        .iter()
+        .enumerate()
+        .all(|(i, &c)| c == if i % 2 == 0 { '，' } else { '。' })
+}
