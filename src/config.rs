@@ -297,8 +297,12 @@ pub struct RunConfig {
 impl RunConfig {
     /// Reads and parses a TOML file (not yet validated: overrides may still change it).
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = read_config_file(path)?;
-        toml::from_str(&text).map_err(|e| parse_error(&path.display().to_string(), e))
+        Self::from_toml_str(&read_config_file(path)?, &path.display().to_string())
+    }
+
+    /// Parses TOML text (not yet validated); `origin` names it in error messages.
+    pub fn from_toml_str(text: &str, origin: &str) -> Result<Self, ConfigError> {
+        toml::from_str(text).map_err(|e| parse_error(origin, e))
     }
 
     /// The TOML text of this config.

@@ -37,7 +37,7 @@ fn main() -> std::process::ExitCode {
 
 fn run() -> Result<()> {
     shige::perf::init();
-    let args = Args::parse();
+    let args: Args = shige::cli::parse();
     let device = candle_core::Device::Cpu;
     let ceiling = matmul_ceiling(&device)?;
     // The default config's vocabulary is the shipped corpus's (6,668); the course's is 6,000.

@@ -3,11 +3,13 @@
 use anyhow::{Context, Result};
 use clap::Parser;
 use shige::data::{CharTokenizer, Corpus};
-use shige::experiments::heads_positions;
+use shige::experiments::{attention_maps, heads_positions};
+use shige::train::checkpoint::load_run;
 use std::path::PathBuf;
 
 /// Compare "白日依山尽" with "山依日白尽" in untrained models of 1–3 layers and every positional
-/// scheme, and show the shapes and parameter counts of multi-head attention.
+/// scheme, and show the shapes and parameter counts of multi-head attention. With --checkpoint,
+/// ask the same of a trained model; with --plot, draw attention heatmaps and the sinusoidal table.
 #[derive(Parser)]
 struct Args {
     /// Seed of the random models.
@@ -16,6 +18,19 @@ struct Args {
     /// Corpus whose characters make the vocabulary.
     #[arg(long, default_value = shige::data::corpus::DEFAULT_CORPUS)]
     corpus: PathBuf,
+    /// A trained run directory to test instead of random models.
+    #[arg(long)]
+    checkpoint: Option<PathBuf>,
+    /// Write SVG heatmaps into this directory: the sinusoidal table, and with --checkpoint each
+    /// layer's attention weights over --poem.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+    /// The poem whose attention --plot draws.
+    #[arg(
+        long,
+        default_value = "白日依山尽，黄河入海流。欲穷千里目，更上一层楼。"
+    )]
+    poem: String,
     /// Print one JSON object instead of tables.
     #[arg(long)]
     json: bool,
@@ -27,7 +42,39 @@ fn main() -> std::process::ExitCode {
 
 fn run() -> Result<()> {
     shige::perf::init();
-    let args = Args::parse();
+    let args: Args = shige::cli::parse();
+    if let Some(dir) = &args.plot {
+        let path = dir.join("sinusoidal.svg");
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        attention_maps::write_sinusoidal_map(64, 128, &path)?;
+        eprintln!("wrote {}", path.display());
+    }
+    if let Some(checkpoint) = &args.checkpoint {
+        let run = load_run(checkpoint)?;
+        let diff = heads_positions::order_diff(&run.model, &run.tokenizer)?;
+        let m = &run.config.model;
+        if args.json {
+            println!(
+                "{}",
+                serde_json::json!({ "checkpoint": checkpoint, "n_layer": m.n_layer, "position": m.position, "diff": diff })
+            );
+        } else {
+            println!(
+                "{} ({} layers, {} positions): max |logits(白日依山尽) − logits(山依日白尽)| at the last position = {diff:.2e}",
+                checkpoint.display(),
+                m.n_layer,
+                m.position
+            );
+        }
+        if let Some(dir) = &args.plot {
+            for path in
+                attention_maps::write_attention_maps(&run.model, &run.tokenizer, &args.poem, dir)?
+            {
+                eprintln!("wrote {}", path.display());
+            }
+        }
+        return Ok(());
+    }
     let corpus = Corpus::load(&args.corpus)?;
     let tokenizer = CharTokenizer::from_text(&corpus.text())?;
     let report = heads_positions::run(&tokenizer, args.seed)?;

@@ -30,7 +30,7 @@ fn main() -> std::process::ExitCode {
 }
 
 fn run() -> Result<()> {
-    let args = Args::parse();
+    let args: Args = shige::cli::parse();
     let opencc =
         OpenCC::from_config(BuiltinConfig::T2s).context("cannot load OpenCC's t2s tables")?;
     let (poems, stats) = build_corpus(&args.source, &args.forms, |t| opencc.convert(t))?;

@@ -13,6 +13,9 @@ use std::path::PathBuf;
 /// The most tokens one sample may ask for.
 const MAX_NEW_TOKENS_LIMIT: usize = 100_000;
 
+/// The longest prompt accepted, in characters (a long poem has under 200).
+const MAX_PROMPT_CHARS: usize = 1_000;
+
 /// Write poems with a trained model, streaming characters as they are drawn.
 #[derive(Parser)]
 #[command(after_help = "Examples:
@@ -68,7 +71,7 @@ fn main() -> std::process::ExitCode {
 
 fn run() -> Result<()> {
     shige::perf::init();
-    let args = Args::parse();
+    let args: Args = shige::cli::parse();
     let sampling = Sampling {
         temperature: args.temperature,
         top_k: args.top_k,
@@ -80,6 +83,13 @@ fn run() -> Result<()> {
             "--max-new-tokens {} is more than {MAX_NEW_TOKENS_LIMIT}: a poem is under 100 characters; \
              ask for fewer, or use --num-samples for more poems",
             args.max_new_tokens
+        );
+    }
+    let prompt_chars = args.prompt.chars().count();
+    if prompt_chars > MAX_PROMPT_CHARS {
+        bail!(
+            "the prompt has {prompt_chars} characters, more than {MAX_PROMPT_CHARS}: give the beginning of one poem \
+             (a few characters, e.g. 白日)"
         );
     }
     let run = load_run(&args.checkpoint)?;

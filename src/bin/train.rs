@@ -1,6 +1,6 @@
 //! Train a GPT on the poetry corpus: `cargo run --release --bin train`.
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Parser;
 use shige::config::{Position, RunConfig};
 use shige::train::{checkpoint::RunDir, train, TrainOptions};
@@ -110,13 +110,23 @@ fn main() -> std::process::ExitCode {
 
 fn run() -> Result<()> {
     shige::perf::init();
-    let args = Args::parse();
+    let args: Args = shige::cli::parse();
     if cfg!(debug_assertions) {
         eprintln!("note: debug build (optimised, with overflow checks); the README's figures come from `cargo run --release --bin train`");
     }
     let config_path = match (&args.config, &args.resume) {
         (Some(path), _) => path.clone(),
-        (None, Some(dir)) => dir.join(shige::train::checkpoint::CONFIG_FILE),
+        (None, Some(dir)) => {
+            let path = dir.join(shige::train::checkpoint::CONFIG_FILE);
+            if !path.exists() {
+                bail!(
+                    "{} holds no run to resume (no {}): start one with --out {0}",
+                    dir.display(),
+                    shige::train::checkpoint::CONFIG_FILE
+                );
+            }
+            path
+        }
         (None, None) => PathBuf::from("configs/default.toml"),
     };
     let mut cfg = RunConfig::load(&config_path)?;
@@ -141,22 +151,22 @@ fn run() -> Result<()> {
             .or(args.out)
             .unwrap_or_else(|| default_run_dir(&config_path)),
     );
-    eprintln!(
-        "training {} layers × {} heads × {} dims, {} positions, on {} → {}",
-        cfg.model.n_layer,
-        cfg.model.n_head,
-        cfg.model.n_embd,
-        cfg.model.position,
-        cfg.train.corpus,
-        run.path.display()
-    );
-    let summary = train(TrainOptions {
+    shige::train::interrupt::catch_ctrl_c();
+    let options = TrainOptions {
         config: cfg,
         run,
         resume,
         stop_at: args.stop_at,
         progress: true,
-    })?;
+    };
+    // On a worker of the thread pool, the ops' parallel loops start without a hand-over.
+    let summary = rayon::scope(|_| train(options))?;
+    if summary.interrupted {
+        eprintln!(
+            "interrupted at step {}: checkpoint saved in {}; continue with --resume {}",
+            summary.steps, summary.checkpoint, summary.checkpoint
+        );
+    }
     if args.json {
         println!(
             "{}",
@@ -171,6 +181,10 @@ fn run() -> Result<()> {
         for s in &summary.samples {
             println!("  {s}");
         }
+    }
+    if summary.interrupted {
+        // 128 + SIGINT, as a shell reports a process that Ctrl-C ended.
+        std::process::exit(130);
     }
     Ok(())
 }

@@ -106,6 +106,13 @@ pub fn order_leak(
             )?,
         )?;
     }
+    order_diff(&model, tokenizer)
+}
+
+/// max |logits(SENTENCE) − logits(SHUFFLED)| at the last position for `model`: 0 up to float
+/// rounding when the model cannot see the order of the first four characters.
+pub fn order_diff(model: &Gpt, tokenizer: &CharTokenizer) -> Result<f32> {
+    let device = Device::Cpu;
     let last = |text: &str| -> Result<Tensor> {
         let logits = model.forward(&ids(tokenizer, text, &device)?, &mut Mode::Eval)?; // (1, T, V)
         Ok(logits.get(0)?.get(text.chars().count() - 1)?) // (V,)

@@ -144,9 +144,10 @@ impl RunDir {
         self.path.join(name)
     }
 
-    /// Whether it already holds a run.
+    /// Whether it already holds a run with a checkpoint. A directory whose run was stopped before
+    /// its first checkpoint holds nothing to keep, and a new run may start there.
     pub fn holds_run(&self) -> bool {
-        self.file(CONFIG_FILE).exists() || self.file(STATE_FILE).exists()
+        self.file(STATE_FILE).exists()
     }
 }
 

@@ -1,6 +1,7 @@
 //! Training: the optimiser, the schedule, checkpoints, metrics and the loop.
 
 pub mod checkpoint;
+pub mod interrupt;
 pub mod metrics;
 pub mod optim;
 pub mod schedule;

@@ -5,6 +5,7 @@ use crate::data::{tokenizer::NEWLINE, CharTokenizer, Corpus, Split, Splits};
 use crate::model::{Gpt, Mode};
 use crate::sample::{generate, Generation, Sampling};
 use crate::train::checkpoint::*;
+use crate::train::interrupt;
 use crate::train::metrics::{from_csv, plot_losses, to_csv, MetricRow};
 use crate::train::optim::{clip_scale, AdamW, AdamWParams};
 use crate::train::schedule::learning_rate;
@@ -37,6 +38,8 @@ pub struct TrainSummary {
     pub checkpoint: String,
     /// A few poems sampled at temperature 0.8 from the final weights.
     pub samples: Vec<String>,
+    /// Whether Ctrl-C stopped the run early (after saving a checkpoint).
+    pub interrupted: bool,
 }
 
 /// How a run is started.
@@ -192,6 +195,17 @@ pub fn train(opts: TrainOptions) -> Result<TrainSummary> {
         check_resume(&run, &cfg)?;
     }
     let splits = Splits::new(&corpus, &tokenizer, cfg.model.block_size)?;
+    if opts.progress {
+        eprintln!(
+            "training {} layers × {} heads × {} dims, {} positions, on {} → {}",
+            cfg.model.n_layer,
+            cfg.model.n_head,
+            cfg.model.n_embd,
+            cfg.model.position,
+            cfg.train.corpus,
+            run.path.display()
+        );
+    }
     let t = &cfg.train;
     let (model, varmap) = Gpt::seeded(&cfg.model, t.seed, &device)?;
     let params = AdamWParams {
@@ -230,7 +244,6 @@ pub fn train(opts: TrainOptions) -> Result<TrainSummary> {
             .with_context(|| format!("cannot create {}", run.path.display()))?;
         atomic_write(&run.file(TOKENIZER_FILE), tokenizer.to_json()?.as_bytes())?;
     }
-    atomic_write(&run.file(CONFIG_FILE), cfg.to_toml()?.as_bytes())?;
 
     let t = &cfg.train;
     let end = opts.stop_at.map_or(t.max_iters, |s| s.min(t.max_iters));
@@ -267,12 +280,17 @@ pub fn train(opts: TrainOptions) -> Result<TrainSummary> {
         let loss = model.loss(&x, &y, &mut Mode::Train(&mut dropout_rng))?;
         let loss_value = loss.to_scalar::<f32>()? as f64;
         if !loss_value.is_finite() {
+            let kept = if run.holds_run() {
+                format!("the last good checkpoint in {} is intact; lower --learning-rate (now {}) and resume, or restart", run.path.display(), t.learning_rate)
+            } else {
+                format!(
+                    "no checkpoint was written yet; restart with a lower --learning-rate (now {})",
+                    t.learning_rate
+                )
+            };
             bail!(
-                "the loss became {loss_value} at step {}: training stopped; the last good checkpoint in {} is intact. \
-                 Lower --learning-rate (now {}) and resume or restart",
-                counters.step + 1,
-                run.path.display(),
-                t.learning_rate
+                "the loss became {loss_value} at step {}: training stopped; {kept}",
+                counters.step + 1
             );
         }
         let grads = loss.backward()?;
@@ -293,7 +311,8 @@ pub fn train(opts: TrainOptions) -> Result<TrainSummary> {
             tokens_per_step * interval_steps as f64 / interval_time
         ));
 
-        if counters.step % t.eval_interval == 0 || counters.step == end {
+        let stopping = counters.step == end || interrupt::requested();
+        if counters.step % t.eval_interval == 0 || stopping {
             last_train = interval_loss / interval_steps as f64;
             last_val = evaluate(&model, &splits, &cfg, &device)?;
             rows.push(MetricRow {
@@ -316,8 +335,11 @@ pub fn train(opts: TrainOptions) -> Result<TrainSummary> {
                     &to_safetensors(&named_params(&varmap, cfg.model.tie_weights), meta)?,
                 )?;
             }
-            save_state(&run, &varmap, &opt, [&batch_rng, &dropout_rng], &counters)?;
+            // The state last: a run directory is resumable once it exists, and everything it
+            // points to is written by then.
             atomic_write(&run.file(METRICS_FILE), to_csv(&rows).as_bytes())?;
+            atomic_write(&run.file(CONFIG_FILE), cfg.to_toml()?.as_bytes())?;
+            save_state(&run, &varmap, &opt, [&batch_rng, &dropout_rng], &counters)?;
             plot_losses(
                 &rows,
                 &format!("loss of {}", run.path.display()),
@@ -329,6 +351,9 @@ pub fn train(opts: TrainOptions) -> Result<TrainSummary> {
                     counters.step
                 )
             });
+            if stopping {
+                break;
+            }
         }
     }
     bar.finish_and_clear();
@@ -357,5 +382,6 @@ pub fn train(opts: TrainOptions) -> Result<TrainSummary> {
         wall_s: started.elapsed().as_secs_f64(),
         checkpoint: run.path.display().to_string(),
         samples,
+        interrupted: counters.step < end,
     })
 }

@@ -1,0 +1,83 @@
+//! Train the variants of an ablation and compare them:
+//! `cargo run --release --bin ablate -- configs/ablations/heads.toml`.
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use shige::experiments::ablation::{self, AblationOptions, Spec};
+use shige::experiments::report;
+use shige::train::checkpoint::atomic_write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Train every variant of an ablation spec with the same seed and data, then write a results
+/// table (Markdown and CSV) and the validation curves (SVG). Finished variants are reused, and
+/// unfinished ones resumed, so an interrupted ablation continues where it stopped.
+#[derive(Parser)]
+#[command(after_help = "Specs: configs/ablations/{heads,positions,layers,extrapolation}.toml")]
+struct Args {
+    /// The ablation spec (TOML).
+    spec: PathBuf,
+    /// Shrink every variant to this many steps (for smoke runs).
+    #[arg(long)]
+    max_iters: Option<usize>,
+    /// Replace the spec's base config (e.g. configs/tiny.toml for a quick check).
+    #[arg(long)]
+    base: Option<PathBuf>,
+    /// Output directory (default checkpoints/ablations/<name>).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print the results as JSON instead of Markdown.
+    #[arg(long)]
+    json: bool,
+}
+
+fn main() -> std::process::ExitCode {
+    shige::cli::report(run())
+}
+
+fn run() -> Result<()> {
+    shige::perf::init();
+    let args: Args = shige::cli::parse();
+    let started = Instant::now();
+    let mut spec = Spec::load(&args.spec)?;
+    if let Some(base) = args.base {
+        spec.base = base;
+    }
+    let out = args
+        .out
+        .unwrap_or_else(|| PathBuf::from("checkpoints/ablations").join(&spec.name));
+    let options = AblationOptions {
+        spec,
+        out: out.clone(),
+        max_iters: args.max_iters,
+        progress: !args.json,
+    };
+    let results = rayon::scope(|_| ablation::run(&options))?;
+    let spec = &options.spec;
+    let table = report::markdown(spec, &results);
+    atomic_write(&out.join("results.md"), table.as_bytes())?;
+    atomic_write(
+        &out.join("results.csv"),
+        report::csv(spec, &results).as_bytes(),
+    )?;
+    let title = format!("ablation `{}`: validation loss", spec.name);
+    atomic_write(
+        &out.join("curves.svg"),
+        report::curves_svg(&title, &results)?.as_bytes(),
+    )?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&results).context("cannot write JSON")?
+        );
+    } else {
+        print!("{table}");
+        eprintln!(
+            "{} variants in {:.0} s; results.md, results.csv and curves.svg in {}",
+            results.len(),
+            started.elapsed().as_secs_f64(),
+            out.display()
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,309 @@
+//! Ablations: train variants of one base config with the same seed and data, then compare their
+//! losses, and optionally their length extrapolation, order sensitivity and position probes.
+//!
+//! A spec (`configs/ablations/*.toml`) names a base run config and its variants, each a set of
+//! `model` and `train` keys that override the base:
+//!
+//! ```toml
+//! name = "heads"
+//! base = "configs/ablations/base.toml"
+//! [[variant]]
+//! name = "1 head"
+//! model = { n_head = 1 }
+//! ```
+
+use crate::config::{Position, RunConfig};
+use crate::data::{Corpus, Split, Splits};
+use crate::experiments::{heads_positions, probe};
+use crate::model::Mode;
+use crate::train::checkpoint::{load_run, read_safetensors, RunDir, MODEL_FILE, STATE_FILE};
+use crate::train::metrics::{from_csv, MetricRow};
+use crate::train::{train, TrainOptions};
+use anyhow::{bail, Context, Result};
+use candle_core::Device;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// An ablation as written in its TOML file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spec {
+    /// Short name, also the output directory's.
+    pub name: String,
+    /// The base run config every variant starts from.
+    pub base: PathBuf,
+    /// Evaluate each trained variant's validation loss at these context lengths.
+    #[serde(default)]
+    pub contexts: Vec<usize>,
+    /// Compare "白日依山尽" with "山依日白尽" in each trained variant.
+    #[serde(default)]
+    pub order_probe: bool,
+    /// Fit the linear position probe on each layer of each trained variant.
+    #[serde(default)]
+    pub position_probe: bool,
+    /// The variants, in table order.
+    pub variant: Vec<Variant>,
+}
+
+/// One variant: a name and the keys it changes.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Variant {
+    /// Its name in tables and plots.
+    pub name: String,
+    /// Keys of `[model]` to override.
+    #[serde(default)]
+    pub model: toml::Table,
+    /// Keys of `[train]` to override.
+    #[serde(default)]
+    pub train: toml::Table,
+}
+
+impl Spec {
+    /// Reads a spec file.
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read ablation spec {}", path.display()))?;
+        let spec: Spec = toml::from_str(&text)
+            .with_context(|| format!("ablation spec {} is not valid", path.display()))?;
+        if spec.variant.is_empty() {
+            bail!("ablation spec {} has no [[variant]]", path.display());
+        }
+        Ok(spec)
+    }
+
+    /// The full config of `variant`: the base with its overrides, validated except for the
+    /// vocabulary (which training fills in).
+    pub fn config(&self, variant: &Variant) -> Result<RunConfig> {
+        let text = std::fs::read_to_string(&self.base)
+            .with_context(|| format!("cannot read base config {}", self.base.display()))?;
+        let mut table: toml::Table = toml::from_str(&text)
+            .with_context(|| format!("base config {} is not valid TOML", self.base.display()))?;
+        for (section, overrides) in [("model", &variant.model), ("train", &variant.train)] {
+            let entry = table
+                .entry(section)
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            let Some(target) = entry.as_table_mut() else {
+                bail!("[{section}] of {} is not a table", self.base.display());
+            };
+            target.extend(overrides.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+        let cfg: RunConfig = toml::Value::Table(table).try_into().with_context(|| {
+            format!(
+                "variant `{}` of {} is not a valid config",
+                variant.name, self.name
+            )
+        })?;
+        Ok(cfg)
+    }
+}
+
+/// What one trained variant gave.
+#[derive(Debug, Clone, Serialize)]
+pub struct VariantResult {
+    /// The variant's name.
+    pub name: String,
+    /// Its run directory.
+    pub dir: String,
+    /// Trainable parameters.
+    pub parameters: usize,
+    /// Steps trained.
+    pub steps: usize,
+    /// Training loss over the last evaluation interval.
+    pub train_loss: f64,
+    /// Validation loss at the end.
+    pub val_loss: f64,
+    /// Best validation loss.
+    pub best_val_loss: f64,
+    /// Training time (the steps only), seconds.
+    pub train_s: f64,
+    /// Training tokens per second.
+    pub tokens_per_s: f64,
+    /// Validation loss at each of the spec's contexts (`None`: beyond a learned table).
+    pub context_losses: Vec<Option<f64>>,
+    /// max |Δlogits| between the lesson's sentence and its shuffle, if asked.
+    pub order_diff: Option<f32>,
+    /// Probe error per layer (embedding first), if asked.
+    pub probe_mae: Vec<f64>,
+    /// The probe's baseline (guessing the mean position).
+    pub probe_baseline: Option<f64>,
+    /// The validation curve: (step, val loss).
+    pub curve: Vec<(usize, f64)>,
+}
+
+/// How to run an ablation.
+pub struct AblationOptions {
+    /// The spec.
+    pub spec: Spec,
+    /// Where the runs and results go.
+    pub out: PathBuf,
+    /// Shrinks every variant to this many steps (smoke runs).
+    pub max_iters: Option<usize>,
+    /// Print progress on stderr.
+    pub progress: bool,
+}
+
+/// A directory name for a variant: lower case, runs of other characters as one `-`.
+fn slug(name: &str) -> String {
+    let mut s = String::new();
+    for c in name.to_lowercase().chars() {
+        if c.is_ascii_alphanumeric() {
+            s.push(c);
+        } else if !s.ends_with('-') {
+            s.push('-');
+        }
+    }
+    s.trim_matches('-').to_string()
+}
+
+/// Trains (or, when a finished run is already there, reuses) every variant and measures it.
+pub fn run(opts: &AblationOptions) -> Result<Vec<VariantResult>> {
+    let spec = &opts.spec;
+    std::fs::create_dir_all(&opts.out)
+        .with_context(|| format!("cannot create {}", opts.out.display()))?;
+    let mut results = Vec::new();
+    for (i, variant) in spec.variant.iter().enumerate() {
+        let mut cfg = spec.config(variant)?;
+        if let Some(n) = opts.max_iters {
+            cfg.train.max_iters = n;
+            cfg.train.eval_interval = cfg.train.eval_interval.min(n.max(1));
+            cfg.train.warmup_iters = cfg.train.warmup_iters.min(n / 10);
+        }
+        let dir = opts.out.join(slug(&variant.name));
+        let run_dir = RunDir::new(&dir);
+        let done = last_row(&dir).is_some_and(|r| r.step >= cfg.train.max_iters);
+        if opts.progress {
+            eprintln!(
+                "[{}/{}] {}: {}",
+                i + 1,
+                spec.variant.len(),
+                variant.name,
+                if done {
+                    "already trained, reusing"
+                } else {
+                    "training"
+                }
+            );
+        }
+        if !done {
+            let resume = run_dir.file(STATE_FILE).exists();
+            train(TrainOptions {
+                config: cfg.clone(),
+                run: run_dir,
+                resume,
+                stop_at: None,
+                progress: opts.progress,
+            })
+            .with_context(|| format!("variant `{}`", variant.name))?;
+        }
+        results.push(measure(spec, variant, &dir)?);
+    }
+    Ok(results)
+}
+
+/// The last metrics row of a run directory, if any.
+fn last_row(dir: &Path) -> Option<MetricRow> {
+    let text = std::fs::read_to_string(dir.join(crate::train::checkpoint::METRICS_FILE)).ok()?;
+    from_csv(&text).ok()?.pop()
+}
+
+/// Everything the spec asks about one trained variant.
+fn measure(spec: &Spec, variant: &Variant, dir: &Path) -> Result<VariantResult> {
+    let loaded = load_run(dir)?;
+    let text = std::fs::read_to_string(dir.join(crate::train::checkpoint::METRICS_FILE))?;
+    let rows = from_csv(&text)?;
+    let last = rows.last().context("the run has no metrics")?;
+    let (tensors, _) = read_safetensors(&dir.join(MODEL_FILE))?;
+    let tied = loaded.config.model.tie_weights;
+    let parameters = tensors
+        .iter()
+        .filter(|(name, _)| !(tied && name.as_str() == "lm_head.weight"))
+        .map(|(_, t)| t.elem_count())
+        .sum();
+    let cfg = &loaded.config;
+    let needs_data = !spec.contexts.is_empty() || spec.position_probe;
+    let splits = if needs_data {
+        let corpus = Corpus::load(Path::new(&cfg.train.corpus))?;
+        let longest = spec
+            .contexts
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(0)
+            .max(cfg.model.block_size);
+        Some(Splits::new(&corpus, &loaded.tokenizer, longest)?)
+    } else {
+        None
+    };
+    let mut context_losses = Vec::new();
+    for &ctx in &spec.contexts {
+        let splits = splits.as_ref().context("no data")?;
+        context_losses.push(context_loss(&loaded, splits, ctx)?);
+    }
+    let order_diff = if spec.order_probe {
+        Some(heads_positions::order_diff(
+            &loaded.model,
+            &loaded.tokenizer,
+        )?)
+    } else {
+        None
+    };
+    let (probe_mae, probe_baseline) = if spec.position_probe {
+        let splits = splits.as_ref().context("no data")?;
+        let (mae, base) =
+            probe::position_probe(&loaded.model, splits, cfg.model.block_size, cfg.train.seed)?;
+        (mae, Some(base))
+    } else {
+        (Vec::new(), None)
+    };
+    let train_s = last.elapsed_s;
+    let tokens = (last.step * cfg.train.batch_size * cfg.model.block_size) as f64;
+    Ok(VariantResult {
+        name: variant.name.clone(),
+        dir: dir.display().to_string(),
+        parameters,
+        steps: last.step,
+        train_loss: last.train_loss,
+        val_loss: last.val_loss,
+        best_val_loss: rows
+            .iter()
+            .map(|r| r.val_loss)
+            .fold(f64::INFINITY, f64::min),
+        train_s,
+        tokens_per_s: if train_s > 0.0 { tokens / train_s } else { 0.0 },
+        context_losses,
+        order_diff,
+        probe_mae,
+        probe_baseline,
+        curve: rows.iter().map(|r| (r.step, r.val_loss)).collect(),
+    })
+}
+
+/// Batches for each context-length evaluation.
+const CONTEXT_EVAL_BATCHES: usize = 8;
+
+/// Mean validation loss of the best weights on windows of `ctx` tokens (the same windows for
+/// every variant); `None` for a learned table shorter than `ctx`.
+fn context_loss(
+    run: &crate::train::checkpoint::LoadedRun,
+    splits: &Splits,
+    ctx: usize,
+) -> Result<Option<f64>> {
+    let m = &run.config.model;
+    if m.position == Position::Learned && ctx > m.block_size {
+        return Ok(None);
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(run.config.train.seed);
+    let batch = (run.config.train.batch_size * m.block_size / ctx).max(1);
+    let mut total = 0.0;
+    for _ in 0..CONTEXT_EVAL_BATCHES {
+        let (x, y) = splits.batch(Split::Val, batch, ctx, &mut rng, &Device::Cpu)?;
+        total += run
+            .model
+            .loss(&x, &y, &mut Mode::Eval)?
+            .to_scalar::<f32>()? as f64;
+    }
+    Ok(Some(total / CONTEXT_EVAL_BATCHES as f64))
+}

@@ -1,0 +1,100 @@
+//! Pictures of a model: each head's attention weights over a poem, and the sinusoidal table.
+
+use crate::data::CharTokenizer;
+use crate::experiments::heatmap::{heatmaps_svg, Heatmap, Scale};
+use crate::model::position::sinusoidal_table;
+use crate::model::{Gpt, Mode};
+use crate::train::checkpoint::atomic_write;
+use anyhow::Result;
+use candle_core::{Device, Tensor};
+use std::path::{Path, PathBuf};
+
+/// Each layer's attention weights over `text`: per layer (n_head, T, T), row-major.
+pub fn attention_weights(
+    model: &Gpt,
+    tokenizer: &CharTokenizer,
+    text: &str,
+) -> Result<Vec<Vec<f32>>> {
+    let idx = Tensor::new(tokenizer.encode(text)?, &Device::Cpu)?.unsqueeze(0)?; // (1, T)
+    let mut x = model.embed(&idx, 0, &mut Mode::Eval)?; // (1, T, C)
+    let mut layers = Vec::new();
+    for block in &model.h {
+        let (q, k, _v) = block.attn.qkv(&block.attn_input(&x)?, &model.position, 0)?; // (1, H, T, D)
+        let w = block.attn.weights(&q, &k, &model.position)?; // (1, H, T, T)
+        layers.push(w.flatten_all()?.to_vec1()?);
+        x = block.forward(&x, &model.position, &mut Mode::Eval)?; // (1, T, C)
+    }
+    Ok(layers)
+}
+
+/// Writes `attention-layer<i>.svg` into `dir`, one heatmap per head (rows: the character that
+/// looks; columns: the characters it looks at). Returns the files written.
+pub fn write_attention_maps(
+    model: &Gpt,
+    tokenizer: &CharTokenizer,
+    text: &str,
+    dir: &Path,
+) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir)?;
+    let chars: Vec<String> = text.chars().map(|c| c.to_string()).collect();
+    let t = chars.len();
+    let n_head = model.config().n_head;
+    let mut files = Vec::new();
+    for (layer, weights) in attention_weights(model, tokenizer, text)?
+        .iter()
+        .enumerate()
+    {
+        let maps: Vec<Heatmap> = (0..n_head)
+            .map(|h| Heatmap {
+                title: format!("head {}", h + 1),
+                values: &weights[h * t * t..(h + 1) * t * t],
+                row_labels: chars.clone(),
+                col_labels: chars.clone(),
+                scale: Scale::Sequential { max: 1.0 },
+            })
+            .collect();
+        let title = format!(
+            "layer {} of {}, {} positions: attention weights (row attends to column)",
+            layer + 1,
+            model.h.len(),
+            model.config().position
+        );
+        let path = dir.join(format!("attention-layer{}.svg", layer + 1));
+        atomic_write(&path, heatmaps_svg(&title, &maps, t, t).as_bytes())?;
+        files.push(path);
+    }
+    Ok(files)
+}
+
+/// Writes the sinusoidal position table, `positions` rows × `dims` columns, as `path`.
+pub fn write_sinusoidal_map(positions: usize, dims: usize, path: &Path) -> Result<()> {
+    let table = sinusoidal_table(0, positions, dims);
+    let label = |n: usize, step: usize| -> Vec<String> {
+        (0..n)
+            .map(|i| {
+                if i % step == 0 {
+                    i.to_string()
+                } else {
+                    String::new()
+                }
+            })
+            .collect()
+    };
+    let map = Heatmap {
+        title: format!(
+            "rows: positions 0–{}, columns: dimensions 0–{}",
+            positions - 1,
+            dims - 1
+        ),
+        values: &table,
+        row_labels: label(positions, 8),
+        col_labels: label(dims, 16),
+        scale: Scale::Diverging,
+    };
+    let title =
+        "sinusoidal position encoding: sin (even dims) and cos (odd dims) of p / 10000^(2i/d)";
+    atomic_write(
+        path,
+        heatmaps_svg(title, &[map], positions, dims).as_bytes(),
+    )
+}

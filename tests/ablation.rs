@@ -1,0 +1,74 @@
+//! The ablation runner at tiny size, and the pictures of a trained model.
+
+use shige::experiments::ablation::{self, AblationOptions, Spec};
+use shige::experiments::{attention_maps, report};
+use shige::train::checkpoint::load_run;
+use std::path::Path;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn heads_ablation_at_tiny_size_gives_one_finite_row_per_variant() {
+    std::env::set_current_dir(root()).unwrap();
+    let mut spec = Spec::load(Path::new("configs/ablations/heads.toml")).unwrap();
+    spec.base = "configs/tiny.toml".into();
+    let tmp = tempfile::tempdir().unwrap();
+    let options = AblationOptions {
+        spec,
+        out: tmp.path().to_path_buf(),
+        max_iters: Some(8),
+        progress: false,
+    };
+    let results = ablation::run(&options).unwrap();
+    let names: Vec<&str> = results.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["1 head", "4 heads", "8 heads"]);
+    for r in &results {
+        assert_eq!(r.steps, 8, "{}", r.name);
+        assert!(
+            r.val_loss.is_finite() && r.train_loss.is_finite(),
+            "{}",
+            r.name
+        );
+    }
+    assert!(
+        results
+            .windows(2)
+            .all(|w| w[0].parameters == w[1].parameters),
+        "the head count does not change the parameter count"
+    );
+    let table = report::markdown(&options.spec, &results);
+    let rows: Vec<&str> = table
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| variant"))
+        .collect();
+    assert_eq!(rows.len(), 3, "{table}");
+    assert_eq!(report::csv(&options.spec, &results).lines().count(), 4);
+    assert!(report::curves_svg("heads", &results)
+        .unwrap()
+        .contains("<svg"));
+
+    // A second run reuses the finished variants instead of training again.
+    let again = ablation::run(&options).unwrap();
+    assert_eq!(again[0].val_loss, results[0].val_loss);
+
+    // Pictures of a trained variant: one heatmap per head per layer, and the sinusoidal table.
+    let run = load_run(Path::new(&results[1].dir)).unwrap();
+    let poem = "白日依山尽，黄河入海流。";
+    let files =
+        attention_maps::write_attention_maps(&run.model, &run.tokenizer, poem, tmp.path()).unwrap();
+    assert_eq!(files.len(), 2, "one file per layer");
+    let svg = std::fs::read_to_string(&files[0]).unwrap();
+    let cells = svg.matches("<rect x=").count();
+    assert_eq!(cells, 4 * 12 * 12, "4 heads × 12 × 12 cells");
+    let table_path = tmp.path().join("sinusoidal.svg");
+    attention_maps::write_sinusoidal_map(16, 8, &table_path).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&table_path)
+            .unwrap()
+            .matches("<rect x=")
+            .count(),
+        16 * 8
+    );
+}

@@ -1,0 +1,162 @@
+//! Property-based fuzzing of the two places where raw user text enters: config files and prompts
+//! (with the form rules). Nothing may panic; errors must be errors. `PROPTEST_CASES=N` runs more
+//! cases than the default 256 (see the README for a ten-minute run).
+
+mod common;
+
+use proptest::prelude::*;
+use shige::config::RunConfig;
+use shige::data::poem::Form;
+use shige::data::CharTokenizer;
+use shige::sample::PoemConstraint;
+use std::sync::OnceLock;
+
+fn tokenizer() -> &'static CharTokenizer {
+    static TOKENIZER: OnceLock<CharTokenizer> = OnceLock::new();
+    TOKENIZER.get_or_init(common::tiny_tokenizer)
+}
+
+/// A TOML value for a config field: numbers of every sign and size, strings, booleans, arrays.
+fn value() -> impl Strategy<Value = String> {
+    prop_oneof![
+        any::<i64>().prop_map(|v| v.to_string()),
+        (-5i64..300).prop_map(|v| v.to_string()),
+        any::<f64>().prop_map(|v| format!("{v:?}")),
+        "[a-z]{0,8}".prop_map(|s| format!("{s:?}")),
+        Just("\"learned\"".to_string()),
+        Just("\"rope\"".to_string()),
+        Just("true".to_string()),
+        Just("[1, 2]".to_string()),
+        Just("nan".to_string()),
+        Just("inf".to_string()),
+    ]
+}
+
+const MODEL_KEYS: [&str; 9] = [
+    "vocab_size",
+    "block_size",
+    "n_layer",
+    "n_head",
+    "n_embd",
+    "dropout",
+    "bias",
+    "tie_weights",
+    "position",
+];
+const TRAIN_KEYS: [&str; 10] = [
+    "batch_size",
+    "max_iters",
+    "eval_interval",
+    "eval_iters",
+    "learning_rate",
+    "warmup_iters",
+    "weight_decay",
+    "grad_clip",
+    "seed",
+    "corpus",
+];
+
+/// A config whose keys are real (and sometimes not) and whose values are anything.
+fn config_text() -> impl Strategy<Value = String> {
+    let model = proptest::collection::vec((prop::sample::select(&MODEL_KEYS[..]), value()), 0..8);
+    let train = proptest::collection::vec((prop::sample::select(&TRAIN_KEYS[..]), value()), 0..8);
+    (model, train, proptest::option::of("[a-z_]{1,8}")).prop_map(|(m, t, extra)| {
+        let mut text = String::from("[model]\n");
+        let mut seen = std::collections::HashSet::new();
+        for (k, v) in m.iter().filter(|(k, _)| seen.insert(("m", *k))) {
+            text += &format!("{k} = {v}\n");
+        }
+        text += "[train]\n";
+        for (k, v) in t.iter().filter(|(k, _)| seen.insert(("t", *k))) {
+            text += &format!("{k} = {v}\n");
+        }
+        if let Some(key) = extra {
+            text += &format!("{key} = 1\n");
+        }
+        text
+    })
+}
+
+/// Characters from the vocabulary, punctuation, Latin, emoji and control characters.
+fn prompt_char() -> impl Strategy<Value = char> {
+    prop_oneof![
+        prop::sample::select(
+            "白日依山尽黄河入海流春夏秋冬，。？！；"
+                .chars()
+                .collect::<Vec<_>>()
+        ),
+        any::<char>(),
+        Just('\n'),
+        Just('\u{7}'),
+        Just('😀'),
+    ]
+}
+
+proptest! {
+    #[test]
+    fn any_text_as_a_config_parses_or_errs(text in ".{0,200}") {
+        if let Ok(cfg) = RunConfig::from_toml_str(&text, "fuzz") {
+            let _ = cfg.validate();
+        }
+    }
+
+    #[test]
+    fn structured_configs_parse_or_err_and_valid_ones_round_trip(text in config_text()) {
+        match RunConfig::from_toml_str(&text, "fuzz") {
+            Ok(cfg) => {
+                if cfg.validate().is_ok() {
+                    let again = RunConfig::from_toml_str(&cfg.to_toml().unwrap(), "again").unwrap();
+                    prop_assert_eq!(again.to_toml().unwrap(), cfg.to_toml().unwrap());
+                }
+            }
+            Err(e) => prop_assert!(!e.to_string().is_empty()),
+        }
+    }
+
+    #[test]
+    fn prompts_encode_exactly_or_name_what_is_unknown(chars in proptest::collection::vec(prompt_char(), 0..40)) {
+        let text: String = chars.into_iter().collect();
+        let tok = tokenizer();
+        let unknown = tok.unknown_chars(&text);
+        match tok.encode(&text) {
+            Ok(ids) => {
+                prop_assert!(unknown.is_empty());
+                prop_assert_eq!(ids.len(), text.chars().count());
+                prop_assert_eq!(tok.decode(&ids).unwrap(), text);
+            }
+            Err(e) => {
+                prop_assert!(!unknown.is_empty());
+                let message = e.to_string();
+                for c in unknown {
+                    let named = message.contains(&format!("'{c}'"))
+                        || message.contains(&format!("U+{:04X}", c as u32));
+                    prop_assert!(named, "{} misses {:?}", message, c);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn forms_accept_or_refuse_any_prompt_and_acrostic(
+        form in proptest::option::of(prop::sample::select(Form::ALL.to_vec())),
+        acrostic in proptest::collection::vec(prompt_char(), 0..10),
+        prompt in proptest::collection::vec(prompt_char(), 0..80),
+        max_new in 0usize..100,
+        logits_seed in any::<u64>(),
+    ) {
+        let tok = tokenizer();
+        let acrostic: String = acrostic.into_iter().collect();
+        let Ok(constraint) = PoemConstraint::new(tok, form, &acrostic) else { return Ok(()) };
+        let prompt: String = prompt.into_iter().collect();
+        let Ok(mut context) = tok.encode(&prompt) else { return Ok(()) };
+        context.insert(0, 0);
+        if constraint.check_start(&context, max_new).is_ok() {
+            // A prompt that fits leaves at least one character possible next.
+            let mut logits: Vec<f32> = (0..tok.vocab_size())
+                .map(|i| ((i as u64).wrapping_mul(logits_seed | 1) % 1000) as f32 / 100.0)
+                .collect();
+            constraint.mask(&context, &mut logits);
+            prop_assert!(logits.iter().any(|l| l.is_finite()));
+        }
+    }
+}
