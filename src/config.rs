@@ -156,13 +156,13 @@ impl ModelConfig {
                 return invalid(format!("{name} must be at least 1"));
             }
         }
-        if self.n_embd % self.n_head != 0 {
+        if !self.n_embd.is_multiple_of(self.n_head) {
             return invalid(format!(
                 "n_embd {} is not divisible by n_head {}: choose n_embd = n_head × head size",
                 self.n_embd, self.n_head
             ));
         }
-        if self.position == Position::Rope && self.head_dim() % 2 != 0 {
+        if self.position == Position::Rope && !self.head_dim().is_multiple_of(2) {
             return invalid(format!(
                 "rope rotates pairs of dimensions, but the head size n_embd/n_head = {} is odd",
                 self.head_dim()

@@ -47,7 +47,7 @@ fn fails(case: &str, bin: &str, args: &[&str], expect: &[&str]) {
     let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error")).collect();
     assert_eq!(errors.len(), 1, "{case}: one error line expected\n{stderr}");
     assert_eq!(
-        stderr.lines().filter(|l| !l.trim().is_empty()).last(),
+        stderr.lines().rfind(|l| !l.trim().is_empty()),
         Some(errors[0]),
         "{case}: the error is the last line\n{stderr}"
     );

@@ -151,7 +151,7 @@ fn an_interrupted_save_leaves_the_old_checkpoint_loadable() {
 }
 
 fn error_of(result: anyhow::Result<TrainSummary>) -> String {
-    format!("{:#}", result.err().expect("an error"))
+    format!("{:#}", result.expect_err("an error"))
 }
 
 #[test]

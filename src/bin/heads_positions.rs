@@ -60,9 +60,10 @@ fn run() -> Result<()> {
             );
         } else {
             println!(
-                "{} ({} layers, {} positions): max |logits(白日依山尽) − logits(山依日白尽)| at the last position = {diff:.2e}",
+                "{} ({} layer{}, {} positions): max |logits(白日依山尽) − logits(山依日白尽)| at the last position = {diff:.2e}",
                 checkpoint.display(),
                 m.n_layer,
+                if m.n_layer == 1 { "" } else { "s" },
                 m.position
             );
         }

@@ -105,7 +105,7 @@ pub fn heatmaps_svg(title: &str, maps: &[Heatmap], rows: usize, cols: usize) -> 
                 let v = map.values[r * cols + c];
                 let _ = writeln!(
                     svg,
-                    r#"<rect x="{:.2}" y="{:.2}" width="{:.2}" height="{:.2}" fill="{}"><title>{v:.3}</title></rect>"#,
+                    r#"<rect x="{:.1}" y="{:.1}" width="{:.1}" height="{:.1}" fill="{}"/>"#,
                     gx + c as f32 * cell,
                     gy + r as f32 * cell,
                     cell,

@@ -1,8 +1,8 @@
 //! An ablation's results as a Markdown table, a CSV file and an SVG of the validation curves.
 
 use crate::experiments::ablation::{Spec, VariantResult};
+use crate::train::metrics::Curve;
 use anyhow::Result;
-use plotters::prelude::*;
 use std::fmt::Write;
 
 fn loss(v: f64) -> String {
@@ -141,49 +141,12 @@ pub fn csv(spec: &Spec, results: &[VariantResult]) -> String {
 
 /// The validation-loss curves of every variant in one SVG.
 pub fn curves_svg(title: &str, results: &[VariantResult]) -> Result<String> {
-    let points = results
+    let curves: Vec<Curve> = results
         .iter()
-        .flat_map(|r| r.curve.iter())
-        .filter(|(_, l)| l.is_finite());
-    let (max_step, lo, hi) = points
-        .fold((1usize, f64::MAX, f64::MIN), |(s, lo, hi), &(step, l)| {
-            (s.max(step), lo.min(l), hi.max(l))
-        });
-    let (lo, hi) = if lo <= hi { (lo, hi) } else { (0.0, 1.0) };
-    let pad = ((hi - lo) * 0.05).max(0.01);
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (800, 500)).into_drawing_area();
-        root.fill(&WHITE)?;
-        let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 22))
-            .margin(15)
-            .x_label_area_size(40)
-            .y_label_area_size(55)
-            .build_cartesian_2d(0f64..max_step as f64, (lo - pad)..(hi + pad))?;
-        chart
-            .configure_mesh()
-            .x_desc("step")
-            .y_desc("validation loss (nats)")
-            .draw()?;
-        for (i, r) in results.iter().enumerate() {
-            let colour = Palette99::pick(i).to_rgba();
-            chart
-                .draw_series(LineSeries::new(
-                    r.curve.iter().map(|&(s, l)| (s as f64, l)),
-                    colour.stroke_width(2),
-                ))?
-                .label(r.name.clone())
-                .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
-                });
-        }
-        chart
-            .configure_series_labels()
-            .background_style(WHITE.mix(0.8))
-            .border_style(BLACK)
-            .draw()?;
-        root.present()?;
-    }
-    Ok(svg)
+        .map(|r| Curve {
+            name: r.name.clone(),
+            points: r.curve.iter().map(|&(s, l)| (s as f64, l)).collect(),
+        })
+        .collect();
+    crate::train::metrics::curves_svg(title, "validation loss (nats)", &curves)
 }

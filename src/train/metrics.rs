@@ -59,17 +59,24 @@ pub fn from_csv(text: &str) -> Result<Vec<MetricRow>> {
         .collect()
 }
 
-/// Draws the train and validation loss curves against steps into an SVG file.
-pub fn plot_losses(rows: &[MetricRow], title: &str, path: &Path) -> Result<()> {
-    if rows.is_empty() {
-        return Ok(());
-    }
-    let max_step = rows.iter().map(|r| r.step).max().unwrap_or(1).max(1) as f64;
-    let losses = rows
+/// One named curve of (step, loss) points.
+pub struct Curve {
+    /// Its legend entry.
+    pub name: String,
+    /// The points, in step order.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// Loss curves against steps as an SVG document, each in its own colour, with a legend.
+pub fn curves_svg(title: &str, y_desc: &str, curves: &[Curve]) -> Result<String> {
+    let finite = curves
         .iter()
-        .flat_map(|r| [r.train_loss, r.val_loss])
-        .filter(|l| l.is_finite());
-    let (lo, hi) = losses.fold((f64::MAX, f64::MIN), |(lo, hi), l| (lo.min(l), hi.max(l)));
+        .flat_map(|c| c.points.iter())
+        .filter(|(_, y)| y.is_finite());
+    let (max_x, lo, hi) = finite.fold((1f64, f64::MAX, f64::MIN), |(x, lo, hi), &(px, py)| {
+        (x.max(px), lo.min(py), hi.max(py))
+    });
+    let (lo, hi) = if lo <= hi { (lo, hi) } else { (0.0, 1.0) };
     let pad = ((hi - lo) * 0.05).max(0.01);
     let mut svg = String::new();
     {
@@ -80,28 +87,22 @@ pub fn plot_losses(rows: &[MetricRow], title: &str, path: &Path) -> Result<()> {
             .margin(15)
             .x_label_area_size(40)
             .y_label_area_size(55)
-            .build_cartesian_2d(0f64..max_step, (lo - pad)..(hi + pad))?;
+            .build_cartesian_2d(0f64..max_x, (lo - pad)..(hi + pad))?;
         chart
             .configure_mesh()
             .x_desc("step")
-            .y_desc("loss (nats)")
+            .y_desc(y_desc)
             .draw()?;
-        for (name, color, pick) in [
-            (
-                "train",
-                BLUE,
-                (|r: &MetricRow| r.train_loss) as fn(&MetricRow) -> f64,
-            ),
-            ("val", RED, |r: &MetricRow| r.val_loss),
-        ] {
+        for (i, curve) in curves.iter().enumerate() {
+            let colour = Palette99::pick(i).to_rgba();
             chart
                 .draw_series(LineSeries::new(
-                    rows.iter().map(|r| (r.step as f64, pick(r))),
-                    color.stroke_width(2),
+                    curve.points.iter().copied(),
+                    colour.stroke_width(2),
                 ))?
-                .label(name)
+                .label(curve.name.clone())
                 .legend(move |(x, y)| {
-                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                    PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
                 });
         }
         chart
@@ -111,5 +112,22 @@ pub fn plot_losses(rows: &[MetricRow], title: &str, path: &Path) -> Result<()> {
             .draw()?;
         root.present()?;
     }
+    Ok(svg)
+}
+
+/// Draws the train and validation loss curves against steps into an SVG file.
+pub fn plot_losses(rows: &[MetricRow], title: &str, path: &Path) -> Result<()> {
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let curve = |name: &str, pick: fn(&MetricRow) -> f64| Curve {
+        name: name.to_string(),
+        points: rows.iter().map(|r| (r.step as f64, pick(r))).collect(),
+    };
+    let curves = [
+        curve("train", |r| r.train_loss),
+        curve("val", |r| r.val_loss),
+    ];
+    let svg = curves_svg(title, "loss (nats)", &curves)?;
     crate::train::checkpoint::atomic_write(path, svg.as_bytes())
 }

@@ -312,7 +312,7 @@ pub fn train(opts: TrainOptions) -> Result<TrainSummary> {
         ));
 
         let stopping = counters.step == end || interrupt::requested();
-        if counters.step % t.eval_interval == 0 || stopping {
+        if counters.step.is_multiple_of(t.eval_interval) || stopping {
             last_train = interval_loss / interval_steps as f64;
             last_val = evaluate(&model, &splits, &cfg, &device)?;
             rows.push(MetricRow {
