@@ -4,6 +4,7 @@ pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod data;
+pub mod device;
 pub mod experiments;
 pub mod model;
 pub mod ops;

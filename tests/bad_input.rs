@@ -457,6 +457,21 @@ fn bad_prompts_and_flags_are_refused() {
         &["--resume", tmp.path().join("none").to_str().unwrap()],
         &["no run to resume"],
     );
+    // Devices this build cannot drive.
+    fails(
+        "unknown device",
+        TRAIN,
+        &["--resume", dir, "--device", "gpu"],
+        &["unknown device `gpu`", "cuda"],
+    );
+    if !cfg!(feature = "cuda") {
+        fails(
+            "cuda without the feature",
+            SAMPLE,
+            &["--checkpoint", dir, "--device", "cuda"],
+            &["no CUDA support", "--features cuda"],
+        );
+    }
     assert_eq!(snapshot(&run), before, "the run's files changed");
 }
 

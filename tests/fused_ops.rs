@@ -142,12 +142,12 @@ fn fused_linear_matches_the_reference() {
 #[test]
 fn fused_output_layer_and_loss_match_the_reference() {
     use shige::ops::lm_head_loss::{lm_head_cross_entropy, lm_head_cross_entropy_reference};
-    // 300 rows: more than two chunks, the last one partial.
-    let x = random(&[300, 24], 1.0, 10);
+    // 1,100 rows: three chunks of 512, the last one partial, split between threads.
+    let x = random(&[1100, 24], 1.0, 10);
     let w = random(&[53, 24], 0.5, 11);
     let targets = Tensor::from_vec(
-        (0..300u32).map(|i| i * 17 % 53).collect::<Vec<_>>(),
-        300,
+        (0..1100u32).map(|i| i * 17 % 53).collect::<Vec<_>>(),
+        1100,
         &Device::Cpu,
     )
     .unwrap();
@@ -163,7 +163,7 @@ fn fused_output_layer_and_loss_match_the_reference() {
         &lm_head_cross_entropy_reference(&x, &w, &targets).unwrap(),
     );
     assert!(d < 1e-4, "evaluation loss differs by {d}");
-    let bad = Tensor::new(&[60u32; 300], &Device::Cpu).unwrap();
+    let bad = Tensor::new(&[60u32; 1100], &Device::Cpu).unwrap();
     let err = lm_head_cross_entropy(&x, &w, &bad, true)
         .unwrap_err()
         .to_string();
@@ -196,4 +196,26 @@ fn fused_causal_attention_matches_the_reference() {
             "attention with {t_q} queries of 19 keys differs by {d}"
         );
     }
+    // Keys and values read in place from a longer buffer, as from the cache: (T, D) slabs that
+    // are contiguous but stand 30 positions apart.
+    let (k_buf, v_buf) = (
+        random(&[2, 3, 30, 8], 1.5, 16),
+        random(&[2, 3, 30, 8], 1.0, 17),
+    );
+    let (k_view, v_view) = (
+        k_buf.narrow(2, 0, 19).unwrap(),
+        v_buf.narrow(2, 0, 19).unwrap(),
+    );
+    assert!(!k_view.is_contiguous());
+    let q = random(&[2, 3, 1, 8], 1.5, 18);
+    let fused = causal_attention(&q, &k_view, &v_view, 0.35).unwrap();
+    let reference = causal_attention_reference(
+        &q,
+        &k_view.contiguous().unwrap(),
+        &v_view.contiguous().unwrap(),
+        0.35,
+    )
+    .unwrap();
+    let d = rel_diff(&fused, &reference);
+    assert!(d < 1e-4, "attention over cache views differs by {d}");
 }

@@ -21,6 +21,7 @@ fn tiny_run(dir: &Path) -> LoadedRun {
     cfg.train.corpus = root.join("data/tiny.txt").display().to_string();
     cfg.train.max_iters = 20;
     train(TrainOptions {
+        device: candle_core::Device::Cpu,
         config: cfg,
         run: RunDir::new(dir),
         resume: false,

@@ -23,6 +23,7 @@ fn run(
     stop_at: Option<usize>,
 ) -> anyhow::Result<TrainSummary> {
     train(TrainOptions {
+        device: candle_core::Device::Cpu,
         config: cfg.clone(),
         run: RunDir::new(dir),
         resume,

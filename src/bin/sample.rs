@@ -6,7 +6,7 @@ use rand::SeedableRng;
 use shige::data::poem::Form;
 use shige::data::tokenizer::NEWLINE;
 use shige::sample::{generate, is_well_formed, Generation, PoemConstraint, Sampling};
-use shige::train::checkpoint::load_run;
+use shige::train::checkpoint::load_run_on;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -63,6 +63,9 @@ struct Args {
     /// One JSON object per line per sample, instead of plain text.
     #[arg(long)]
     json: bool,
+    /// Device: cpu, cuda, cuda:N or metal (GPUs need a build with `--features cuda` or `metal`).
+    #[arg(long, default_value = "cpu")]
+    device: String,
 }
 
 fn main() -> std::process::ExitCode {
@@ -92,7 +95,8 @@ fn run() -> Result<()> {
              (a few characters, e.g. 白日)"
         );
     }
-    let run = load_run(&args.checkpoint)?;
+    let device = shige::device::open(&args.device)?;
+    let run = load_run_on(&args.checkpoint, &device)?;
     let tokenizer = &run.tokenizer;
     let newline = tokenizer
         .id(NEWLINE)

@@ -70,6 +70,12 @@ struct Args {
     /// Dropout probability.
     #[arg(long)]
     dropout: Option<f64>,
+    /// Device: cpu, cuda, cuda:N or metal (GPUs need a build with `--features cuda` or `metal`).
+    #[arg(long, default_value = "cpu")]
+    device: String,
+    /// Use candle's composite ops instead of the fused CPU kernels (the path GPUs take; slower).
+    #[arg(long)]
+    no_fused: bool,
 }
 
 /// Replaces `target` with `value` when the flag was given.
@@ -129,6 +135,8 @@ fn run() -> Result<()> {
         }
         (None, None) => PathBuf::from("configs/default.toml"),
     };
+    let device = shige::device::open(&args.device)?;
+    shige::ops::set_fused(!args.no_fused);
     let mut cfg = RunConfig::load(&config_path)?;
     let (m, t) = (&mut cfg.model, &mut cfg.train);
     set(&mut t.max_iters, args.max_iters);
@@ -158,6 +166,7 @@ fn run() -> Result<()> {
         resume,
         stop_at: args.stop_at,
         progress: true,
+        device,
     };
     // On a worker of the thread pool, the ops' parallel loops start without a hand-over.
     let summary = rayon::scope(|_| train(options))?;

@@ -190,6 +190,7 @@ pub fn run(opts: &AblationOptions) -> Result<Vec<VariantResult>> {
         if !done {
             let resume = run_dir.file(STATE_FILE).exists();
             train(TrainOptions {
+                device: Device::Cpu,
                 config: cfg.clone(),
                 run: run_dir,
                 resume,

@@ -87,8 +87,11 @@ impl CausalSelfAttention {
             // No score bias and no dropout on the weights: the fused kernel does it all.
             crate::ops::attention::causal_attention(q, k, v, self.scale()) // (B, H, Tq, D)
         } else {
-            let att = self.attn_dropout.forward(&self.weights(q, k, pos)?, mode)?; // (B, H, Tq, Tk)
-            att.matmul(v) // (B, H, Tq, D)
+            let (k, v) = (k.contiguous()?, v.contiguous()?); // cached keys are views
+            let att = self
+                .attn_dropout
+                .forward(&self.weights(q, &k, pos)?, mode)?; // (B, H, Tq, Tk)
+            att.matmul(&v) // (B, H, Tq, D)
         }
     }
 

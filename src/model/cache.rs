@@ -19,10 +19,9 @@ impl LayerCache {
     }
 
     /// Appends new keys and values k, v (B, H, Tnew, D) and returns all of them
-    /// (B, H, Tcached + Tnew, D).
+    /// (B, H, Tcached + Tnew, D): views into the cache, each (T, D) slab contiguous.
     pub fn append(&mut self, k: &Tensor, v: &Tensor) -> Result<(Tensor, Tensor)> {
-        let (k, v) = self.0.append(&k.contiguous()?, &v.contiguous()?)?;
-        Ok((k.contiguous()?, v.contiguous()?))
+        self.0.append(&k.contiguous()?, &v.contiguous()?)
     }
 }
 

@@ -71,6 +71,11 @@ impl Gpt {
         Ok((model, varmap))
     }
 
+    /// The device that holds the parameters.
+    pub fn device(&self) -> &Device {
+        self.wte.embeddings().device()
+    }
+
     /// The configuration the model was built from.
     pub fn config(&self) -> &ModelConfig {
         &self.cfg
@@ -97,6 +102,14 @@ impl Gpt {
     /// Logits (B, T, vocab) for token ids idx (B, T).
     pub fn forward(&self, idx: &Tensor, mode: &mut Mode) -> Result<Tensor> {
         self.lm_head.forward(&self.hidden(idx, mode)?) // (B, T, V)
+    }
+
+    /// Logits (B, vocab) of the token after idx (B, T) alone: the output layer runs on the last
+    /// position only, as in nanoGPT's `generate`.
+    pub fn forward_last(&self, idx: &Tensor) -> Result<Tensor> {
+        let h = self.hidden(idx, &mut Mode::Eval)?; // (B, T, C)
+        let last = h.narrow(1, h.dim(1)? - 1, 1)?; // (B, 1, C)
+        self.lm_head.forward(&last)?.squeeze(1) // (B, V)
     }
 
     /// Logits (B, vocab) of the token after idx (B, Tnew), which follows the positions held in

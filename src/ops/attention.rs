@@ -2,16 +2,42 @@
 //! (batch, head) with its backward pass: no (B, H, T, T) score tensor goes through candle's
 //! graph, and the weights are kept for the backward pass.
 
-use super::contiguous;
-use super::fast_math::dot;
+use super::{contiguous, matmul_on, Operand};
 use candle_core::{bail, CpuStorage, CustomOp3, Layout, Result, Shape, Tensor, D};
 use rayon::prelude::*;
 use std::sync::Mutex;
 
-/// out += s · x.
-#[inline(always)]
-fn axpy(out: &mut [f32], s: f32, x: &[f32]) {
-    out.iter_mut().zip(x).for_each(|(o, v)| *o += s * v);
+/// Whether each (T, D) slab of a (B, H, T, D) tensor is contiguous, as in keys and values that
+/// are a prefix of a longer cache: the kernel reads those in place.
+fn has_contiguous_slabs(x: &Tensor) -> bool {
+    let (dims, stride) = (x.dims(), x.stride());
+    dims.len() == 4 && stride[3] == 1 && (dims[2] <= 1 || stride[2] == dims[3])
+}
+
+/// The (T, D) slab of each (batch, head) of a (B, H, T, D) tensor with contiguous slabs, in
+/// (b, h) order.
+fn slabs<'a>(storage: &'a CpuStorage, layout: &Layout) -> Result<Vec<&'a [f32]>> {
+    let data = storage.as_slice::<f32>()?;
+    let (dims, stride) = (layout.dims(), layout.stride());
+    let (h, slab) = (dims[1], dims[2] * dims[3]);
+    let start = layout.start_offset();
+    (0..dims[0] * h)
+        .map(|bh| {
+            let offset = start + bh / h * stride[0] + bh % h * stride[1];
+            data.get(offset..offset + slab).ok_or_else(|| {
+                candle_core::Error::Msg("fused attention: keys or values out of bounds".into())
+            })
+        })
+        .collect()
+}
+
+/// A row-major matrix with `cols` columns, as a matmul operand.
+fn rows(data: &[f32], cols: usize) -> Operand<'_> {
+    Operand {
+        data,
+        row_stride: cols,
+        col_stride: 1,
+    }
 }
 
 struct CausalAttention {
@@ -35,11 +61,8 @@ impl CustomOp3 for CausalAttention {
         l3: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
         let name = self.name();
-        let (q, k, v) = (
-            contiguous(s1, l1, name)?,
-            contiguous(s2, l2, name)?,
-            contiguous(s3, l3, name)?,
-        );
+        let q = contiguous(s1, l1, name)?;
+        let (k, v) = (slabs(s2, l2)?, slabs(s3, l3)?);
         let (t_q, d) = (l1.dims()[2], l1.dims()[3]);
         let t_k = l2.dims()[2];
         let offset = t_k - t_q; // query i stands at position i + offset and sees keys 0..=i+offset
@@ -50,26 +73,18 @@ impl CustomOp3 for CausalAttention {
             .enumerate()
             .for_each(|(bh, (o, p))| {
                 let q = &q[bh * t_q * d..(bh + 1) * t_q * d];
-                let (k, v) = (
-                    &k[bh * t_k * d..(bh + 1) * t_k * d],
-                    &v[bh * t_k * d..(bh + 1) * t_k * d],
-                );
-                for i in 0..t_q {
-                    let row = &mut p[i * t_k..i * t_k + i + offset + 1];
-                    let qi = &q[i * d..(i + 1) * d];
-                    for (j, s) in row.iter_mut().enumerate() {
-                        *s = dot(qi, &k[j * d..(j + 1) * d]) * self.scale;
-                    }
-                    let max = super::fast_math::max(row);
-                    row.iter_mut()
-                        .for_each(|s| *s = super::fast_math::exp(*s - max));
-                    let inv = 1.0 / super::fast_math::sum(row);
-                    row.iter_mut().for_each(|s| *s *= inv);
-                    let oi = &mut o[i * d..(i + 1) * d];
-                    for (j, &pij) in row.iter().enumerate() {
-                        axpy(oi, pij, &v[j * d..(j + 1) * d]);
-                    }
+                let (k, v) = (k[bh], v[bh]);
+                matmul_on(p, t_q, t_k, d, rows(q, d), rows(k, d).t(), false, 1); // q kᵀ
+                for (i, row) in p.chunks_mut(t_k).enumerate() {
+                    let (seen, masked) = row.split_at_mut(i + offset + 1);
+                    masked.fill(0.0);
+                    let max = super::fast_math::max(seen) * self.scale;
+                    seen.iter_mut()
+                        .for_each(|s| *s = super::fast_math::exp(*s * self.scale - max));
+                    let inv = 1.0 / super::fast_math::sum(seen);
+                    seen.iter_mut().for_each(|s| *s *= inv);
                 }
+                matmul_on(o, t_q, d, t_k, rows(p, t_k), rows(v, d), false, 1); // p v
             });
         *self
             .weights
@@ -116,23 +131,18 @@ impl CustomOp3 for CausalAttention {
                     &do_v[base..base + t * d],
                 );
                 let p = &p[bh * t * t..(bh + 1) * t * t];
-                let mut ds = vec![0f32; t];
-                for i in 0..t {
-                    let (pi, gi) = (&p[i * t..i * t + i + 1], &g[i * d..(i + 1) * d]);
-                    // dV_j += p_ij dO_i; dP_ij = dO_i · v_j; dS = p ⊙ (dP − Σ p dP).
-                    let mut weighted = 0f32;
-                    for j in 0..=i {
-                        axpy(&mut dv[j * d..(j + 1) * d], pi[j], gi);
-                        ds[j] = dot(gi, &v[j * d..(j + 1) * d]);
-                        weighted += pi[j] * ds[j];
-                    }
-                    let qi = &q[i * d..(i + 1) * d];
-                    for j in 0..=i {
-                        let s = pi[j] * (ds[j] - weighted) * self.scale;
-                        axpy(&mut dq[i * d..(i + 1) * d], s, &k[j * d..(j + 1) * d]);
-                        axpy(&mut dk[j * d..(j + 1) * d], s, qi);
-                    }
+                matmul_on(dv, t, d, t, rows(p, t).t(), rows(g, d), false, 1); // dV = pᵀ dO
+                let mut ds = vec![0f32; t * t];
+                matmul_on(&mut ds, t, t, d, rows(g, d), rows(v, d).t(), false, 1); // dP = dO vᵀ
+                                                                                   // dS = p ⊙ (dP − Σ_j p dP) · scale, zero above the diagonal where p is.
+                for (pi, dsi) in p.chunks(t).zip(ds.chunks_mut(t)) {
+                    let weighted = super::fast_math::dot(pi, dsi);
+                    dsi.iter_mut()
+                        .zip(pi)
+                        .for_each(|(s, &pij)| *s = pij * (*s - weighted) * self.scale);
                 }
+                matmul_on(dq, t, d, t, rows(&ds, t), rows(k, d), false, 1); // dQ = dS k
+                matmul_on(dk, t, d, t, rows(&ds, t).t(), rows(q, d), false, 1); // dK = dSᵀ q
             });
         let make = |x: Vec<f32>| Tensor::from_vec(x, q.shape(), q.device());
         Ok((Some(make(dq)?), Some(make(dk)?), Some(make(dv)?)))
@@ -146,15 +156,21 @@ pub fn causal_attention(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64) -> Resul
     let (b, h, t_q, d) = q.dims4()?;
     let t_k = k.dim(2)?;
     let fits = k.dims() == [b, h, t_k, d] && v.dims() == k.dims() && t_q <= t_k;
-    if !(q.device().is_cpu() && q.dtype() == candle_core::DType::F32 && fits) {
-        return causal_attention_reference(q, k, v, scale);
+    if !(super::fused_for(q) && fits) {
+        return causal_attention_reference(q, &k.contiguous()?, &v.contiguous()?, scale);
     }
     let op = CausalAttention {
         scale: scale as f32,
         weights: Mutex::new(None),
     };
-    q.contiguous()?
-        .apply_op3(&k.contiguous()?, &v.contiguous()?, op)
+    let in_place = |x: &Tensor| {
+        if has_contiguous_slabs(x) {
+            Ok(x.clone())
+        } else {
+            x.contiguous()
+        }
+    };
+    q.contiguous()?.apply_op3(&in_place(k)?, &in_place(v)?, op)
 }
 
 /// The composite reference: scores, the causal softmax, then the weighted sum of v.

@@ -56,8 +56,9 @@ pub fn sum(values: &[f32]) -> f32 {
     let chunks = values.chunks_exact(LANES);
     let tail: f32 = chunks.remainder().iter().sum();
     for chunk in chunks {
-        for (a, v) in acc.iter_mut().zip(chunk) {
-            *a += v;
+        let chunk: &[f32; LANES] = chunk.try_into().expect("chunk of LANES");
+        for l in 0..LANES {
+            acc[l] += chunk[l];
         }
     }
     acc.iter().sum::<f32>() + tail
@@ -87,60 +88,77 @@ pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     sum(&acc) + tail
 }
 
-/// The dot products of `x` with each of `rows` (all at least as long as `x`), four at a time:
-/// each load of `x` serves four products. With AVX2 and FMA (as `target-cpu=native` gives on
-/// most laptops) it is written with their intrinsics, since the compiler vectorises the portable
-/// loop across the four rows instead of along them.
+/// Rows in one [`dot_rows`] call: eight accumulators, one SIMD register each.
+pub const DOT_GROUP: usize = 8;
+
+/// The dot products of `x` with each of `rows` (all at least as long as `x`), eight at a time:
+/// each load of `x` serves eight products, and the eight sums are reduced together at the end.
+/// With AVX2 and FMA (as `target-cpu=native` gives on most laptops) it is written with their
+/// intrinsics, since the compiler vectorises the portable loop across the rows instead of along
+/// them.
 #[inline(always)]
-pub fn dot4(x: &[f32], rows: [&[f32]; 4]) -> [f32; 4] {
+pub fn dot_rows(x: &[f32], rows: [&[f32]; DOT_GROUP]) -> [f32; DOT_GROUP] {
     let n = x.len();
     let rows = rows.map(|r| &r[..n]);
     let done = n / LANES * LANES;
-    let sums = dot4_lanes(&x[..done], rows.map(|r| &r[..done]));
-    let mut out = [0f32; 4];
-    for ((o, s), r) in out.iter_mut().zip(sums).zip(rows) {
-        *o = s + (done..n).map(|i| x[i] * r[i]).sum::<f32>();
+    let mut sums = dot_rows_lanes(&x[..done], rows.map(|r| &r[..done]));
+    if done < n {
+        for (s, r) in sums.iter_mut().zip(rows) {
+            *s += (done..n).map(|i| x[i] * r[i]).sum::<f32>();
+        }
     }
-    out
+    sums
 }
 
-/// `dot4` for lengths that are a multiple of [`LANES`], with AVX2 and FMA.
+/// `dot_rows` for lengths that are a multiple of [`LANES`], with AVX2 and FMA.
 #[cfg(all(
     target_arch = "x86_64",
     target_feature = "avx2",
     target_feature = "fma"
 ))]
 #[inline(always)]
-fn dot4_lanes(x: &[f32], rows: [&[f32]; 4]) -> [f32; 4] {
+fn dot_rows_lanes(x: &[f32], rows: [&[f32]; DOT_GROUP]) -> [f32; DOT_GROUP] {
     use std::arch::x86_64::*;
     let n = x.len();
     assert!(n.is_multiple_of(LANES) && rows.iter().all(|r| r.len() == n));
     // SAFETY: every load reads LANES floats at c < n, n a multiple of LANES, from slices of
     // length n (checked above); the target features are enabled at compile time.
     unsafe {
-        let mut acc = [_mm256_setzero_ps(); 4];
+        let mut acc = [_mm256_setzero_ps(); DOT_GROUP];
         for c in (0..n).step_by(LANES) {
             let xs = _mm256_loadu_ps(x.as_ptr().add(c));
             for (a, r) in acc.iter_mut().zip(&rows) {
                 *a = _mm256_fmadd_ps(xs, _mm256_loadu_ps(r.as_ptr().add(c)), *a);
             }
         }
-        acc.map(|a| {
-            let mut lanes = [0f32; LANES];
-            _mm256_storeu_ps(lanes.as_mut_ptr(), a);
-            sum(&lanes)
-        })
+        // Pairwise horizontal adds leave, in each 128-bit half, partial sums of four rows:
+        // quads[0] = [s0 s1 s2 s3 | s0 s1 s2 s3] (low and high halves), quads[1] the same for s4..s7.
+        let pairs = [
+            _mm256_hadd_ps(acc[0], acc[1]),
+            _mm256_hadd_ps(acc[2], acc[3]),
+            _mm256_hadd_ps(acc[4], acc[5]),
+            _mm256_hadd_ps(acc[6], acc[7]),
+        ];
+        let quads = [
+            _mm256_hadd_ps(pairs[0], pairs[1]),
+            _mm256_hadd_ps(pairs[2], pairs[3]),
+        ];
+        let low = _mm256_permute2f128_ps::<0x20>(quads[0], quads[1]);
+        let high = _mm256_permute2f128_ps::<0x31>(quads[0], quads[1]);
+        let mut out = [0f32; DOT_GROUP];
+        _mm256_storeu_ps(out.as_mut_ptr(), _mm256_add_ps(low, high));
+        out
     }
 }
 
-/// `dot4` for lengths that are a multiple of [`LANES`], portable.
+/// `dot_rows` for lengths that are a multiple of [`LANES`], portable.
 #[cfg(not(all(
     target_arch = "x86_64",
     target_feature = "avx2",
     target_feature = "fma"
 )))]
 #[inline(always)]
-fn dot4_lanes(x: &[f32], rows: [&[f32]; 4]) -> [f32; 4] {
+fn dot_rows_lanes(x: &[f32], rows: [&[f32]; DOT_GROUP]) -> [f32; DOT_GROUP] {
     rows.map(|r| dot(x, r))
 }
 
@@ -155,25 +173,29 @@ pub fn max(values: &[f32]) -> f32 {
         .cloned()
         .fold(f32::NEG_INFINITY, f32::max);
     for chunk in chunks {
-        for (a, &v) in acc.iter_mut().zip(chunk) {
-            *a = a.max(v);
+        let chunk: &[f32; LANES] = chunk.try_into().expect("chunk of LANES");
+        for l in 0..LANES {
+            acc[l] = acc[l].max(chunk[l]);
         }
     }
     acc.iter().cloned().fold(tail, f32::max)
 }
 
-/// Σ e^(v − shift), in eight lanes.
+/// Σ e^(v − shift). The exponentials go through a block buffer first: a plain map loop is what
+/// the compiler vectorises (fused into the lane sums, the exp stayed scalar, 7× slower).
 #[inline(always)]
 pub fn sum_exp(values: &[f32], shift: f32) -> f32 {
-    let mut acc = [0f32; LANES];
-    let chunks = values.chunks_exact(LANES);
-    let tail: f32 = chunks.remainder().iter().map(|&v| exp(v - shift)).sum();
-    for chunk in chunks {
-        for (a, &v) in acc.iter_mut().zip(chunk) {
-            *a += exp(v - shift);
+    const BLOCK: usize = 8 * LANES;
+    let mut buffer = [0f32; BLOCK];
+    let mut total = 0f32;
+    for block in values.chunks(BLOCK) {
+        let exps = &mut buffer[..block.len()];
+        for (e, &v) in exps.iter_mut().zip(block) {
+            *e = exp(v - shift);
         }
+        total += sum(exps);
     }
-    acc.iter().sum::<f32>() + tail
+    total
 }
 
 #[cfg(test)]
@@ -208,6 +230,19 @@ mod tests {
             super::max(&values),
             values.iter().cloned().fold(f32::MIN, f32::max)
         );
+        // Eight dot products at once, with a length that is not a multiple of the lanes.
+        let rows: Vec<Vec<f32>> = (0..super::DOT_GROUP)
+            .map(|r| values.iter().map(|v| v * (r as f32 - 3.5)).collect())
+            .collect();
+        let dots = super::dot_rows(&values, std::array::from_fn(|r| &rows[r][..]));
+        for (r, row) in rows.iter().enumerate() {
+            let plain: f32 = values.iter().zip(row).map(|(a, b)| a * b).sum();
+            assert!(
+                (dots[r] - plain).abs() < 1e-3,
+                "row {r}: {} vs {plain}",
+                dots[r]
+            );
+        }
         let plain: f32 = values.iter().map(|v| (v - 1.0).exp()).sum();
         assert!((super::sum_exp(&values, 1.0) - plain).abs() < 1e-5 * plain);
     }

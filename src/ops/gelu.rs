@@ -69,7 +69,7 @@ impl CustomOp2 for GeluBackward {
 
 /// GELU with erf: x·Φ(x).
 pub fn gelu(x: &Tensor) -> Result<Tensor> {
-    if x.device().is_cpu() && x.dtype() == candle_core::DType::F32 {
+    if super::fused_for(x) {
         x.contiguous()?.apply_op1(Gelu)
     } else {
         gelu_reference(x)

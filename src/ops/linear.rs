@@ -225,7 +225,7 @@ fn backward(
 
 /// y = x Wᵀ + b for x (.., in), W (out, in), b (out).
 pub fn linear(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Result<Tensor> {
-    if !(x.device().is_cpu() && x.dtype() == candle_core::DType::F32) {
+    if !super::fused_for(x) {
         return linear_reference(x, w, b);
     }
     let (out, n_in) = w.dims2()?;

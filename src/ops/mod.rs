@@ -12,9 +12,25 @@ pub mod linear;
 pub mod lm_head_loss;
 pub mod softmax;
 
-use candle_core::{bail, CpuStorage, Layout, Result};
+use candle_core::{bail, CpuStorage, DType, Layout, Result, Tensor};
+use fast_math::DOT_GROUP;
 use gemm::{gemm, Parallelism};
 use rayon::prelude::*;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Whether CPU tensors go through the fused kernels (on by default).
+static FUSED: AtomicBool = AtomicBool::new(true);
+
+/// Turns the fused kernels off (or on again) for the whole process: every op then takes its
+/// composite reference, the path other devices take. For comparisons and tests of that path.
+pub fn set_fused(enabled: bool) {
+    FUSED.store(enabled, Ordering::Relaxed);
+}
+
+/// Whether an op on `t` runs its fused kernel: f32 on the CPU, unless turned off by [`set_fused`].
+pub(crate) fn fused_for(t: &Tensor) -> bool {
+    FUSED.load(Ordering::Relaxed) && t.device().is_cpu() && t.dtype() == DType::F32
+}
 
 /// Rows per rayon task: enough work to amortise the scheduling.
 pub(crate) const ROWS_PER_TASK: usize = 64;
@@ -43,6 +59,17 @@ pub(crate) struct Operand<'a> {
     pub col_stride: usize,
 }
 
+impl Operand<'_> {
+    /// The transposed operand (the same values, strides swapped).
+    pub(crate) fn t(self) -> Self {
+        Operand {
+            row_stride: self.col_stride,
+            col_stride: self.row_stride,
+            ..self
+        }
+    }
+}
+
 /// At most this many lhs rows go through dot products instead of gemm, whose packing of the
 /// whole rhs costs more than the product itself (one token at a time while generating).
 const DOT_ROWS: usize = 4;
@@ -54,7 +81,7 @@ const COLS_PER_TASK: usize = 256;
 /// others costs more.
 const PARALLEL_MACS: usize = 1 << 12;
 
-/// dst (m × n, row-major) = (dst if `accumulate`) + lhs (m × k) · rhs (k × n).
+/// dst (m × n, row-major) = (dst if `accumulate`) + lhs (m × k) · rhs (k × n), on all threads.
 pub(crate) fn matmul_into(
     dst: &mut [f32],
     m: usize,
@@ -65,6 +92,21 @@ pub(crate) fn matmul_into(
     accumulate: bool,
 ) {
     let threads = rayon::current_num_threads();
+    matmul_on(dst, m, n, k, lhs, rhs, accumulate, threads)
+}
+
+/// [`matmul_into`] on at most `threads` threads (1: the calling thread only).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn matmul_on(
+    dst: &mut [f32],
+    m: usize,
+    n: usize,
+    k: usize,
+    lhs: Operand,
+    rhs: Operand,
+    accumulate: bool,
+    threads: usize,
+) {
     let parallelism = if threads > 1 {
         Parallelism::Rayon(threads)
     } else {
@@ -78,24 +120,21 @@ pub(crate) fn matmul_into(
             let column = |j: usize| &rhs.data[j * rhs.col_stride..j * rhs.col_stride + k];
             let columns = |(task, out): (usize, &mut [f32])| {
                 let first = task * COLS_PER_TASK;
-                let done = out.len() / 4 * 4;
-                let mut quads = out.chunks_exact_mut(4);
-                for (q, o) in (&mut quads).enumerate() {
-                    let j = first + 4 * q;
-                    let v = fast_math::dot4(
-                        row,
-                        [column(j), column(j + 1), column(j + 2), column(j + 3)],
-                    );
+                let done = out.len() / DOT_GROUP * DOT_GROUP;
+                let mut groups = out.chunks_exact_mut(DOT_GROUP);
+                for (g, o) in (&mut groups).enumerate() {
+                    let j = first + DOT_GROUP * g;
+                    let v = fast_math::dot_rows(row, std::array::from_fn(|c| column(j + c)));
                     for (o, v) in o.iter_mut().zip(v) {
                         *o = if accumulate { *o + v } else { v };
                     }
                 }
-                for (c, o) in quads.into_remainder().iter_mut().enumerate() {
+                for (c, o) in groups.into_remainder().iter_mut().enumerate() {
                     let v = fast_math::dot(row, column(first + done + c));
                     *o = if accumulate { *o + v } else { v };
                 }
             };
-            if n * k >= PARALLEL_MACS {
+            if threads > 1 && n * k >= PARALLEL_MACS {
                 dst_row
                     .par_chunks_mut(COLS_PER_TASK)
                     .enumerate()

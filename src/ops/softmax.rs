@@ -100,7 +100,7 @@ impl CustomOp2 for SoftmaxBackward {
 /// Softmax over the last dimension of scores (.., Tq, Tk); with `causal`, query i (the last Tq of
 /// Tk positions) sees only keys up to its own position, the rest get weight 0.
 pub fn softmax(scores: &Tensor, causal: bool) -> Result<Tensor> {
-    if scores.device().is_cpu() && scores.dtype() == candle_core::DType::F32 {
+    if super::fused_for(scores) {
         scores.contiguous()?.apply_op1(Softmax { causal })
     } else {
         softmax_reference(scores, causal)

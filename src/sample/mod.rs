@@ -9,8 +9,8 @@ pub use draw::Sampling;
 
 use crate::config::Position;
 use crate::data::DataError;
-use crate::model::{GenerationCache, Gpt, Mode};
-use candle_core::{bail, Device, Result, Tensor};
+use crate::model::{GenerationCache, Gpt};
+use candle_core::{bail, Result, Tensor};
 use rand_chacha::ChaCha8Rng;
 
 /// Sampling settings that cannot work, each with what to do instead.
@@ -161,11 +161,10 @@ fn decode(
     Ok(new)
 }
 
-/// Logits (V,) after `context`, recomputing every position.
+/// Logits (V,) after `context`, recomputing every position (nanoGPT's way).
 fn next_logits(model: &Gpt, context: &[u32]) -> Result<Vec<f32>> {
-    let idx = Tensor::new(context, &Device::Cpu)?.unsqueeze(0)?; // (1, T)
-    let logits = model.forward(&idx, &mut Mode::Eval)?; // (1, T, V)
-    logits.get(0)?.get(context.len() - 1)?.to_vec1() // (V,)
+    let idx = Tensor::new(context, model.device())?.unsqueeze(0)?; // (1, T)
+    model.forward_last(&idx)?.get(0)?.to_vec1() // (V,)
 }
 
 /// Logits (V,) after `context`, computing only the positions `cache` does not hold yet.
@@ -174,7 +173,7 @@ fn next_logits_cached(
     context: &[u32],
     cache: &mut GenerationCache,
 ) -> Result<Vec<f32>> {
-    let idx = Tensor::new(&context[cache.len()..], &Device::Cpu)?.unsqueeze(0)?; // (1, Tnew)
+    let idx = Tensor::new(&context[cache.len()..], model.device())?.unsqueeze(0)?; // (1, Tnew)
     model.forward_cached(&idx, cache)?.get(0)?.to_vec1() // (V,)
 }
 

@@ -121,7 +121,7 @@ pub fn load_params(
                 var.dims()
             )
         }
-        var.set(saved)?;
+        var.set(&saved.to_device(var.device())?)?;
     }
     Ok(())
 }
@@ -161,9 +161,14 @@ pub struct LoadedRun {
     pub config: crate::config::RunConfig,
 }
 
-/// Loads the best weights of a run directory with its config and tokenizer, checking that the
-/// three belong together.
+/// Loads the best weights of a run directory onto the CPU with its config and tokenizer, checking
+/// that the three belong together.
 pub fn load_run(dir: &Path) -> Result<LoadedRun> {
+    load_run_on(dir, &Device::Cpu)
+}
+
+/// [`load_run`] onto `device`.
+pub fn load_run_on(dir: &Path, device: &Device) -> Result<LoadedRun> {
     let run = RunDir::new(dir);
     if !dir.is_dir() {
         bail!(
@@ -190,7 +195,7 @@ pub fn load_run(dir: &Path) -> Result<LoadedRun> {
         );
     }
     config.model.validate()?;
-    let (model, varmap) = crate::model::Gpt::seeded(&config.model, 0, &Device::Cpu)?;
+    let (model, varmap) = crate::model::Gpt::seeded(&config.model, 0, device)?;
     let (tensors, _) = read_safetensors(&run.file(MODEL_FILE))?;
     load_params(&varmap, &tensors, "", &run.file(MODEL_FILE))?;
     Ok(LoadedRun {

@@ -54,6 +54,8 @@ pub struct TrainOptions {
     pub stop_at: Option<usize>,
     /// Draw a progress bar on stderr.
     pub progress: bool,
+    /// Where the model runs (see [`crate::device::open`]).
+    pub device: Device,
 }
 
 /// Training state that is not in tensors.
@@ -168,7 +170,7 @@ fn meta<T: std::str::FromStr>(
 /// checkpoint from the first evaluation on.
 pub fn train(opts: TrainOptions) -> Result<TrainSummary> {
     let started = Instant::now();
-    let device = Device::Cpu;
+    let device = opts.device.clone();
     let mut cfg = opts.config;
     let run = opts.run;
     if opts.resume && !run.file(STATE_FILE).exists() {

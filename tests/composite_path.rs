@@ -1,0 +1,84 @@
+//! The composite path (candle's own ops, which GPU builds run since the fused kernels are CPU
+//! code), forced on the CPU: it trains like the fused path and samples the same with and without
+//! the key/value cache. One test, because the switch is process-wide.
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use shige::config::{Position, RunConfig};
+use shige::sample::{generate, Generation, Sampling};
+use shige::train::checkpoint::{load_run, RunDir};
+use shige::train::metrics::from_csv;
+use shige::train::{train, TrainOptions};
+use std::path::Path;
+
+/// (step, train loss, val loss) of each evaluation of a tiny run with `position`.
+fn tiny_curve(position: Position, dir: &Path) -> Vec<(usize, f64, f64)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut cfg = RunConfig::load(&root.join("configs/tiny.toml")).unwrap();
+    cfg.train.corpus = root.join("data/tiny.txt").display().to_string();
+    cfg.model.position = position;
+    train(TrainOptions {
+        device: candle_core::Device::Cpu,
+        config: cfg,
+        run: RunDir::new(dir),
+        resume: false,
+        stop_at: None,
+        progress: false,
+    })
+    .unwrap();
+    let text = std::fs::read_to_string(dir.join(shige::train::checkpoint::METRICS_FILE)).unwrap();
+    from_csv(&text)
+        .unwrap()
+        .iter()
+        .map(|r| (r.step, r.train_loss, r.val_loss))
+        .collect()
+}
+
+#[test]
+fn composite_ops_train_and_sample_like_the_fused_kernels() {
+    let tmp = tempfile::tempdir().unwrap();
+    for position in [Position::Learned, Position::Rope, Position::Alibi] {
+        shige::ops::set_fused(true);
+        let fused = tiny_curve(position, &tmp.path().join(format!("{position}-fused")));
+        shige::ops::set_fused(false);
+        let dir = tmp.path().join(format!("{position}-composite"));
+        let composite = tiny_curve(position, &dir);
+        let (first, last) = (composite[0], composite[composite.len() - 1]);
+        assert!(
+            last.1 < first.1 - 0.3,
+            "{position}: composite path did not learn: {composite:?}"
+        );
+        let weights = |kind: &str| {
+            let dir = tmp.path().join(format!("{position}-{kind}"));
+            std::fs::read(dir.join(shige::train::checkpoint::MODEL_FILE)).unwrap()
+        };
+        // Training is deterministic, so bit-identical weights would mean one path ran twice.
+        assert!(
+            weights("fused") != weights("composite"),
+            "{position}: the switch left the fused kernels on"
+        );
+        for (f, c) in fused.iter().zip(&composite) {
+            assert_eq!(f.0, c.0);
+            let (dt, dv) = ((f.1 - c.1).abs(), (f.2 - c.2).abs());
+            assert!(
+                dt < 1e-3 && dv < 1e-3,
+                "{position}: fused {f:?} and composite {c:?} curves part"
+            );
+        }
+        // Cached and recomputed sampling agree on the composite path too.
+        let run = load_run(&dir).unwrap();
+        let prompt = run.tokenizer.encode("\n白日").unwrap();
+        let draw = |use_cache| {
+            let mut gen = Generation::new(40, Sampling::with_temperature(0.8), None);
+            gen.use_cache = use_cache;
+            let mut rng = ChaCha8Rng::seed_from_u64(7);
+            generate(&run.model, &prompt, &gen, &mut rng, &mut |_| {}).unwrap()
+        };
+        assert_eq!(
+            draw(true),
+            draw(false),
+            "{position}: cache changes the text"
+        );
+    }
+    shige::ops::set_fused(true);
+}
