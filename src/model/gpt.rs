@@ -89,14 +89,25 @@ impl Gpt {
         self.drop.forward(&x, mode)
     }
 
-    /// The final hidden states ln_f(h) (B, T, C) for token ids idx (B, T) of at most block_size
-    /// positions for a learned table; other schemes accept longer contexts.
-    pub fn hidden(&self, idx: &Tensor, mode: &mut Mode) -> Result<Tensor> {
+    /// The residual stream leaving the last block (B, T, C) for token ids idx (B, T).
+    fn residual(&self, idx: &Tensor, mode: &mut Mode) -> Result<Tensor> {
         let mut x = self.embed(idx, 0, mode)?; // (B, T, C)
         for block in &self.h {
             x = block.forward(&x, &self.position, mode)?; // (B, T, C)
         }
-        self.ln_f.forward(&x) // (B, T, C)
+        Ok(x)
+    }
+
+    /// Logits (B, V) of the last position of the residual stream x (B, T, C).
+    fn last_logits(&self, x: &Tensor) -> Result<Tensor> {
+        let last = x.narrow(1, x.dim(1)? - 1, 1)?; // (B, 1, C)
+        self.lm_head.forward(&self.ln_f.forward(&last)?)?.squeeze(1) // (B, V)
+    }
+
+    /// The final hidden states ln_f(h) (B, T, C) for token ids idx (B, T) of at most block_size
+    /// positions for a learned table; other schemes accept longer contexts.
+    pub fn hidden(&self, idx: &Tensor, mode: &mut Mode) -> Result<Tensor> {
+        self.ln_f.forward(&self.residual(idx, mode)?) // (B, T, C)
     }
 
     /// Logits (B, T, vocab) for token ids idx (B, T).
@@ -107,9 +118,7 @@ impl Gpt {
     /// Logits (B, vocab) of the token after idx (B, T) alone: the output layer runs on the last
     /// position only, as in nanoGPT's `generate`.
     pub fn forward_last(&self, idx: &Tensor) -> Result<Tensor> {
-        let h = self.hidden(idx, &mut Mode::Eval)?; // (B, T, C)
-        let last = h.narrow(1, h.dim(1)? - 1, 1)?; // (B, 1, C)
-        self.lm_head.forward(&last)?.squeeze(1) // (B, V)
+        self.last_logits(&self.residual(idx, &mut Mode::Eval)?) // (B, V)
     }
 
     /// Logits (B, vocab) of the token after idx (B, Tnew), which follows the positions held in
@@ -120,8 +129,7 @@ impl Gpt {
         for (block, layer_cache) in self.h.iter().zip(&mut cache.layers) {
             x = block.forward_cached(&x, &self.position, layer_cache)?; // (B, Tnew, C)
         }
-        let last = x.narrow(1, x.dim(1)? - 1, 1)?; // (B, 1, C)
-        self.lm_head.forward(&self.ln_f.forward(&last)?)?.squeeze(1) // (B, V)
+        self.last_logits(&x) // (B, V)
     }
 
     /// An empty key/value cache for this model.

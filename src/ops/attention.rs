@@ -133,8 +133,9 @@ impl CustomOp3 for CausalAttention {
                 let p = &p[bh * t * t..(bh + 1) * t * t];
                 matmul_on(dv, t, d, t, rows(p, t).t(), rows(g, d), false, 1); // dV = pᵀ dO
                 let mut ds = vec![0f32; t * t];
-                matmul_on(&mut ds, t, t, d, rows(g, d), rows(v, d).t(), false, 1); // dP = dO vᵀ
-                                                                                   // dS = p ⊙ (dP − Σ_j p dP) · scale, zero above the diagonal where p is.
+                // dP = dO vᵀ, then dS = p ⊙ (dP − Σ_j p dP) · scale (zero where p is: above the
+                // diagonal).
+                matmul_on(&mut ds, t, t, d, rows(g, d), rows(v, d).t(), false, 1);
                 for (pi, dsi) in p.chunks(t).zip(ds.chunks_mut(t)) {
                     let weighted = super::fast_math::dot(pi, dsi);
                     dsi.iter_mut()

@@ -124,18 +124,16 @@ impl CustomOp2 for LmHeadLoss {
         let chunks = n.div_ceil(CHUNK_ROWS);
         let shares = rayon::current_num_threads().clamp(1, chunks.max(1));
         let share_rows = chunks.div_ceil(shares).max(1) * CHUNK_ROWS;
-        let dx_shares: Vec<&mut [f32]> = if self.with_grad {
-            dx.chunks_mut(share_rows * c).collect()
-        } else {
-            (0..n.div_ceil(share_rows)).map(|_| &mut [][..]).collect()
-        };
-        let results: Vec<(f64, Vec<f32>)> = dx_shares
+        let ranges: Vec<_> = (0..n)
+            .step_by(share_rows)
+            .map(|start| start..n.min(start + share_rows))
+            .collect();
+        let mut dx_shares: Vec<&mut [f32]> = dx.chunks_mut(share_rows * c).collect();
+        dx_shares.resize_with(ranges.len(), Default::default); // empty without gradients
+        let results: Vec<(f64, Vec<f32>)> = ranges
             .into_par_iter()
-            .enumerate()
-            .map(|(share, dx)| {
-                let rows = share * share_rows..(n).min((share + 1) * share_rows);
-                self.share(x, w, v, c, n, rows, dx)
-            })
+            .zip(dx_shares)
+            .map(|(rows, dx)| self.share(x, w, v, c, n, rows, dx))
             .collect();
         let total: f64 = results.iter().map(|(loss, _)| loss).sum();
         if self.with_grad {
