@@ -2,36 +2,21 @@
 //! code), forced on the CPU: it trains like the fused path and samples the same with and without
 //! the key/value cache. One test, because the switch is process-wide.
 
+mod common;
+
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use shige::config::{Position, RunConfig};
+use shige::config::Position;
 use shige::sample::{generate, Generation, Sampling};
-use shige::train::checkpoint::{load_run, RunDir};
-use shige::train::metrics::from_csv;
-use shige::train::{train, TrainOptions};
+use shige::train::checkpoint::load_run;
 use std::path::Path;
 
 /// (step, train loss, val loss) of each evaluation of a tiny run with `position`.
 fn tiny_curve(position: Position, dir: &Path) -> Vec<(usize, f64, f64)> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut cfg = RunConfig::load(&root.join("configs/tiny.toml")).unwrap();
-    cfg.train.corpus = root.join("data/tiny.txt").display().to_string();
+    let mut cfg = common::tiny_config();
     cfg.model.position = position;
-    train(TrainOptions {
-        device: candle_core::Device::Cpu,
-        config: cfg,
-        run: RunDir::new(dir),
-        resume: false,
-        stop_at: None,
-        progress: false,
-    })
-    .unwrap();
-    let text = std::fs::read_to_string(dir.join(shige::train::checkpoint::METRICS_FILE)).unwrap();
-    from_csv(&text)
-        .unwrap()
-        .iter()
-        .map(|r| (r.step, r.train_loss, r.val_loss))
-        .collect()
+    common::run(&cfg, dir, false, None).unwrap();
+    common::curve(dir)
 }
 
 #[test]

@@ -6,29 +6,18 @@ mod common;
 use candle_core::{Device, Tensor};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use shige::config::{Position, RunConfig};
+use shige::config::Position;
 use shige::data::poem::{regular_form, Form};
 use shige::data::tokenizer::NEWLINE;
 use shige::model::{Gpt, Mode};
 use shige::sample::{generate, is_well_formed, Generation, PoemConstraint, SampleError, Sampling};
-use shige::train::checkpoint::{load_run, LoadedRun, RunDir, TOKENIZER_FILE};
-use shige::train::{train, TrainOptions};
+use shige::train::checkpoint::{load_run, LoadedRun, TOKENIZER_FILE};
 use std::path::Path;
 
 fn tiny_run(dir: &Path) -> LoadedRun {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut cfg = RunConfig::load(&root.join("configs/tiny.toml")).unwrap();
-    cfg.train.corpus = root.join("data/tiny.txt").display().to_string();
+    let mut cfg = common::tiny_config();
     cfg.train.max_iters = 20;
-    train(TrainOptions {
-        device: candle_core::Device::Cpu,
-        config: cfg,
-        run: RunDir::new(dir),
-        resume: false,
-        stop_at: None,
-        progress: false,
-    })
-    .unwrap();
+    common::run(&cfg, dir, false, None).unwrap();
     load_run(dir).unwrap()
 }
 

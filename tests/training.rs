@@ -1,43 +1,15 @@
 //! Training on the tiny corpus: the loss falls, runs are reproducible, resume is exact,
 //! checkpoints reload, and bad input is refused.
 
+mod common;
+
+use common::{curve, run, tiny_config};
 use shige::config::RunConfig;
 use shige::data::CharTokenizer;
 use shige::model::{Gpt, Mode};
 use shige::train::checkpoint::*;
-use shige::train::metrics::from_csv;
-use shige::train::{train, TrainOptions, TrainSummary};
-use std::path::{Path, PathBuf};
-
-fn tiny_config() -> RunConfig {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut cfg = RunConfig::load(&path.join("configs/tiny.toml")).unwrap();
-    cfg.train.corpus = path.join("data/tiny.txt").display().to_string();
-    cfg
-}
-
-fn run(
-    cfg: &RunConfig,
-    dir: &Path,
-    resume: bool,
-    stop_at: Option<usize>,
-) -> anyhow::Result<TrainSummary> {
-    train(TrainOptions {
-        device: candle_core::Device::Cpu,
-        config: cfg.clone(),
-        run: RunDir::new(dir),
-        resume,
-        stop_at,
-        progress: false,
-    })
-}
-
-fn curve(dir: &Path) -> Vec<(usize, f64, f64)> {
-    let rows = from_csv(&std::fs::read_to_string(dir.join(METRICS_FILE)).unwrap()).unwrap();
-    rows.iter()
-        .map(|r| (r.step, r.train_loss, r.val_loss))
-        .collect()
-}
+use shige::train::TrainSummary;
+use std::path::PathBuf;
 
 #[test]
 fn tiny_run_learns_and_writes_the_run_directory() {

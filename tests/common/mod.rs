@@ -1,9 +1,48 @@
 //! Helpers shared by the integration tests: the tiny corpus and small models.
 #![allow(dead_code)]
 
-use shige::config::{ModelConfig, Position};
+use shige::config::{ModelConfig, Position, RunConfig};
 use shige::data::{CharTokenizer, Corpus};
+use shige::train::checkpoint::{RunDir, METRICS_FILE};
+use shige::train::metrics::from_csv;
+use shige::train::{train, TrainOptions, TrainSummary};
 use std::path::Path;
+
+/// configs/tiny.toml with its corpus path made absolute.
+pub fn tiny_config() -> RunConfig {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut cfg =
+        RunConfig::load(&root.join("configs/tiny.toml")).expect("configs/tiny.toml loads");
+    cfg.train.corpus = root.join("data/tiny.txt").display().to_string();
+    cfg
+}
+
+/// Trains `cfg` on the CPU into `dir`, without a progress bar.
+pub fn run(
+    cfg: &RunConfig,
+    dir: &Path,
+    resume: bool,
+    stop_at: Option<usize>,
+) -> anyhow::Result<TrainSummary> {
+    train(TrainOptions {
+        device: candle_core::Device::Cpu,
+        config: cfg.clone(),
+        run: RunDir::new(dir),
+        resume,
+        stop_at,
+        progress: false,
+    })
+}
+
+/// (step, train loss, val loss) of each evaluation in a run directory's metrics.
+pub fn curve(dir: &Path) -> Vec<(usize, f64, f64)> {
+    let text = std::fs::read_to_string(dir.join(METRICS_FILE)).expect("metrics.csv reads");
+    from_csv(&text)
+        .expect("metrics.csv parses")
+        .iter()
+        .map(|r| (r.step, r.train_loss, r.val_loss))
+        .collect()
+}
 
 /// The tiny corpus shipped for tests.
 pub fn tiny_corpus() -> Corpus {
