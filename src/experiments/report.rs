@@ -13,85 +13,103 @@ fn loss(v: f64) -> String {
     }
 }
 
+/// Appends a Markdown table: the header row, the separator, then one line per row.
+fn table(md: &mut String, header: &[String], rows: impl IntoIterator<Item = Vec<String>>) {
+    let _ = writeln!(md, "| {} |", header.join(" | "));
+    let _ = writeln!(md, "|{}", "---|".repeat(header.len()));
+    for row in rows {
+        let _ = writeln!(md, "| {} |", row.join(" | "));
+    }
+}
+
+/// Column titles from string literals.
+fn titles(names: &[&str]) -> Vec<String> {
+    names.iter().map(|n| n.to_string()).collect()
+}
+
 /// The results table (and the extra tables the spec asks for) in Markdown.
 pub fn markdown(spec: &Spec, results: &[VariantResult]) -> String {
     let mut md = String::new();
-    let _ = writeln!(md, "| variant | parameters | steps | train loss | val loss | best val | tokens/s | train time |");
-    let _ = writeln!(md, "|---|---|---|---|---|---|---|---|");
-    for r in results {
-        let _ = writeln!(
-            md,
-            "| {} | {} | {} | {} | {} | {} | {:.0} | {:.0} s |",
-            r.name,
-            r.parameters,
-            r.steps,
-            loss(r.train_loss),
-            loss(r.val_loss),
-            loss(r.best_val_loss),
-            r.tokens_per_s,
-            r.train_s
-        );
-    }
+    let header = titles(&[
+        "variant",
+        "parameters",
+        "steps",
+        "train loss",
+        "val loss",
+        "best val",
+        "tokens/s",
+        "train time",
+    ]);
+    table(
+        &mut md,
+        &header,
+        results.iter().map(|r| {
+            vec![
+                r.name.clone(),
+                r.parameters.to_string(),
+                r.steps.to_string(),
+                loss(r.train_loss),
+                loss(r.val_loss),
+                loss(r.best_val_loss),
+                format!("{:.0}", r.tokens_per_s),
+                format!("{:.0} s", r.train_s),
+            ]
+        }),
+    );
     if !spec.contexts.is_empty() {
         let _ = writeln!(md, "\nValidation loss by context length:\n");
-        let head: Vec<String> = spec
-            .contexts
-            .iter()
-            .map(|c| format!("context {c}"))
-            .collect();
-        let _ = writeln!(md, "| variant | {} |", head.join(" | "));
-        let _ = writeln!(md, "|---|{}", "---|".repeat(spec.contexts.len()));
-        for r in results {
-            let cells: Vec<String> = r
-                .context_losses
-                .iter()
-                .map(|l| l.map_or("n/a (beyond the learned table)".into(), loss))
-                .collect();
-            let _ = writeln!(md, "| {} | {} |", r.name, cells.join(" | "));
-        }
+        let mut header = titles(&["variant"]);
+        header.extend(spec.contexts.iter().map(|c| format!("context {c}")));
+        table(
+            &mut md,
+            &header,
+            results.iter().map(|r| {
+                let mut row = vec![r.name.clone()];
+                row.extend(
+                    r.context_losses
+                        .iter()
+                        .map(|l| l.map_or("n/a (beyond the learned table)".into(), loss)),
+                );
+                row
+            }),
+        );
     }
     if spec.order_probe {
         let _ = writeln!(md, "\nAfter training, max |Δlogits| between 白日依山尽 and 山依日白尽 at the last position:\n");
-        let _ = writeln!(md, "| variant | max abs difference |\n|---|---|");
-        for r in results {
-            let _ = writeln!(
-                md,
-                "| {} | {:.2e} |",
-                r.name,
-                r.order_diff.unwrap_or(f32::NAN)
-            );
-        }
+        table(
+            &mut md,
+            &titles(&["variant", "max abs difference"]),
+            results.iter().map(|r| {
+                vec![
+                    r.name.clone(),
+                    format!("{:.2e}", r.order_diff.unwrap_or(f32::NAN)),
+                ]
+            }),
+        );
     }
     if spec.position_probe {
         let layers = results.iter().map(|r| r.probe_mae.len()).max().unwrap_or(0);
         let _ = writeln!(md, "\nPosition probe: mean absolute error (positions) of a linear map from each layer's hidden states to the absolute position:\n");
-        let head: Vec<String> = (0..layers)
-            .map(|l| {
-                if l == 0 {
-                    "embedding".to_string()
-                } else {
-                    format!("after block {l}")
-                }
-            })
-            .collect();
-        let _ = writeln!(md, "| variant | {} | guessing the mean |", head.join(" | "));
-        let _ = writeln!(md, "|---|{}---|", "---|".repeat(layers));
-        for r in results {
-            let cells: Vec<String> = (0..layers)
-                .map(|l| {
+        let mut header = titles(&["variant"]);
+        header.extend((0..layers).map(|l| match l {
+            0 => "embedding".to_string(),
+            l => format!("after block {l}"),
+        }));
+        header.push("guessing the mean".into());
+        table(
+            &mut md,
+            &header,
+            results.iter().map(|r| {
+                let mut row = vec![r.name.clone()];
+                row.extend((0..layers).map(|l| {
                     r.probe_mae
                         .get(l)
                         .map_or(String::new(), |m| format!("{m:.2}"))
-                })
-                .collect();
-            let _ = writeln!(
-                md,
-                "| {} | {} | {:.2} |",
-                r.name,
-                cells.join(" | "),
-                r.probe_baseline.unwrap_or(f64::NAN)
-            );
-        }
+                }));
+                row.push(format!("{:.2}", r.probe_baseline.unwrap_or(f64::NAN)));
+                row
+            }),
+        );
     }
     md
 }
