@@ -9,6 +9,12 @@ const INV_SQRT_2: f32 = std::f32::consts::FRAC_1_SQRT_2;
 /// 1/√(2π).
 const INV_SQRT_2PI: f32 = 0.398_942_3;
 
+/// GELU(v) = v·Φ(v), exact (with erf).
+#[inline(always)]
+pub(crate) fn gelu_value(v: f32) -> f32 {
+    0.5 * v * (1.0 + fast_math::erf(v * INV_SQRT_2))
+}
+
 struct Gelu;
 
 impl CustomOp1 for Gelu {
@@ -23,7 +29,7 @@ impl CustomOp1 for Gelu {
             .zip(x.par_chunks(CHUNK))
             .for_each(|(out, inp)| {
                 for (o, &v) in out.iter_mut().zip(inp) {
-                    *o = 0.5 * v * (1.0 + fast_math::erf(v * INV_SQRT_2));
+                    *o = gelu_value(v);
                 }
             });
         Ok((CpuStorage::F32(y), layout.shape().clone()))

@@ -12,6 +12,14 @@ fn stats(row: &[f32], eps: f32) -> (f32, f32) {
     (mean, 1.0 / (var + eps).sqrt())
 }
 
+/// out = (x − mean(x)) / σ(x) · w + b for one row x.
+pub(crate) fn normalize_row(x: &[f32], w: &[f32], b: &[f32], eps: f32, out: &mut [f32]) {
+    let (mean, rstd) = stats(x, eps);
+    for i in 0..x.len() {
+        out[i] = (x[i] - mean) * rstd * w[i] + b[i];
+    }
+}
+
 struct LayerNormOp {
     eps: f32,
 }
@@ -41,10 +49,7 @@ impl CustomOp3 for LayerNormOp {
             .zip(x.par_chunks(c * ROWS_PER_TASK))
             .for_each(|(out, inp)| {
                 for (o, xr) in out.chunks_mut(c).zip(inp.chunks(c)) {
-                    let (mean, rstd) = stats(xr, self.eps);
-                    for i in 0..c {
-                        o[i] = (xr[i] - mean) * rstd * w[i] + b[i];
-                    }
+                    normalize_row(xr, w, b, self.eps, o);
                 }
             });
         Ok((CpuStorage::F32(y), l1.shape().clone()))
