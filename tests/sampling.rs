@@ -6,10 +6,11 @@ mod common;
 use candle_core::{Device, Tensor};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use shige::config::ModelConfig;
 use shige::config::Position;
 use shige::data::poem::{regular_form, Form};
 use shige::data::tokenizer::NEWLINE;
-use shige::model::{Gpt, Mode};
+use shige::model::{CpuDecoder, Gpt, Mode};
 use shige::sample::{generate, is_well_formed, Generation, PoemConstraint, SampleError, Sampling};
 use shige::train::checkpoint::{load_run, LoadedRun, TOKENIZER_FILE};
 use std::path::Path;
@@ -144,6 +145,25 @@ fn bad_sampling_settings_are_refused_with_what_to_do() {
     .is_ok());
 }
 
+/// Logits (T rows of V) of the full forward pass over `ids`.
+fn full_logits(model: &Gpt, ids: &[u32]) -> Vec<Vec<f32>> {
+    let idx = Tensor::new(ids, &Device::Cpu)
+        .unwrap()
+        .unsqueeze(0)
+        .unwrap(); // (1, T)
+    let logits = model.forward(&idx, &mut Mode::Eval).unwrap(); // (1, T, V)
+    logits.squeeze(0).unwrap().to_vec2().unwrap()
+}
+
+/// Largest absolute difference between two rows of logits.
+fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f32::max)
+}
+
 #[test]
 fn cached_and_uncached_decoding_agree_for_every_scheme() {
     let vocab = 40;
@@ -152,17 +172,7 @@ fn cached_and_uncached_decoding_agree_for_every_scheme() {
         let (model, _) = Gpt::seeded(&cfg, 11, &Device::Cpu).unwrap();
         // Logits of the cached path, token by token, against the full forward pass.
         let ids: Vec<u32> = (0..12).map(|i| (i * 7 % vocab) as u32).collect();
-        let full = model
-            .forward(
-                &Tensor::new(ids.as_slice(), &Device::Cpu)
-                    .unwrap()
-                    .unsqueeze(0)
-                    .unwrap(),
-                &mut Mode::Eval,
-            )
-            .unwrap()
-            .squeeze(0)
-            .unwrap(); // (T, V)
+        let full = full_logits(&model, &ids);
         let mut cache = model.new_cache();
         let prefill = Tensor::new(&ids[..5], &Device::Cpu)
             .unwrap()
@@ -178,14 +188,7 @@ fn cached_and_uncached_decoding_agree_for_every_scheme() {
         }
         assert_eq!(cache.len(), ids.len());
         for (i, row) in rows.iter().enumerate() {
-            let diff = (row.squeeze(0).unwrap() - full.get(4 + i).unwrap())
-                .unwrap()
-                .abs()
-                .unwrap()
-                .max_all()
-                .unwrap()
-                .to_scalar::<f32>()
-                .unwrap();
+            let diff = max_diff(&row.get(0).unwrap().to_vec1().unwrap(), &full[4 + i]);
             assert!(
                 diff < 1e-4,
                 "{position}: position {} differs by {diff}",
@@ -206,6 +209,66 @@ fn cached_and_uncached_decoding_agree_for_every_scheme() {
             assert_eq!(cached, decode(false), "{position} at {sampling:?}");
         }
     }
+}
+
+#[test]
+fn the_cpu_decoder_computes_the_models_logits_for_every_scheme() {
+    let vocab = 40;
+    let ids: Vec<u32> = (0..14).map(|i| (i * 5 % vocab) as u32).collect();
+    for position in Position::ALL {
+        for (bias, tie_weights) in [(false, false), (true, false), (false, true)] {
+            let cfg = ModelConfig {
+                bias,
+                tie_weights,
+                ..common::small_config(vocab, 2, position) // block_size 16
+            };
+            let (model, varmap) = Gpt::seeded(&cfg, 12, &Device::Cpu).unwrap();
+            if bias {
+                // Biases start at zero: make them count.
+                for (name, var) in varmap.data().lock().unwrap().iter() {
+                    if name.ends_with("bias") {
+                        let shifted = (var.as_tensor() + 0.1).unwrap();
+                        var.set(&shifted).unwrap();
+                    }
+                }
+            }
+            let full = full_logits(&model, &ids);
+            let decoder = CpuDecoder::new(&model).unwrap().expect("f32 on the CPU");
+            let mut state = decoder.new_state();
+            // A prompt of 6 positions at once, then one position at a time.
+            let mut rows = vec![decoder.forward(&ids[..6], &mut state).unwrap()];
+            for &id in &ids[6..] {
+                rows.push(decoder.forward(&[id], &mut state).unwrap());
+            }
+            assert_eq!(state.len(), ids.len());
+            for (i, row) in rows.iter().enumerate() {
+                let diff = max_diff(row, &full[5 + i]);
+                assert!(
+                    diff < 1e-4,
+                    "{position} bias {bias} tied {tie_weights}: position {} differs by {diff}",
+                    5 + i
+                );
+            }
+        }
+    }
+    // Past the learned table, and outside the vocabulary: errors, not panics.
+    let (model, _) = Gpt::seeded(
+        &common::small_config(vocab, 1, Position::Learned),
+        1,
+        &Device::Cpu,
+    )
+    .unwrap();
+    let decoder = CpuDecoder::new(&model).unwrap().unwrap();
+    let mut state = decoder.new_state();
+    assert!(decoder.forward(&[0; 17], &mut state).is_err());
+    assert!(decoder
+        .forward(&[vocab as u32], &mut decoder.new_state())
+        .is_err());
+    // With the fused kernels off (the path of other devices) generation uses the model's tensors.
+    shige::ops::set_fused(false);
+    let off = CpuDecoder::new(&model).unwrap().is_none();
+    shige::ops::set_fused(true);
+    assert!(off);
 }
 
 #[test]

@@ -10,12 +10,12 @@ use candle_nn::VarBuilder;
 /// Multi-head attention: `c_attn` makes q, k and v in one matmul, the heads are slices of them,
 /// and `c_proj` mixes the heads back. Its parameter count does not depend on `n_head`.
 pub struct CausalSelfAttention {
-    c_attn: Linear,
-    c_proj: Linear,
+    pub(crate) c_attn: Linear,
+    pub(crate) c_proj: Linear,
     attn_dropout: Dropout,
     resid_dropout: Dropout,
-    n_head: usize,
-    head_dim: usize,
+    pub(crate) n_head: usize,
+    pub(crate) head_dim: usize,
 }
 
 impl CausalSelfAttention {
@@ -59,7 +59,7 @@ impl CausalSelfAttention {
     }
 
     /// The score scale 1/√head_dim.
-    fn scale(&self) -> f64 {
+    pub(crate) fn scale(&self) -> f64 {
         1.0 / (self.head_dim as f64).sqrt()
     }
 

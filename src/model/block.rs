@@ -10,8 +10,8 @@ use candle_nn::VarBuilder;
 
 /// The feed-forward network: n_embd → 4·n_embd → GELU (exact, erf) → n_embd.
 pub struct Mlp {
-    c_fc: Linear,
-    c_proj: Linear,
+    pub(crate) c_fc: Linear,
+    pub(crate) c_proj: Linear,
     dropout: Dropout,
 }
 
@@ -36,11 +36,11 @@ impl Mlp {
 
 /// One pre-LN block: `x = x + attn(ln_1(x))`, then `x = x + mlp(ln_2(x))`.
 pub struct Block {
-    ln_1: LayerNorm,
+    pub(crate) ln_1: LayerNorm,
     /// The block's attention, public so that experiments can read its weights.
     pub attn: CausalSelfAttention,
-    ln_2: LayerNorm,
-    mlp: Mlp,
+    pub(crate) ln_2: LayerNorm,
+    pub(crate) mlp: Mlp,
 }
 
 impl Block {

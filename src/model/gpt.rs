@@ -11,14 +11,14 @@ use candle_nn::{Embedding, Init, VarBuilder, VarMap};
 
 /// A decoder-only transformer with nanoGPT's parameter names (`transformer.wte.weight`, …).
 pub struct Gpt {
-    wte: Embedding,
+    pub(crate) wte: Embedding,
     /// The positional scheme, public so that experiments can inspect it.
     pub position: PositionEncoding,
     drop: Dropout,
     /// The transformer blocks, public so that experiments can read each layer.
     pub h: Vec<Block>,
-    ln_f: LayerNorm,
-    lm_head: Linear,
+    pub(crate) ln_f: LayerNorm,
+    pub(crate) lm_head: Linear,
     cfg: ModelConfig,
 }
 

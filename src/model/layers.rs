@@ -8,6 +8,9 @@ use rand_chacha::ChaCha8Rng;
 /// GPT-2's initialisation for weights: N(0, 0.02).
 pub const INIT_STD: f64 = 0.02;
 
+/// The ε LayerNorm adds to the variance.
+pub const LN_EPS: f32 = 1e-5;
+
 /// Whether a forward pass trains (dropout on, masks drawn from this RNG) or evaluates.
 pub enum Mode<'a> {
     /// No dropout.
@@ -18,8 +21,8 @@ pub enum Mode<'a> {
 
 /// A Linear layer `y = x Wᵀ + b` with W stored [out, in] (as PyTorch), run by a fused op.
 pub struct Linear {
-    weight: Tensor,
-    bias: Option<Tensor>,
+    pub(crate) weight: Tensor,
+    pub(crate) bias: Option<Tensor>,
 }
 
 impl Linear {
@@ -64,12 +67,12 @@ impl Module for Linear {
     }
 }
 
-/// LayerNorm over the last dimension, eps 1e-5, with a fused CPU kernel and its backward
+/// LayerNorm over the last dimension, eps [`LN_EPS`], with a fused CPU kernel and its backward
 /// (candle's own `LayerNorm` module has no backward pass).
 pub struct LayerNorm {
-    weight: Tensor,
+    pub(crate) weight: Tensor,
     /// A parameter when `bias` is on, else constant zeros.
-    bias: Tensor,
+    pub(crate) bias: Tensor,
 }
 
 impl LayerNorm {
@@ -87,7 +90,7 @@ impl LayerNorm {
 
 impl Module for LayerNorm {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::ops::layer_norm::layer_norm(x, &self.weight, &self.bias, 1e-5) // (.., C)
+        crate::ops::layer_norm::layer_norm(x, &self.weight, &self.bias, LN_EPS) // (.., C)
     }
 }
 

@@ -3,11 +3,13 @@
 pub mod attention;
 pub mod block;
 pub mod cache;
+pub mod decoder;
 pub mod gpt;
 pub mod init;
 pub mod layers;
 pub mod position;
 
 pub use cache::GenerationCache;
+pub use decoder::{CpuDecoder, DecodeState};
 pub use gpt::Gpt;
 pub use layers::Mode;

@@ -9,7 +9,7 @@ pub use draw::Sampling;
 
 use crate::config::Position;
 use crate::data::DataError;
-use crate::model::{GenerationCache, Gpt};
+use crate::model::{CpuDecoder, DecodeState, GenerationCache, Gpt};
 use candle_core::{bail, Result, Tensor};
 use rand_chacha::ChaCha8Rng;
 
@@ -135,7 +135,7 @@ fn decode(
     };
     let mut context = prompt.to_vec();
     let mut start = 0; // the first token of the context the model sees
-    let mut cache = model.new_cache();
+    let mut cache = KeyValueCache::new(model)?;
     let mut new = Vec::new();
     for _ in 0..gen.max_new_tokens {
         if context.len() - start > window {
@@ -143,7 +143,7 @@ fn decode(
             cache.clear();
         }
         let mut logits = if gen.use_cache {
-            next_logits_cached(model, &context[start..], &mut cache)?
+            cache.next_logits(&context[start..])?
         } else {
             next_logits(model, &context[start..])?
         };
@@ -167,14 +167,42 @@ fn next_logits(model: &Gpt, context: &[u32]) -> Result<Vec<f32>> {
     model.forward_last(&idx)?.get(0)?.to_vec1() // (V,)
 }
 
-/// Logits (V,) after `context`, computing only the positions `cache` does not hold yet.
-fn next_logits_cached(
-    model: &Gpt,
-    context: &[u32],
-    cache: &mut GenerationCache,
-) -> Result<Vec<f32>> {
-    let idx = Tensor::new(&context[cache.len()..], model.device())?.unsqueeze(0)?; // (1, Tnew)
-    model.forward_cached(&idx, cache)?.get(0)?.to_vec1() // (V,)
+/// The keys and values of the context so far: the [`CpuDecoder`]'s when the model is on the CPU
+/// (per-op overhead would dominate a one-position step), else the model's own tensors.
+enum KeyValueCache<'m> {
+    Cpu(Box<CpuDecoder>, DecodeState),
+    Tensors(&'m Gpt, GenerationCache),
+}
+
+impl<'m> KeyValueCache<'m> {
+    fn new(model: &'m Gpt) -> Result<Self> {
+        Ok(match CpuDecoder::new(model)? {
+            Some(decoder) => {
+                let state = decoder.new_state();
+                KeyValueCache::Cpu(Box::new(decoder), state)
+            }
+            None => KeyValueCache::Tensors(model, model.new_cache()),
+        })
+    }
+
+    /// Forgets every position.
+    fn clear(&mut self) {
+        match self {
+            KeyValueCache::Cpu(_, state) => state.clear(),
+            KeyValueCache::Tensors(_, cache) => cache.clear(),
+        }
+    }
+
+    /// Logits (V,) after `context`, computing only the positions the cache does not hold yet.
+    fn next_logits(&mut self, context: &[u32]) -> Result<Vec<f32>> {
+        match self {
+            KeyValueCache::Cpu(decoder, state) => decoder.forward(&context[state.len()..], state),
+            KeyValueCache::Tensors(model, cache) => {
+                let idx = Tensor::new(&context[cache.len()..], model.device())?.unsqueeze(0)?; // (1, Tnew)
+                model.forward_cached(&idx, cache)?.get(0)?.to_vec1() // (V,)
+            }
+        }
+    }
 }
 
 /// Whether `poem` is well-formed verse: a regular form (4 or 8 lines, all of 5 or all of 7
