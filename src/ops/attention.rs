@@ -40,6 +40,73 @@ fn rows(data: &[f32], cols: usize) -> Operand<'_> {
     }
 }
 
+/// Stores the forward pass's attention weights for the backward pass.
+fn keep(slot: &Mutex<Option<Vec<f32>>>, weights: Vec<f32>) -> Result<()> {
+    *slot
+        .lock()
+        .map_err(|_| candle_core::Error::Msg("attention lock poisoned".into()))? = Some(weights);
+    Ok(())
+}
+
+/// Takes back the weights [`keep`] stored.
+fn take(slot: &Mutex<Option<Vec<f32>>>) -> Result<Vec<f32>> {
+    match slot
+        .lock()
+        .map_err(|_| candle_core::Error::Msg("attention lock poisoned".into()))?
+        .take()
+    {
+        Some(weights) => Ok(weights),
+        None => bail!("fused attention: backward called twice"),
+    }
+}
+
+/// One (batch, head) forward: p (Tq × Tk) = causal softmax of q kᵀ · scale, o (Tq × D) = p v, for
+/// q (Tq × D) and k, v (Tk × D), query i standing at position i + Tk − Tq.
+#[allow(clippy::too_many_arguments)]
+fn head_forward(
+    (q, k, v): (Operand, Operand, Operand),
+    (t_q, t_k, d): (usize, usize, usize),
+    scale: f32,
+    p: &mut [f32],
+    o: &mut [f32],
+) {
+    let offset = t_k - t_q; // query i sees keys 0..=i+offset
+    matmul_on(p, t_q, t_k, d, q, k.t(), false, 1); // q kᵀ
+    for (i, row) in p.chunks_mut(t_k).enumerate() {
+        let (seen, masked) = row.split_at_mut(i + offset + 1);
+        masked.fill(0.0);
+        let max = super::fast_math::max(seen) * scale;
+        seen.iter_mut()
+            .for_each(|s| *s = super::fast_math::exp(*s * scale - max));
+        let inv = 1.0 / super::fast_math::sum(seen);
+        seen.iter_mut().for_each(|s| *s *= inv);
+    }
+    matmul_on(o, t_q, d, t_k, rows(p, t_k), v, false, 1); // p v
+}
+
+/// One (batch, head) backward for T queries of T keys: dq, dk, dv (each T × D) from the weights p
+/// (T × T) of [`head_forward`] and the output's gradient g (T × D); `ds` is T × T scratch.
+fn head_backward(
+    (q, k, v, g): (Operand, Operand, Operand, Operand),
+    (t, d): (usize, usize),
+    scale: f32,
+    p: &[f32],
+    ds: &mut [f32],
+    (dq, dk, dv): (&mut [f32], &mut [f32], &mut [f32]),
+) {
+    matmul_on(dv, t, d, t, rows(p, t).t(), g, false, 1); // dV = pᵀ dO
+                                                         // dP = dO vᵀ, then dS = p ⊙ (dP − Σ_j p dP) · scale (zero where p is: above the diagonal).
+    matmul_on(ds, t, t, d, g, v.t(), false, 1);
+    for (pi, dsi) in p.chunks(t).zip(ds.chunks_mut(t)) {
+        let weighted = super::fast_math::dot(pi, dsi);
+        dsi.iter_mut()
+            .zip(pi)
+            .for_each(|(s, &pij)| *s = pij * (*s - weighted) * scale);
+    }
+    matmul_on(dq, t, d, t, rows(ds, t), k, false, 1); // dQ = dS k
+    matmul_on(dk, t, d, t, rows(ds, t).t(), q, false, 1); // dK = dSᵀ q
+}
+
 struct CausalAttention {
     scale: f32,
     /// The attention weights of the forward pass, (B·H, T, T), for the backward pass.
@@ -65,7 +132,6 @@ impl CustomOp3 for CausalAttention {
         let (k, v) = (slabs(s2, l2)?, slabs(s3, l3)?);
         let (t_q, d) = (l1.dims()[2], l1.dims()[3]);
         let t_k = l2.dims()[2];
-        let offset = t_k - t_q; // query i stands at position i + offset and sees keys 0..=i+offset
         let mut out = vec![0f32; q.len()];
         let mut weights = vec![0f32; q.len() / d * t_k];
         out.par_chunks_mut(t_q * d)
@@ -73,24 +139,10 @@ impl CustomOp3 for CausalAttention {
             .enumerate()
             .for_each(|(bh, (o, p))| {
                 let q = &q[bh * t_q * d..(bh + 1) * t_q * d];
-                let (k, v) = (k[bh], v[bh]);
-                matmul_on(p, t_q, t_k, d, rows(q, d), rows(k, d).t(), false, 1); // q kᵀ
-                for (i, row) in p.chunks_mut(t_k).enumerate() {
-                    let (seen, masked) = row.split_at_mut(i + offset + 1);
-                    masked.fill(0.0);
-                    let max = super::fast_math::max(seen) * self.scale;
-                    seen.iter_mut()
-                        .for_each(|s| *s = super::fast_math::exp(*s * self.scale - max));
-                    let inv = 1.0 / super::fast_math::sum(seen);
-                    seen.iter_mut().for_each(|s| *s *= inv);
-                }
-                matmul_on(o, t_q, d, t_k, rows(p, t_k), rows(v, d), false, 1); // p v
+                let qkv = (rows(q, d), rows(k[bh], d), rows(v[bh], d));
+                head_forward(qkv, (t_q, t_k, d), self.scale, p, o);
             });
-        *self
-            .weights
-            .lock()
-            .map_err(|_| candle_core::Error::Msg("attention lock poisoned".into()))? =
-            Some(weights);
+        keep(&self.weights, weights)?;
         Ok((CpuStorage::F32(out), l1.shape().clone()))
     }
 
@@ -102,14 +154,7 @@ impl CustomOp3 for CausalAttention {
         _out: &Tensor,
         d_out: &Tensor,
     ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        let Some(p) = self
-            .weights
-            .lock()
-            .map_err(|_| candle_core::Error::Msg("attention lock poisoned".into()))?
-            .take()
-        else {
-            bail!("fused attention: backward called twice")
-        };
+        let p = take(&self.weights)?;
         let (_, _, t, d) = q.dims4()?;
         if k.dim(2)? != t {
             bail!("fused attention: the backward pass needs as many queries as keys (no cache)")
@@ -123,27 +168,16 @@ impl CustomOp3 for CausalAttention {
             .zip(dv.par_chunks_mut(t * d))
             .enumerate()
             .for_each(|(bh, ((dq, dk), dv))| {
-                let base = bh * t * d;
-                let (q, k, v, g) = (
-                    &q_v[base..base + t * d],
-                    &k_v[base..base + t * d],
-                    &v_v[base..base + t * d],
-                    &do_v[base..base + t * d],
+                let range = bh * t * d..(bh + 1) * t * d;
+                let operands = (
+                    rows(&q_v[range.clone()], d),
+                    rows(&k_v[range.clone()], d),
+                    rows(&v_v[range.clone()], d),
+                    rows(&do_v[range], d),
                 );
                 let p = &p[bh * t * t..(bh + 1) * t * t];
-                matmul_on(dv, t, d, t, rows(p, t).t(), rows(g, d), false, 1); // dV = pᵀ dO
                 let mut ds = vec![0f32; t * t];
-                // dP = dO vᵀ, then dS = p ⊙ (dP − Σ_j p dP) · scale (zero where p is: above the
-                // diagonal).
-                matmul_on(&mut ds, t, t, d, rows(g, d), rows(v, d).t(), false, 1);
-                for (pi, dsi) in p.chunks(t).zip(ds.chunks_mut(t)) {
-                    let weighted = super::fast_math::dot(pi, dsi);
-                    dsi.iter_mut()
-                        .zip(pi)
-                        .for_each(|(s, &pij)| *s = pij * (*s - weighted) * self.scale);
-                }
-                matmul_on(dq, t, d, t, rows(&ds, t), rows(k, d), false, 1); // dQ = dS k
-                matmul_on(dk, t, d, t, rows(&ds, t).t(), rows(q, d), false, 1); // dK = dSᵀ q
+                head_backward(operands, (t, d), self.scale, p, &mut ds, (dq, dk, dv));
             });
         let make = |x: Vec<f32>| Tensor::from_vec(x, q.shape(), q.device());
         Ok((Some(make(dq)?), Some(make(dk)?), Some(make(dv)?)))
