@@ -219,3 +219,20 @@ fn fused_causal_attention_matches_the_reference() {
     let d = rel_diff(&fused, &reference);
     assert!(d < 1e-4, "attention over cache views differs by {d}");
 }
+
+#[test]
+fn fused_attention_on_the_qkv_projection_matches_the_reference() {
+    use shige::ops::attention::{causal_attention_qkv, causal_attention_qkv_reference};
+    // Batch 2, 19 positions, 3 heads of 4 dims: q, k and v side by side in the last dimension.
+    let qkv = random(&[2, 19, 3 * 12], 1.5, 21);
+    check(
+        "qkv attention",
+        &[&qkv],
+        || causal_attention_qkv(&qkv, 3, 0.5).unwrap(),
+        || causal_attention_qkv_reference(&qkv, 3, 0.5).unwrap(),
+    );
+    assert!(
+        causal_attention_qkv(&qkv, 5, 0.5).is_err(),
+        "36 is not 3 × 5 × D"
+    );
+}

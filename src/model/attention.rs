@@ -106,6 +106,12 @@ impl CausalSelfAttention {
 
     /// y = c_proj(concat_heads(softmax(q kᵀ/√d + mask) v)) for x (B, T, C).
     pub fn forward(&self, x: &Tensor, pos: &PositionEncoding, mode: &mut Mode) -> Result<Tensor> {
+        if !pos.acts_in_attention() && !self.attn_dropout.is_active(mode) {
+            // Plain causal attention: one fused op reads the heads from c_attn's output in place.
+            let qkv = self.c_attn.forward(x)?; // (B, T, 3C)
+            let y = crate::ops::attention::causal_attention_qkv(&qkv, self.n_head, self.scale())?; // (B, T, C)
+            return self.resid_dropout.forward(&self.c_proj.forward(&y)?, mode);
+        }
         let (q, k, v) = self.qkv(x, pos, 0)?; // each (B, H, T, D)
         self.project(&self.attend(&q, &k, &v, pos, mode)?, mode)
     }

@@ -145,6 +145,15 @@ impl PositionEncoding {
         matches!(self, PositionEncoding::Alibi { .. })
     }
 
+    /// Whether the scheme acts inside attention: rotates q and k (RoPE) or biases the scores
+    /// (ALiBi).
+    pub fn acts_in_attention(&self) -> bool {
+        matches!(
+            self,
+            PositionEncoding::Rope { .. } | PositionEncoding::Alibi { .. }
+        )
+    }
+
     /// For ALiBi, the bias −slope_h·(i − j) for a query at absolute position i and a key at j, as a
     /// (H, Tq, Tk) tensor whose queries are the last Tq of the Tk keys; `None` for other schemes.
     /// Entries above the diagonal are left to the causal mask.

@@ -3,7 +3,7 @@
 //! graph, and the weights are kept for the backward pass.
 
 use super::{contiguous, matmul_on, Operand};
-use candle_core::{bail, CpuStorage, CustomOp3, Layout, Result, Shape, Tensor, D};
+use candle_core::{bail, CpuStorage, CustomOp1, CustomOp3, Layout, Result, Shape, Tensor, D};
 use rayon::prelude::*;
 use std::sync::Mutex;
 
@@ -184,6 +184,116 @@ impl CustomOp3 for CausalAttention {
     }
 }
 
+/// Causal attention straight from the fused projection's output: the heads are read from qkv
+/// (B, T, 3C) in place and written to y (B, T, C) side by side, so that neither the split into
+/// heads nor the merge back (nor their gradients) are copies through candle's graph.
+struct QkvAttention {
+    n_head: usize,
+    scale: f32,
+    /// The attention weights of the forward pass, (B·H, T, T), for the backward pass.
+    weights: Mutex<Option<Vec<f32>>>,
+}
+
+impl QkvAttention {
+    /// Head h's q, k and v in batch row `qkv` (T × 3C): T × D operands with row stride 3C.
+    fn heads<'a>(&self, qkv: &'a [f32], h: usize, c: usize) -> [Operand<'a>; 3] {
+        let d = c / self.n_head;
+        [0, c, 2 * c].map(|part| Operand {
+            data: &qkv[part + h * d..],
+            row_stride: 3 * c,
+            col_stride: 1,
+        })
+    }
+}
+
+/// Copies the rows of `head` (T × D) into columns `offset..offset + D` of `dst` (T × width).
+fn scatter(head: &[f32], dst: &mut [f32], width: usize, offset: usize) {
+    let d = head.len() / (dst.len() / width);
+    for (src, row) in head.chunks(d).zip(dst.chunks_mut(width)) {
+        row[offset..offset + d].copy_from_slice(src);
+    }
+}
+
+impl CustomOp1 for QkvAttention {
+    fn name(&self) -> &'static str {
+        "fused-qkv-attention"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
+        let qkv = contiguous(storage, layout, self.name())?;
+        let (b, t, c3) = layout.shape().dims3()?;
+        let (c, h) = (c3 / 3, self.n_head);
+        let d = c / h;
+        let mut out = vec![0f32; b * t * c];
+        let mut weights = vec![0f32; b * h * t * t];
+        out.par_chunks_mut(t * c)
+            .zip(weights.par_chunks_mut(h * t * t))
+            .zip(qkv.par_chunks(t * c3))
+            .for_each(|((out, p), qkv)| {
+                let mut o = vec![0f32; t * d];
+                for (head, p) in p.chunks_mut(t * t).enumerate() {
+                    let [q, k, v] = self.heads(qkv, head, c);
+                    head_forward((q, k, v), (t, t, d), self.scale, p, &mut o);
+                    scatter(&o, out, c, head * d);
+                }
+            });
+        keep(&self.weights, weights)?;
+        Ok((CpuStorage::F32(out), Shape::from((b, t, c))))
+    }
+
+    fn bwd(&self, qkv: &Tensor, _out: &Tensor, d_out: &Tensor) -> Result<Option<Tensor>> {
+        let p = take(&self.weights)?;
+        let (_, t, c3) = qkv.dims3()?;
+        let (c, h) = (c3 / 3, self.n_head);
+        let d = c / h;
+        let (qkv_v, g_v) = (
+            qkv.flatten_all()?.to_vec1::<f32>()?,
+            d_out.flatten_all()?.to_vec1::<f32>()?,
+        );
+        let mut dqkv = vec![0f32; qkv_v.len()];
+        dqkv.par_chunks_mut(t * c3)
+            .zip(qkv_v.par_chunks(t * c3))
+            .zip(g_v.par_chunks(t * c))
+            .zip(p.par_chunks(h * t * t))
+            .for_each(|(((dqkv, qkv), g), p)| {
+                let mut ds = vec![0f32; t * t];
+                let mut grads = [vec![0f32; t * d], vec![0f32; t * d], vec![0f32; t * d]];
+                for (head, p) in p.chunks(t * t).enumerate() {
+                    let [q, k, v] = self.heads(qkv, head, c);
+                    let g = Operand {
+                        data: &g[head * d..],
+                        row_stride: c,
+                        col_stride: 1,
+                    };
+                    let [dq, dk, dv] = &mut grads;
+                    head_backward((q, k, v, g), (t, d), self.scale, p, &mut ds, (dq, dk, dv));
+                    for (part, grad) in grads.iter().enumerate() {
+                        scatter(grad, dqkv, c3, part * c + head * d);
+                    }
+                }
+            });
+        Ok(Some(Tensor::from_vec(dqkv, qkv.shape(), qkv.device())?))
+    }
+}
+
+/// softmax(q kᵀ · scale + causal mask) v per head, for the fused projection's output qkv
+/// (B, T, 3C) = [q | k | v], each C = n_head × D wide: the heads' outputs side by side, (B, T, C).
+pub fn causal_attention_qkv(qkv: &Tensor, n_head: usize, scale: f64) -> Result<Tensor> {
+    let c3 = qkv.dim(2)?;
+    if c3 % (3 * n_head) != 0 {
+        bail!("qkv attention: the last dimension {c3} is not 3 × n_head × head_dim")
+    }
+    if !super::fused_for(qkv) {
+        return causal_attention_qkv_reference(qkv, n_head, scale);
+    }
+    let op = QkvAttention {
+        n_head,
+        scale: scale as f32,
+        weights: Mutex::new(None),
+    };
+    qkv.contiguous()?.apply_op1(op)
+}
+
 /// softmax(q kᵀ · scale + causal mask) v for q (B, H, Tq, D) and k, v (B, H, Tk, D), Tq ≤ Tk,
 /// the queries being the last Tq positions (Tq < Tk when earlier keys come from a cache; the
 /// backward pass needs Tq = Tk).
@@ -217,4 +327,18 @@ pub fn causal_attention_reference(
 ) -> Result<Tensor> {
     let scores = (q.matmul(&k.transpose(D::Minus2, D::Minus1)?)? * scale)?; // (B, H, Tq, Tk)
     super::softmax::softmax_reference(&scores, true)?.matmul(v) // (B, H, Tq, D)
+}
+
+/// The composite reference of [`causal_attention_qkv`]: split into heads, attend, merge.
+pub fn causal_attention_qkv_reference(qkv: &Tensor, n_head: usize, scale: f64) -> Result<Tensor> {
+    let (b, t, c3) = qkv.dims3()?;
+    let c = c3 / 3;
+    let head = |i: usize| -> Result<Tensor> {
+        qkv.narrow(2, i * c, c)?
+            .reshape((b, t, n_head, c / n_head))?
+            .transpose(1, 2)?
+            .contiguous() // (B, H, T, D)
+    };
+    let y = causal_attention_reference(&head(0)?, &head(1)?, &head(2)?, scale)?; // (B, H, T, D)
+    y.transpose(1, 2)?.reshape((b, t, c)) // (B, T, C)
 }
