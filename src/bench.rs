@@ -192,7 +192,7 @@ pub fn op_timings(runs: usize) -> Result<Vec<OpTiming>> {
         n,
         &dev,
     )?;
-    let q = var(&[32, 4, 128, 32])?;
+    let qkv = var(&[32, 128, 384])?;
     Ok(vec![
         OpTiming {
             op: "linear 128→512 (c_fc)".into(),
@@ -219,8 +219,8 @@ pub fn op_timings(runs: usize) -> Result<Vec<OpTiming>> {
             per_step: 4,
         },
         OpTiming {
-            op: "causal attention 32×4×128×32".into(),
-            ms: time(&|| Ok(attention::causal_attention(&q, &q, &q, 0.17)?))?,
+            op: "causal attention on qkv 32×128×384, 4 heads".into(),
+            ms: time(&|| Ok(attention::causal_attention_qkv(&qkv, 4, 0.17)?))?,
             per_step: 4,
         },
     ])
