@@ -62,13 +62,11 @@ fn run() -> Result<()> {
                 cfg.n_layer, cfg.n_embd, cfg.vocab_size
             );
         }
-        models.push(bench_model(
-            name,
-            &cfg,
-            args.batch_size,
-            args.steps,
-            ceiling,
-        )?);
+        // On a worker of the thread pool, as `train` runs its loop: each op's parallel work then
+        // starts on the calling thread instead of being handed over from outside the pool.
+        models.push(rayon::scope(|_| {
+            bench_model(name, &cfg, args.batch_size, args.steps, ceiling)
+        })?);
     }
     let ops = if args.ops {
         op_timings(args.steps)?
