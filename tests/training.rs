@@ -63,6 +63,13 @@ fn same_seed_same_curve_and_resume_is_exact() {
             "resumed {y:?} vs uninterrupted {x:?}"
         );
     }
+    // Resuming a finished run runs no step and reports the recorded losses.
+    let again = run(&cfg, &c, true, None).unwrap();
+    assert_eq!(again.steps, 60);
+    assert_eq!(again.tokens_per_s, 0.0);
+    // (read back from metrics.csv, which keeps 6 decimals)
+    assert!((again.train_loss - resumed.train_loss).abs() < 1e-5);
+    assert!((again.val_loss - resumed.val_loss).abs() < 1e-5);
 }
 
 #[test]

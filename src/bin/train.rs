@@ -190,6 +190,11 @@ fn run() -> Result<()> {
         for s in &summary.samples {
             println!("  {s}");
         }
+        if summary.tokens_per_s == 0.0 && !summary.interrupted {
+            eprintln!(
+                "no step was left to run: the run had reached max_iters; give a larger --max-iters to train on"
+            );
+        }
     }
     if summary.interrupted {
         // 128 + SIGINT, as a shell reports a process that Ctrl-C ended.

@@ -264,10 +264,11 @@ pub fn train(opts: TrainOptions) -> Result<TrainSummary> {
     let tokens_per_step = (t.batch_size * cfg.model.block_size) as f64;
     let (mut interval_loss, mut interval_steps, mut interval_time) = (0.0, 0usize, 0.0);
     let (mut run_tokens, mut run_time) = (0.0, 0.0);
-    let (mut last_train, mut last_val) = (
-        f64::NAN,
-        rows.last().map_or(f64::NAN, |r: &MetricRow| r.val_loss),
-    );
+    // A resumed run starts from its last recorded losses (all of them, if no step is left to run).
+    let (mut last_train, mut last_val) =
+        rows.last().map_or((f64::NAN, f64::NAN), |r: &MetricRow| {
+            (r.train_loss, r.val_loss)
+        });
 
     while counters.step < end {
         let step_start = Instant::now();
