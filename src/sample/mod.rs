@@ -135,17 +135,21 @@ fn decode(
     };
     let mut context = prompt.to_vec();
     let mut start = 0; // the first token of the context the model sees
-    let mut cache = KeyValueCache::new(model)?;
+    let mut cache = match gen.use_cache {
+        true => Some(KeyValueCache::new(model)?),
+        false => None,
+    };
     let mut new = Vec::new();
     for _ in 0..gen.max_new_tokens {
         if context.len() - start > window {
             start = context.len() - (window / 2).max(1);
-            cache.clear();
+            if let Some(cache) = &mut cache {
+                cache.clear();
+            }
         }
-        let mut logits = if gen.use_cache {
-            cache.next_logits(&context[start..])?
-        } else {
-            next_logits(model, &context[start..])?
+        let mut logits = match &mut cache {
+            Some(cache) => cache.next_logits(&context[start..])?,
+            None => next_logits(model, &context[start..])?,
         };
         if let Some(constraint) = gen.constraint {
             constraint.mask(&context, &mut logits);
