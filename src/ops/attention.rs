@@ -62,7 +62,6 @@ fn take(slot: &Mutex<Option<Vec<f32>>>) -> Result<Vec<f32>> {
 
 /// One (batch, head) forward: p (Tq × Tk) = causal softmax of q kᵀ · scale, o (Tq × D) = p v, for
 /// q (Tq × D) and k, v (Tk × D), query i standing at position i + Tk − Tq.
-#[allow(clippy::too_many_arguments)]
 fn head_forward(
     (q, k, v): (Operand, Operand, Operand),
     (t_q, t_k, d): (usize, usize, usize),
@@ -94,8 +93,9 @@ fn head_backward(
     ds: &mut [f32],
     (dq, dk, dv): (&mut [f32], &mut [f32], &mut [f32]),
 ) {
-    matmul_on(dv, t, d, t, rows(p, t).t(), g, false, 1); // dV = pᵀ dO
-                                                         // dP = dO vᵀ, then dS = p ⊙ (dP − Σ_j p dP) · scale (zero where p is: above the diagonal).
+    // dV = pᵀ dO.
+    matmul_on(dv, t, d, t, rows(p, t).t(), g, false, 1);
+    // dP = dO vᵀ, then dS = p ⊙ (dP − Σ_j p dP) · scale (zero where p is: above the diagonal).
     matmul_on(ds, t, t, d, g, v.t(), false, 1);
     for (pi, dsi) in p.chunks(t).zip(ds.chunks_mut(t)) {
         let weighted = super::fast_math::dot(pi, dsi);
