@@ -69,7 +69,7 @@ fn run() -> Result<()> {
         })?);
     }
     let ops = if args.ops {
-        op_timings(args.steps)?
+        rayon::scope(|_| op_timings(args.steps))?
     } else {
         Vec::new()
     };
@@ -108,12 +108,12 @@ fn run() -> Result<()> {
     }
     if !report.ops.is_empty() {
         println!(
-            "\n{:<32}{:>12}{:>10}{:>14}",
+            "\n{:<46}{:>8}{:>10}{:>14}",
             "op (forward + backward)", "ms", "per step", "ms per step"
         );
         for o in &report.ops {
             println!(
-                "{:<32}{:>12.1}{:>10}{:>14.1}",
+                "{:<46}{:>8.1}{:>10}{:>14.1}",
                 o.op,
                 o.ms,
                 o.per_step,
