@@ -1,4 +1,5 @@
-//! The GPT, smallest piece first: layers, positions, attention, blocks, the whole model.
+//! The GPT, smallest piece first: layers, positions, attention, blocks, the whole model; then its
+//! one-position decoder for generation on the CPU.
 
 pub mod attention;
 pub mod block;
