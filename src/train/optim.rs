@@ -2,7 +2,11 @@
 //! that can be saved and restored for exact resumption.
 
 use candle_core::{backprop::GradStore, Result, Tensor, Var};
+use rayon::prelude::*;
 use std::collections::HashMap;
+
+/// Parameters per rayon task in the update.
+const UPDATE_CHUNK: usize = 1 << 14;
 
 /// AdamW hyper-parameters.
 #[derive(Debug, Clone, Copy)]
@@ -106,13 +110,21 @@ impl AdamW {
                 1.0
             };
             let mut theta = slot.var.as_tensor().flatten_all()?.to_vec1::<f32>()?;
-            for i in 0..theta.len() {
-                let gi = g[i] * scale;
-                slot.m[i] = b1 * slot.m[i] + (1.0 - b1) * gi;
-                slot.v[i] = b2 * slot.v[i] + (1.0 - b2) * gi * gi;
-                theta[i] =
-                    theta[i] * keep - step_size * slot.m[i] / ((slot.v[i] * v_corr).sqrt() + eps);
-            }
+            // Element by element, so chunks on different threads give the same result.
+            theta
+                .par_chunks_mut(UPDATE_CHUNK)
+                .zip(slot.m.par_chunks_mut(UPDATE_CHUNK))
+                .zip(slot.v.par_chunks_mut(UPDATE_CHUNK))
+                .zip(g.par_chunks(UPDATE_CHUNK))
+                .for_each(|(((theta, m), v), g)| {
+                    for i in 0..theta.len() {
+                        let gi = g[i] * scale;
+                        m[i] = b1 * m[i] + (1.0 - b1) * gi;
+                        v[i] = b2 * v[i] + (1.0 - b2) * gi * gi;
+                        theta[i] =
+                            theta[i] * keep - step_size * m[i] / ((v[i] * v_corr).sqrt() + eps);
+                    }
+                });
             let shape = slot.var.shape().clone();
             slot.var
                 .set(&Tensor::from_vec(theta, shape, slot.var.device())?)?;
