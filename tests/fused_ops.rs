@@ -236,3 +236,43 @@ fn fused_attention_on_the_qkv_projection_matches_the_reference() {
         "36 is not 3 × 5 × D"
     );
 }
+
+#[test]
+fn parameter_gradients_do_not_depend_on_the_thread_count() {
+    // Sums over rows (LayerNorm's weight and bias, a Linear's bias) add per-chunk partial sums;
+    // in a fixed order, a run repeats to the bit however the chunks were shared among threads.
+    let x = random(&[4096, 64], 1.0, 31);
+    let (w, b) = (random(&[64], 1.0, 32), random(&[64], 1.0, 33));
+    let (lw, lb) = (random(&[48, 64], 0.2, 34), random(&[48], 1.0, 35));
+    let upstream = random(&[4096, 48], 1.0, 36);
+    let gradients = |threads: usize| -> Vec<Vec<f32>> {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            let h = layer_norm::layer_norm(&x, &w, &b, 1e-5).unwrap();
+            let y = linear::linear(&h, &lw, Some(&lb)).unwrap();
+            let grads = (y * upstream.as_tensor())
+                .unwrap()
+                .sum_all()
+                .unwrap()
+                .backward()
+                .unwrap();
+            [&w, &b, &lw, &lb]
+                .iter()
+                .map(|v| {
+                    let g = grads.get(v.as_tensor()).expect("gradient");
+                    g.flatten_all().unwrap().to_vec1().unwrap()
+                })
+                .collect()
+        })
+    };
+    let one = gradients(1);
+    for threads in [2, 3, 4] {
+        assert!(
+            one == gradients(threads),
+            "gradients differ on {threads} threads"
+        );
+    }
+}

@@ -134,14 +134,15 @@ impl CustomOp3 for LayerNormBackward {
                 }
                 (dw, db)
             })
-            .reduce(
-                || (vec![0f32; c], vec![0f32; c]),
-                |(mut a, mut b), (c2, d)| {
-                    a.iter_mut().zip(&c2).for_each(|(u, v)| *u += v);
-                    b.iter_mut().zip(&d).for_each(|(u, v)| *u += v);
-                    (a, b)
-                },
-            );
+            .collect::<Vec<_>>()
+            .into_iter()
+            // Summed in chunk order, not in rayon's reduction tree (which follows work stealing),
+            // so that a run is repeatable to the bit.
+            .fold((vec![0f32; c], vec![0f32; c]), |(mut a, mut b), (c2, d)| {
+                a.iter_mut().zip(&c2).for_each(|(u, v)| *u += v);
+                b.iter_mut().zip(&d).for_each(|(u, v)| *u += v);
+                (a, b)
+            });
         out[rows * c..(rows + 1) * c].copy_from_slice(&dw);
         out[(rows + 1) * c..].copy_from_slice(&db);
         Ok((CpuStorage::F32(out), Shape::from((rows + 2, c))))

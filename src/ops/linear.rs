@@ -188,13 +188,14 @@ impl CustomOp3 for LinearBackward {
                     }
                     acc
                 })
-                .reduce(
-                    || vec![0f32; n_out],
-                    |mut a, b| {
-                        a.iter_mut().zip(&b).for_each(|(u, v)| *u += v);
-                        a
-                    },
-                );
+                .collect::<Vec<_>>()
+                .into_iter()
+                // Summed in chunk order, not in rayon's reduction tree (which follows work
+                // stealing), so that a run is repeatable to the bit.
+                .fold(vec![0f32; n_out], |mut a, b| {
+                    a.iter_mut().zip(&b).for_each(|(u, v)| *u += v);
+                    a
+                });
             db.copy_from_slice(&sums);
         }
         let len = packed.len();
