@@ -112,6 +112,30 @@ fn top_k_and_top_p_draw_only_from_the_kept_tokens() {
 }
 
 #[test]
+fn plain_sampling_draws_each_token_in_proportion_over_a_large_vocabulary() {
+    // 300 tokens (several of the blocks the draw skips at once): weights 1..=4 in turn, every
+    // seventh token masked.
+    let weight = |i: usize| if i % 7 == 3 { 0.0 } else { (1 + i % 4) as f64 };
+    let logits: Vec<f32> = (0..300).map(|i| (weight(i) as f32).ln()).collect();
+    let total: f64 = (0..300).map(weight).sum();
+    let draws = 300_000;
+    let mut seen = vec![0usize; 300];
+    let mut r = rng(11);
+    for _ in 0..draws {
+        seen[Sampling::with_temperature(1.0).draw(&logits, &mut r) as usize] += 1;
+    }
+    for (i, &n) in seen.iter().enumerate() {
+        let p = weight(i) / total;
+        let expected = p * draws as f64;
+        let sigma = (expected * (1.0 - p)).sqrt();
+        assert!(
+            (n as f64 - expected).abs() <= 5.0 * sigma,
+            "token {i}: drawn {n} times, expected {expected:.0} ± {sigma:.0}"
+        );
+    }
+}
+
+#[test]
 fn bad_sampling_settings_are_refused_with_what_to_do() {
     let bad = [
         Sampling::with_temperature(-0.5),

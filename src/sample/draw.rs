@@ -55,20 +55,22 @@ impl Sampling {
         }
         let max = fast_math::max(logits);
         let inv_t = (1.0 / self.temperature) as f32;
-        let mut weights: Vec<f32> = logits
+        // Masked tokens get exactly 0 (the fast exp gives 1e-38 there); a select in the same loop
+        // (a separate masking loop compiled to masked stores, slow on AMD CPUs).
+        let weights: Vec<f32> = logits
             .iter()
-            .map(|&l| fast_math::exp((l - max) * inv_t))
+            .map(|&l| {
+                let w = fast_math::exp((l - max) * inv_t);
+                if l == f32::NEG_INFINITY {
+                    0.0
+                } else {
+                    w
+                }
+            })
             .collect();
-        // Masked tokens get exactly 0 (the fast exp gives 1e-38 there).
-        for (w, &l) in weights.iter_mut().zip(logits) {
-            if l == f32::NEG_INFINITY {
-                *w = 0.0;
-            }
-        }
         if self.top_k.is_none() && self.top_p.is_none() {
             let total = fast_math::sum(&weights);
-            return pick(weights.iter().copied().enumerate(), total, rng)
-                .unwrap_or_else(|| argmax(logits));
+            return pick_dense(&weights, total, rng).unwrap_or_else(|| argmax(logits));
         }
         let kept = self.truncate(&weights);
         let total: f32 = kept.iter().map(|&i| weights[i]).sum();
@@ -140,6 +142,36 @@ fn pick(
         }
     }
     last
+}
+
+/// Tokens per block in [`pick_dense`].
+const PICK_BLOCK: usize = 64;
+
+/// Draws an index of `weights` in proportion to its weight; `None` if all are 0. As [`pick`] over
+/// every index, but whole blocks whose sum does not reach the remaining mass are skipped at once
+/// (their sums vectorise; walking every weight is a chain of dependent subtractions).
+fn pick_dense(weights: &[f32], total: f32, rng: &mut ChaCha8Rng) -> Option<u32> {
+    if total.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
+        return None;
+    }
+    let mut r = rng.random::<f32>() * total;
+    for (b, block) in weights.chunks(PICK_BLOCK).enumerate() {
+        let mass = fast_math::sum(block);
+        if r > mass {
+            r -= mass;
+            continue;
+        }
+        for (i, &w) in block.iter().enumerate() {
+            if w > 0.0 {
+                r -= w;
+                if r <= 0.0 {
+                    return Some((b * PICK_BLOCK + i) as u32);
+                }
+            }
+        }
+        // Rounding left a sliver of mass: the walk goes on into the next blocks.
+    }
+    weights.iter().rposition(|&w| w > 0.0).map(|i| i as u32)
 }
 
 /// The index of the largest logit (the first of equals).
