@@ -10,6 +10,7 @@ pub mod gelu;
 pub mod layer_norm;
 pub mod linear;
 pub mod lm_head_loss;
+pub(crate) mod matvec;
 pub mod softmax;
 
 use candle_core::{bail, CpuStorage, DType, Layout, Result, Tensor};

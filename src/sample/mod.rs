@@ -174,7 +174,7 @@ fn next_logits(model: &Gpt, context: &[u32]) -> Result<Vec<f32>> {
 /// The keys and values of the context so far: the [`CpuDecoder`]'s when the model is on the CPU
 /// (per-op overhead would dominate a one-position step), else the model's own tensors.
 enum KeyValueCache<'m> {
-    Cpu(Box<CpuDecoder>, DecodeState),
+    Cpu(Box<CpuDecoder<'m>>, DecodeState),
     Tensors(&'m Gpt, GenerationCache),
 }
 
