@@ -6,7 +6,7 @@
 //! and the numbers are those of [`Gpt::forward_cached`] (tested to 1e-4 for every scheme).
 //!
 //! The step is bound by reading the weights, so the weight matrices are packed once per decoder
-//! into the panels of [`PackedMatrix`], which stream faster than rows; embeddings, LayerNorms
+//! into panels (`ops::matvec`), which stream faster than rows; embeddings, LayerNorms
 //! and biases are read in place from the model's tensors.
 
 use crate::model::block::Block;
