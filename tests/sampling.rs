@@ -239,11 +239,19 @@ fn cached_and_uncached_decoding_agree_for_every_scheme() {
 fn the_cpu_decoder_computes_the_models_logits_for_every_scheme() {
     let vocab = 40;
     let ids: Vec<u32> = (0..14).map(|i| (i * 5 % vocab) as u32).collect();
+    // Heads of 8 dims, and of 24 (one strip of 16 summed in registers, then 8 more).
+    let shapes = [(32, 4), (48, 2)];
+    let settings = [(false, false), (true, false), (false, true)];
     for position in Position::ALL {
-        for (bias, tie_weights) in [(false, false), (true, false), (false, true)] {
+        for ((n_embd, n_head), (bias, tie_weights)) in shapes
+            .into_iter()
+            .flat_map(|shape| settings.map(|setting| (shape, setting)))
+        {
             let cfg = ModelConfig {
                 bias,
                 tie_weights,
+                n_embd,
+                n_head,
                 ..common::small_config(vocab, 2, position) // block_size 16
             };
             let (model, varmap) = Gpt::seeded(&cfg, 12, &Device::Cpu).unwrap();
@@ -269,7 +277,8 @@ fn the_cpu_decoder_computes_the_models_logits_for_every_scheme() {
                 let diff = max_diff(row, &full[5 + i]);
                 assert!(
                     diff < 1e-4,
-                    "{position} bias {bias} tied {tie_weights}: position {} differs by {diff}",
+                    "{position} {n_head}×{} bias {bias} tied {tie_weights}: position {} differs by {diff}",
+                    n_embd / n_head,
                     5 + i
                 );
             }

@@ -6,8 +6,14 @@
 //! and the numbers are those of [`Gpt::forward_cached`] (tested to 1e-4 for every scheme).
 //!
 //! The step is bound by reading the weights, so the weight matrices are packed once per decoder
-//! into panels (`ops::matvec`), which stream faster than rows; embeddings, LayerNorms
-//! and biases are read in place from the model's tensors.
+//! into panels (`ops::matvec`), which stream faster than rows; embeddings, LayerNorms and the
+//! projections' biases are read in place from the model's tensors.
+//!
+//! Each block runs in two parallel phases, since every hand-over between threads costs
+//! microseconds: the heads (each its q, k, v, attention and share of the output projection),
+//! then the MLP in shares of its hidden units (each share's GELU and part of the second
+//! projection). Every head and share has its own packed weights, read as one contiguous run.
+//! The shares are summed in a fixed order, so the logits do not depend on the thread count.
 
 use crate::model::block::Block;
 use crate::model::layers::{LayerNorm, Linear, LN_EPS};
@@ -52,31 +58,75 @@ impl<'m> Values<'m> {
     }
 }
 
-/// A Linear layer's weight W (out × in), packed, and bias.
-struct Dense<'m> {
+/// A part of a Linear layer, packed: some of its outputs (rows of W), restricted to some of its
+/// inputs, with those outputs' biases.
+struct PackedLinear {
     weight: PackedMatrix,
-    bias: Option<Values<'m>>,
+    bias: Option<Vec<f32>>,
 }
 
-impl<'m> Dense<'m> {
-    fn new(linear: &'m Linear) -> Result<Self> {
-        let (n_out, n_in) = linear.weight.dims2()?;
-        Ok(Dense {
-            weight: PackedMatrix::new(Values::new(&linear.weight)?.get(), n_out, n_in),
-            bias: linear.bias.as_ref().map(Values::new).transpose()?,
+impl PackedLinear {
+    /// The outputs `outputs` of `linear` over its inputs `inputs`, with their biases if
+    /// `with_bias` (and the layer has them).
+    fn new(
+        linear: &Linear,
+        outputs: impl Iterator<Item = usize> + Clone,
+        inputs: Range<usize>,
+        with_bias: bool,
+    ) -> Result<Self> {
+        let (_, n_in) = linear.weight.dims2()?;
+        let weight = Values::new(&linear.weight)?;
+        let weight = weight.get(); // (out, in)
+        let rows: Vec<&[f32]> = outputs
+            .clone()
+            .map(|o| &weight[o * n_in + inputs.start..o * n_in + inputs.end])
+            .collect();
+        let bias = match (&linear.bias, with_bias) {
+            (Some(b), true) => {
+                let b = Values::new(b)?;
+                Some(outputs.map(|o| b.get()[o]).collect())
+            }
+            _ => None,
+        };
+        Ok(PackedLinear {
+            weight: PackedMatrix::new(&rows, inputs.len()),
+            bias,
         })
     }
 
-    /// out (M, out) = x Wᵀ + b for the rows of x (M, in).
-    fn forward(&self, x: &[f32], out: &mut [f32]) {
-        self.weight.forward(x, out);
+    /// The whole layer.
+    fn whole(linear: &Linear) -> Result<Self> {
+        let (n_out, n_in) = linear.weight.dims2()?;
+        Self::new(linear, 0..n_out, 0..n_in, true)
+    }
+
+    /// out (M × outputs) = x Wᵀ + b for the rows of x (M × inputs), on this thread, or on all
+    /// threads if `parallel`.
+    fn forward(&self, x: &[f32], out: &mut [f32], parallel: bool) {
+        match parallel {
+            true => self.weight.par_product(x, out),
+            false => self.weight.product(x, out),
+        }
         if let Some(b) = &self.bias {
-            let b = b.get();
             for row in out.chunks_mut(b.len()) {
                 row.iter_mut().zip(b).for_each(|(o, b)| *o += b);
             }
         }
     }
+}
+
+/// One head's weights: its rows of c_attn (its q, k and v: 3·head_dim × C) and its columns of
+/// the output projection (C × head_dim).
+struct HeadWeights {
+    qkv: PackedLinear,
+    proj: PackedLinear,
+}
+
+/// One share of an MLP's hidden units: their rows of c_fc (units × C) and their columns of the
+/// second projection (C × units).
+struct MlpShareWeights {
+    fc: PackedLinear,
+    proj: PackedLinear,
 }
 
 /// A LayerNorm's weight and bias.
@@ -102,25 +152,49 @@ impl<'m> Norm<'m> {
     }
 }
 
-/// One block's weights.
+/// One block's weights, by head and by share of the MLP.
 struct BlockWeights<'m> {
     ln_1: Norm<'m>,
-    c_attn: Dense<'m>,
-    attn_proj: Dense<'m>,
+    heads: Vec<HeadWeights>,
+    attn_proj_bias: Option<Values<'m>>,
     ln_2: Norm<'m>,
-    c_fc: Dense<'m>,
-    mlp_proj: Dense<'m>,
+    mlp_shares: Vec<MlpShareWeights>,
+    mlp_proj_bias: Option<Values<'m>>,
 }
 
 impl<'m> BlockWeights<'m> {
     fn new(block: &'m Block) -> Result<Self> {
+        let (attn, mlp) = (&block.attn, &block.mlp);
+        let (d, c) = (attn.head_dim, attn.n_head * attn.head_dim);
+        let heads = (0..attn.n_head)
+            .map(|h| {
+                // q, k and v rows h·d..(h+1)·d of each third of c_attn.
+                let rows = (0..3).flat_map(move |third| third * c + h * d..third * c + (h + 1) * d);
+                Ok(HeadWeights {
+                    qkv: PackedLinear::new(&attn.c_attn, rows, 0..c, true)?,
+                    proj: PackedLinear::new(&attn.c_proj, 0..c, h * d..(h + 1) * d, false)?,
+                })
+            })
+            .collect::<Result<_>>()?;
+        let (hidden, _) = mlp.c_fc.weight.dims2()?;
+        let count = MLP_SHARES.min(hidden);
+        let mlp_shares = (0..count)
+            .map(|s| {
+                let units = s * hidden / count..(s + 1) * hidden / count;
+                Ok(MlpShareWeights {
+                    fc: PackedLinear::new(&mlp.c_fc, units.clone(), 0..c, true)?,
+                    proj: PackedLinear::new(&mlp.c_proj, 0..c, units, false)?,
+                })
+            })
+            .collect::<Result<_>>()?;
+        let bias = |linear: &'m Linear| linear.bias.as_ref().map(Values::new).transpose();
         Ok(BlockWeights {
             ln_1: Norm::new(&block.ln_1)?,
-            c_attn: Dense::new(&block.attn.c_attn)?,
-            attn_proj: Dense::new(&block.attn.c_proj)?,
+            heads,
+            attn_proj_bias: bias(&attn.c_proj)?,
             ln_2: Norm::new(&block.ln_2)?,
-            c_fc: Dense::new(&block.mlp.c_fc)?,
-            mlp_proj: Dense::new(&block.mlp.c_proj)?,
+            mlp_shares,
+            mlp_proj_bias: bias(&mlp.c_proj)?,
         })
     }
 }
@@ -139,18 +213,19 @@ enum Positions<'m> {
     Alibi(Vec<f64>),
 }
 
-/// Keys and values of the positions seen so far, per layer, each position's n_embd values
-/// (heads side by side) one after the other.
+/// Keys and values of the positions seen so far, per layer and head (`layer * n_head + head`),
+/// each position's head_dim values one after the other: a head's attention reads one
+/// contiguous run.
 pub struct DecodeState {
     keys: Vec<Vec<f32>>,
     values: Vec<Vec<f32>>,
-    n_embd: usize,
+    head_dim: usize,
 }
 
 impl DecodeState {
     /// Number of positions held.
     pub fn len(&self) -> usize {
-        self.keys.first().map_or(0, |k| k.len() / self.n_embd)
+        self.keys.first().map_or(0, |k| k.len() / self.head_dim)
     }
 
     /// Whether no position is held.
@@ -173,8 +248,9 @@ pub struct CpuDecoder<'m> {
     positions: Positions<'m>,
     blocks: Vec<BlockWeights<'m>>,
     ln_f: Norm<'m>,
-    lm_head: Dense<'m>,
+    lm_head: PackedLinear,
     n_embd: usize,
+    n_head: usize,
     head_dim: usize,
     scale: f32,
 }
@@ -207,8 +283,9 @@ impl<'m> CpuDecoder<'m> {
                 .map(BlockWeights::new)
                 .collect::<Result<_>>()?,
             ln_f: Norm::new(&model.ln_f)?,
-            lm_head: Dense::new(&model.lm_head)?,
+            lm_head: PackedLinear::whole(&model.lm_head)?,
             n_embd: cfg.n_embd,
+            n_head: cfg.n_head,
             head_dim: attn.head_dim,
             scale: attn.scale() as f32,
         }))
@@ -216,10 +293,11 @@ impl<'m> CpuDecoder<'m> {
 
     /// An empty state for this model.
     pub fn new_state(&self) -> DecodeState {
+        let caches = self.blocks.len() * self.n_head;
         DecodeState {
-            keys: vec![Vec::new(); self.blocks.len()],
-            values: vec![Vec::new(); self.blocks.len()],
-            n_embd: self.n_embd,
+            keys: vec![Vec::new(); caches],
+            values: vec![Vec::new(); caches],
+            head_dim: self.head_dim,
         }
     }
 
@@ -233,57 +311,64 @@ impl<'m> CpuDecoder<'m> {
         }
         let mut x = self.embed(tokens, start)?; // (T, C)
         let mut h = vec![0f32; t * c]; // (T, C)
-        let mut qkv = vec![0f32; t * 3 * c]; // (T, 3C)
-        let mut y = vec![0f32; t * c]; // (T, C)
-        let mut out = vec![0f32; t * c]; // (T, C)
-        let mut hidden = vec![0f32; t * 4 * c]; // (T, 4C)
         for (i, block) in self.blocks.iter().enumerate() {
             block.ln_1.forward(&x, &mut h);
-            block.c_attn.forward(&h, &mut qkv);
-            for (row, p) in qkv.chunks_mut(3 * c).zip(start..) {
-                let (q, kv) = row.split_at_mut(c);
-                let (k, v) = kv.split_at_mut(c);
-                if let Positions::Rope(base) = self.positions {
-                    self.rotate(q, p, base);
-                    self.rotate(k, p, base);
-                }
-                state.keys[i].extend_from_slice(k);
-                state.values[i].extend_from_slice(v);
-            }
-            let (keys, values) = (&state.keys[i], &state.values[i]);
-            let attend_row = |(r, (row, y)): (usize, (&[f32], &mut [f32]))| {
-                let seen = (start + r + 1) * c; // positions 0..=start+r
-                self.attend(&row[..c], &keys[..seen], &values[..seen], y);
-            };
-            if t > 1 {
-                // A prompt: its rows on all threads.
-                qkv.par_chunks(3 * c)
-                    .zip(y.par_chunks_mut(c))
-                    .enumerate()
-                    .for_each(attend_row);
-            } else {
-                // One position: its heads on all threads.
-                let (q, seen) = (&qkv[..c], (start + 1) * c);
-                y.par_chunks_mut(self.head_dim)
-                    .enumerate()
-                    .for_each(|(head, y)| {
-                        self.attend_head(head, q, &keys[..seen], &values[..seen], y)
-                    });
-            }
-            block.attn_proj.forward(&y, &mut out);
-            x.iter_mut().zip(&out).for_each(|(x, o)| *x += o);
+            let layer = i * self.n_head..(i + 1) * self.n_head;
+            let caches = state.keys[layer.clone()]
+                .iter_mut()
+                .zip(&mut state.values[layer]);
+            let mut shares: Vec<HeadShare> = block
+                .heads
+                .iter()
+                .zip(caches)
+                .map(|(weights, (keys, values))| HeadShare {
+                    weights,
+                    keys,
+                    values,
+                    out: vec![0f32; t * c],
+                })
+                .collect();
+            on_all_threads(&mut shares, |head, share| {
+                self.head_share(head, &h, start, share)
+            });
+            add_shares(&mut x, shares.iter().map(|s| &s.out), &block.attn_proj_bias);
 
             block.ln_2.forward(&x, &mut h);
-            block.c_fc.forward(&h, &mut hidden);
-            hidden.iter_mut().for_each(|v| *v = gelu_value(*v));
-            block.mlp_proj.forward(&hidden, &mut out);
-            x.iter_mut().zip(&out).for_each(|(x, o)| *x += o);
+            let mut shares: Vec<(&MlpShareWeights, Vec<f32>)> = block
+                .mlp_shares
+                .iter()
+                .map(|weights| (weights, vec![0f32; t * c]))
+                .collect();
+            on_all_threads(&mut shares, |_, (weights, out)| mlp_share(weights, &h, out));
+            add_shares(&mut x, shares.iter().map(|s| &s.1), &block.mlp_proj_bias);
         }
         let last = &x[(t - 1) * c..]; // (C)
         self.ln_f.forward(last, &mut h[..c]);
         let mut logits = vec![0f32; self.wte.get().len() / c]; // (V)
-        self.lm_head.forward(&h[..c], &mut logits);
+        self.lm_head.forward(&h[..c], &mut logits, true);
         Ok(logits)
+    }
+
+    /// One head's part of a block's attention for the rows of h (T × C): its q, k and v, its
+    /// keys and values added to the cache, its attention, and its share of the output projection
+    /// into `share.out` (T × C).
+    fn head_share(&self, head: usize, h: &[f32], start: usize, share: &mut HeadShare) {
+        let (d, rows) = (self.head_dim, h.len() / self.n_embd);
+        let mut qkv = vec![0f32; rows * 3 * d]; // (T, 3d)
+        share.weights.qkv.forward(h, &mut qkv, false);
+        let mut y = vec![0f32; rows * d]; // (T, d)
+        for ((row, y), p) in qkv.chunks_mut(3 * d).zip(y.chunks_mut(d)).zip(start..) {
+            let (q, kv) = row.split_at_mut(d);
+            let (k, v) = kv.split_at_mut(d);
+            if let Positions::Rope(base) = self.positions {
+                rotate(q, p, base);
+                rotate(k, p, base);
+            }
+            share.keys.extend_from_slice(k);
+            share.values.extend_from_slice(v);
+            self.attend_head(head, q, share.keys, share.values, y);
+        }
+        share.weights.proj.weight.accumulate(&y, &mut share.out);
     }
 
     /// The residual stream entering the blocks (T, C): token embeddings plus, for the learned
@@ -313,32 +398,12 @@ impl<'m> CpuDecoder<'m> {
         Ok(x)
     }
 
-    /// RoPE: turns each head's pairs (2i, 2i+1) of x (C) by the angle p·θ_i.
-    fn rotate(&self, x: &mut [f32], p: usize, base: f64) {
-        let (cos, sin) = rope_angles(p, 1, self.head_dim, base);
-        for head in x.chunks_mut(self.head_dim) {
-            for (pair, (cos, sin)) in head.chunks_mut(2).zip(cos.iter().zip(&sin)) {
-                let (a, b) = (pair[0], pair[1]);
-                pair[0] = a * cos - b * sin;
-                pair[1] = a * sin + b * cos;
-            }
-        }
-    }
-
-    /// y (C) = per head, softmax(q·kⱼ · scale + bias) weighted sum of vⱼ over the positions j held
-    /// in keys and values (T × C), the query being the last of them.
-    fn attend(&self, q: &[f32], keys: &[f32], values: &[f32], y: &mut [f32]) {
-        for (head, y) in y.chunks_mut(self.head_dim).enumerate() {
-            self.attend_head(head, q, keys, values, y);
-        }
-    }
-
-    /// One head's part of [`Self::attend`]: y (head_dim) from q (C), keys and values (T × C).
+    /// y (head_dim) = softmax(q·kⱼ · scale + bias) weighted sum of vⱼ for one head, over the
+    /// positions j held in keys and values (T × head_dim), the query q (head_dim) being the last.
     fn attend_head(&self, head: usize, q: &[f32], keys: &[f32], values: &[f32], y: &mut [f32]) {
-        let (c, d) = (self.n_embd, self.head_dim);
-        let t = keys.len() / c;
-        let q = &q[head * d..(head + 1) * d];
-        let key = |j: usize| &keys[j * c + head * d..j * c + (head + 1) * d];
+        let d = self.head_dim;
+        let t = keys.len() / d;
+        let key = |j: usize| &keys[j * d..(j + 1) * d];
         let mut scores = vec![0f32; t]; // (T)
         let mut groups = scores.chunks_exact_mut(DOT_GROUP);
         for (g, s) in (&mut groups).enumerate() {
@@ -361,11 +426,100 @@ impl<'m> CpuDecoder<'m> {
             .iter_mut()
             .for_each(|s| *s = fast_math::exp(*s - max));
         let inv_total = 1.0 / fast_math::sum(&scores);
-        y.fill(0.0);
-        for (j, &w) in scores.iter().enumerate() {
-            let v = &values[j * c + head * d..j * c + (head + 1) * d];
-            y.iter_mut().zip(v).for_each(|(y, v)| *y += w * v);
-        }
+        weighted_sum(&scores, values, y);
         y.iter_mut().for_each(|y| *y *= inv_total);
+    }
+}
+
+/// RoPE: turns the pairs (2i, 2i+1) of one head's x (head_dim) by the angle p·θ_i.
+fn rotate(x: &mut [f32], p: usize, base: f64) {
+    let (cos, sin) = rope_angles(p, 1, x.len(), base);
+    for (pair, (cos, sin)) in x.chunks_mut(2).zip(cos.iter().zip(&sin)) {
+        let (a, b) = (pair[0], pair[1]);
+        pair[0] = a * cos - b * sin;
+        pair[1] = a * sin + b * cos;
+    }
+}
+
+/// A head's work in one block: its weights, its cache, and its share of the output
+/// projection (T × C).
+struct HeadShare<'s> {
+    weights: &'s HeadWeights,
+    keys: &'s mut Vec<f32>,
+    values: &'s mut Vec<f32>,
+    out: Vec<f32>,
+}
+
+/// One share of an MLP for the rows of h (T × C): the GELU of its hidden units and their part
+/// of the second projection, into `out` (T × C).
+fn mlp_share(weights: &MlpShareWeights, h: &[f32], out: &mut [f32]) {
+    let (units, c) = weights.fc.weight.shape();
+    let mut hidden = vec![0f32; h.len() / c * units]; // (T, units)
+    weights.fc.forward(h, &mut hidden, false);
+    hidden.iter_mut().for_each(|v| *v = gelu_value(*v));
+    weights.proj.weight.accumulate(&hidden, out);
+}
+
+/// Shares of an MLP (fewer if it has fewer hidden units): a fixed number whatever the thread count,
+/// so that the sums do not depend on it.
+const MLP_SHARES: usize = 8;
+
+/// x (T × C) += the shares' outputs (each T × C), summed in order, and the projection's bias.
+fn add_shares<'a>(
+    x: &mut [f32],
+    shares: impl Iterator<Item = &'a Vec<f32>>,
+    bias: &Option<Values>,
+) {
+    for share in shares {
+        x.iter_mut().zip(share).for_each(|(x, s)| *x += s);
+    }
+    if let Some(bias) = bias {
+        let bias = bias.get();
+        for row in x.chunks_mut(bias.len()) {
+            row.iter_mut().zip(bias).for_each(|(x, b)| *x += b);
+        }
+    }
+}
+
+/// Runs `work(index, item)` for every item, the items split into one run per thread.
+fn on_all_threads<T: Send>(items: &mut [T], work: impl Fn(usize, &mut T) + Sync) {
+    let per_task = items.len().div_ceil(rayon::current_num_threads()).max(1);
+    items
+        .par_chunks_mut(per_task)
+        .enumerate()
+        .for_each(|(task, items)| {
+            for (j, item) in items.iter_mut().enumerate() {
+                work(task * per_task + j, item)
+            }
+        });
+}
+
+/// Lanes of y summed at a time in [`weighted_sum`]: two AVX registers.
+const SUM_LANES: usize = 16;
+
+/// y (D) = Σⱼ wⱼ·vⱼ over the rows vⱼ of values (T × D), in strips of [`SUM_LANES`] lanes whose
+/// sums stay in registers while the rows go by.
+fn weighted_sum(weights: &[f32], values: &[f32], y: &mut [f32]) {
+    let d = y.len();
+    let mut strips = y.chunks_exact_mut(SUM_LANES);
+    for (s, y) in (&mut strips).enumerate() {
+        let mut sums = [0f32; SUM_LANES];
+        for (&w, row) in weights.iter().zip(values.chunks_exact(d)) {
+            let v: &[f32; SUM_LANES] = row[s * SUM_LANES..(s + 1) * SUM_LANES]
+                .try_into()
+                .expect("a strip of SUM_LANES");
+            for (sum, v) in sums.iter_mut().zip(v) {
+                *sum = w.mul_add(*v, *sum);
+            }
+        }
+        y.copy_from_slice(&sums);
+    }
+    let done = d / SUM_LANES * SUM_LANES;
+    let rest = strips.into_remainder();
+    rest.fill(0.0);
+    for (&w, row) in weights.iter().zip(values.chunks_exact(d)) {
+        rest.iter_mut()
+            .zip(&row[done..])
+            .for_each(|(y, v)| *y += w * v);
     }
 }
