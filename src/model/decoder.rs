@@ -166,7 +166,9 @@ impl<'m> BlockWeights<'m> {
     fn new(block: &'m Block) -> Result<Self> {
         let (attn, mlp) = (&block.attn, &block.mlp);
         let (d, c) = (attn.head_dim, attn.n_head * attn.head_dim);
+        // Many small matrices: packed side by side, each on one thread.
         let heads = (0..attn.n_head)
+            .into_par_iter()
             .map(|h| {
                 // q, k and v rows h·d..(h+1)·d of each third of c_attn.
                 let rows = (0..3).flat_map(move |third| third * c + h * d..third * c + (h + 1) * d);
@@ -179,6 +181,7 @@ impl<'m> BlockWeights<'m> {
         let (hidden, _) = mlp.c_fc.weight.dims2()?;
         let count = MLP_SHARES.min(hidden);
         let mlp_shares = (0..count)
+            .into_par_iter()
             .map(|s| {
                 let units = s * hidden / count..(s + 1) * hidden / count;
                 Ok(MlpShareWeights {
@@ -311,36 +314,46 @@ impl<'m> CpuDecoder<'m> {
         }
         let mut x = self.embed(tokens, start)?; // (T, C)
         let mut h = vec![0f32; t * c]; // (T, C)
+                                       // The outputs of a phase's heads or shares, one (T, C) each.
+        let most_shares = self.n_head.max(MLP_SHARES);
+        let mut outs = vec![0f32; most_shares * t * c];
         for (i, block) in self.blocks.iter().enumerate() {
             block.ln_1.forward(&x, &mut h);
             let layer = i * self.n_head..(i + 1) * self.n_head;
             let caches = state.keys[layer.clone()]
                 .iter_mut()
                 .zip(&mut state.values[layer]);
+            outs.fill(0.0);
             let mut shares: Vec<HeadShare> = block
                 .heads
                 .iter()
                 .zip(caches)
-                .map(|(weights, (keys, values))| HeadShare {
+                .zip(outs.chunks_mut(t * c))
+                .map(|((weights, (keys, values)), out)| HeadShare {
                     weights,
                     keys,
                     values,
-                    out: vec![0f32; t * c],
+                    out,
                 })
                 .collect();
             on_all_threads(&mut shares, |head, share| {
                 self.head_share(head, &h, start, share)
             });
-            add_shares(&mut x, shares.iter().map(|s| &s.out), &block.attn_proj_bias);
+            add_shares(
+                &mut x,
+                shares.iter().map(|s| &*s.out),
+                &block.attn_proj_bias,
+            );
 
             block.ln_2.forward(&x, &mut h);
-            let mut shares: Vec<(&MlpShareWeights, Vec<f32>)> = block
+            outs.fill(0.0);
+            let mut shares: Vec<(&MlpShareWeights, &mut [f32])> = block
                 .mlp_shares
                 .iter()
-                .map(|weights| (weights, vec![0f32; t * c]))
+                .zip(outs.chunks_mut(t * c))
                 .collect();
             on_all_threads(&mut shares, |_, (weights, out)| mlp_share(weights, &h, out));
-            add_shares(&mut x, shares.iter().map(|s| &s.1), &block.mlp_proj_bias);
+            add_shares(&mut x, shares.iter().map(|s| &*s.1), &block.mlp_proj_bias);
         }
         let last = &x[(t - 1) * c..]; // (C)
         self.ln_f.forward(last, &mut h[..c]);
@@ -368,7 +381,7 @@ impl<'m> CpuDecoder<'m> {
             share.values.extend_from_slice(v);
             self.attend_head(head, q, share.keys, share.values, y);
         }
-        share.weights.proj.weight.accumulate(&y, &mut share.out);
+        share.weights.proj.weight.accumulate(&y, share.out);
     }
 
     /// The residual stream entering the blocks (T, C): token embeddings plus, for the learned
@@ -447,7 +460,7 @@ struct HeadShare<'s> {
     weights: &'s HeadWeights,
     keys: &'s mut Vec<f32>,
     values: &'s mut Vec<f32>,
-    out: Vec<f32>,
+    out: &'s mut [f32],
 }
 
 /// One share of an MLP for the rows of h (T × C): the GELU of its hidden units and their part
@@ -465,11 +478,7 @@ fn mlp_share(weights: &MlpShareWeights, h: &[f32], out: &mut [f32]) {
 const MLP_SHARES: usize = 8;
 
 /// x (T × C) += the shares' outputs (each T × C), summed in order, and the projection's bias.
-fn add_shares<'a>(
-    x: &mut [f32],
-    shares: impl Iterator<Item = &'a Vec<f32>>,
-    bias: &Option<Values>,
-) {
+fn add_shares<'a>(x: &mut [f32], shares: impl Iterator<Item = &'a [f32]>, bias: &Option<Values>) {
     for share in shares {
         x.iter_mut().zip(share).for_each(|(x, s)| *x += s);
     }

@@ -24,24 +24,28 @@ pub(crate) struct PackedMatrix {
 }
 
 impl PackedMatrix {
-    /// Packs the matrix whose rows (outputs) are `rows`, each of `n_in` inputs; on all threads.
+    /// Packs the matrix whose rows (outputs) are `rows`, each of `n_in` inputs; on all threads
+    /// if it is large.
     pub(crate) fn new(rows: &[&[f32]], n_in: usize) -> Self {
         assert!(rows.iter().all(|r| r.len() == n_in), "rows of n_in inputs");
         let n_out = rows.len();
         let zeros = vec![0f32; n_in];
         let mut data = vec![[0f32; PANEL]; n_out.div_ceil(PANEL) * n_in];
-        data.par_chunks_mut(n_in)
-            .enumerate()
-            .for_each(|(p, panel)| {
-                // Past the last output, zero rows.
-                let rows: [&[f32]; PANEL] =
-                    std::array::from_fn(|j| rows.get(p * PANEL + j).copied().unwrap_or(&zeros));
-                for (i, weights) in panel.iter_mut().enumerate() {
-                    for (w, row) in weights.iter_mut().zip(&rows) {
-                        *w = row[i];
-                    }
+        let pack = |(p, panel): (usize, &mut [[f32; PANEL]])| {
+            // Past the last output, zero rows.
+            let rows: [&[f32]; PANEL] =
+                std::array::from_fn(|j| rows.get(p * PANEL + j).copied().unwrap_or(&zeros));
+            for (i, weights) in panel.iter_mut().enumerate() {
+                for (w, row) in weights.iter_mut().zip(&rows) {
+                    *w = row[i];
                 }
-            });
+            }
+        };
+        if n_out * n_in < PARALLEL_WEIGHTS {
+            data.chunks_mut(n_in).enumerate().for_each(pack);
+        } else {
+            data.par_chunks_mut(n_in).enumerate().for_each(pack);
+        }
         PackedMatrix { data, n_out, n_in }
     }
 
@@ -181,25 +185,30 @@ fn tile(x: [&[f32]; TILE_ROWS], panel: &[f32]) -> [[f32; PANEL]; TILE_ROWS] {
     sums
 }
 
-/// Σᵢ x[i]·panel[i][..] for one panel (in × 16), with two sets of sums (even and odd inputs) so
-/// that consecutive additions do not wait on each other.
+/// Σᵢ x[i]·panel[i][..] for one panel (in × 16), with four sets of sums (inputs i mod 4) so that
+/// eight chains of fused multiply-adds run side by side: enough to keep up with the stream.
 #[inline(always)]
 fn panel_product(x: &[f32], panel: &[f32]) -> [f32; PANEL] {
-    let (mut even, mut odd) = ([0f32; PANEL], [0f32; PANEL]);
-    let pairs = panel.chunks_exact(2 * PANEL).zip(x.chunks_exact(2));
-    for (w, x) in pairs {
-        for j in 0..PANEL {
-            even[j] += x[0] * w[j];
-            odd[j] += x[1] * w[PANEL + j];
+    const SETS: usize = 4;
+    let mut sums = [[0f32; PANEL]; SETS];
+    let quads = panel.chunks_exact(SETS * PANEL).zip(x.chunks_exact(SETS));
+    for (w, x) in quads {
+        for (set, sums) in sums.iter_mut().enumerate() {
+            for (j, sum) in sums.iter_mut().enumerate() {
+                *sum = x[set].mul_add(w[set * PANEL + j], *sum);
+            }
         }
     }
-    if x.len() % 2 == 1 {
-        let (w, x) = (&panel[(x.len() - 1) * PANEL..], x[x.len() - 1]);
-        for j in 0..PANEL {
-            even[j] += x * w[j];
+    let done = x.len() / SETS * SETS;
+    for (x, w) in x[done..]
+        .iter()
+        .zip(panel[done * PANEL..].chunks_exact(PANEL))
+    {
+        for (sum, w) in sums[0].iter_mut().zip(w) {
+            *sum = x.mul_add(*w, *sum);
         }
     }
-    std::array::from_fn(|j| even[j] + odd[j])
+    std::array::from_fn(|j| (sums[0][j] + sums[1][j]) + (sums[2][j] + sums[3][j]))
 }
 
 #[cfg(test)]
