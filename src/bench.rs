@@ -64,9 +64,9 @@ pub struct ModelBench {
     /// Forward-only tokens per second (median, no backward).
     pub forward_tokens_per_s: f64,
     /// Generated tokens per second over 200 tokens, recomputing the whole context each token
-    /// (median of 3 rounds, alternating with the cached measurement).
+    /// (median of 7 rounds, alternating with the cached measurement).
     pub sample_tokens_per_s_no_cache: f64,
-    /// Generated tokens per second over 200 tokens with the key/value cache (median of 3 rounds).
+    /// Generated tokens per second over 200 tokens with the key/value cache (median of 7 rounds).
     pub sample_tokens_per_s_cached: f64,
     /// Model FLOPs utilisation of training against the measured matmul ceiling.
     pub mfu: f64,
@@ -76,7 +76,7 @@ pub struct ModelBench {
 const SAMPLED_TOKENS: usize = 200;
 
 /// Alternating rounds of sampling without and with the cache; the medians are reported.
-const SAMPLING_ROUNDS: usize = 3;
+const SAMPLING_ROUNDS: usize = 7;
 
 /// Measures one config on random tokens: `steps` timed steps after 2 warm-up steps.
 pub fn bench_model(

@@ -315,15 +315,14 @@ impl<'m> CpuDecoder<'m> {
         let mut x = self.embed(tokens, start)?; // (T, C)
         let mut h = vec![0f32; t * c]; // (T, C)
                                        // The outputs of a phase's heads or shares, one (T, C) each.
-        let most_shares = self.n_head.max(MLP_SHARES);
-        let mut outs = vec![0f32; most_shares * t * c];
+        let mut outs = vec![0f32; self.n_head.max(MLP_SHARES) * t * c];
         for (i, block) in self.blocks.iter().enumerate() {
             block.ln_1.forward(&x, &mut h);
             let layer = i * self.n_head..(i + 1) * self.n_head;
             let caches = state.keys[layer.clone()]
                 .iter_mut()
                 .zip(&mut state.values[layer]);
-            outs.fill(0.0);
+            outs[..self.n_head * t * c].fill(0.0);
             let mut shares: Vec<HeadShare> = block
                 .heads
                 .iter()
@@ -346,7 +345,7 @@ impl<'m> CpuDecoder<'m> {
             );
 
             block.ln_2.forward(&x, &mut h);
-            outs.fill(0.0);
+            outs[..block.mlp_shares.len() * t * c].fill(0.0);
             let mut shares: Vec<(&MlpShareWeights, &mut [f32])> = block
                 .mlp_shares
                 .iter()
