@@ -11,7 +11,9 @@ use shige::config::Position;
 use shige::data::poem::{regular_form, Form};
 use shige::data::tokenizer::NEWLINE;
 use shige::model::{CpuDecoder, Gpt, Mode};
-use shige::sample::{generate, is_well_formed, Generation, PoemConstraint, SampleError, Sampling};
+use shige::sample::{
+    generate, is_well_formed, Generation, Generator, PoemConstraint, SampleError, Sampling,
+};
 use shige::train::checkpoint::{load_run, LoadedRun, TOKENIZER_FILE};
 use std::path::Path;
 
@@ -231,6 +233,24 @@ fn cached_and_uncached_decoding_agree_for_every_scheme() {
             let cached = decode(true);
             assert_eq!(cached.len(), 30);
             assert_eq!(cached, decode(false), "{position} at {sampling:?}");
+        }
+    }
+}
+
+#[test]
+fn a_reused_generator_gives_what_fresh_generations_give() {
+    for position in [Position::Learned, Position::Rope] {
+        let cfg = common::small_config(40, 2, position); // block_size 16: learned positions crop
+        let (model, _) = Gpt::seeded(&cfg, 5, &Device::Cpu).unwrap();
+        let gen = Generation::new(30, Sampling::with_temperature(1.0), None);
+        let mut generator = Generator::new(&model);
+        let (mut fresh_rng, mut reused_rng) = (rng(3), rng(3));
+        for prompt in [&[1u32, 2, 3][..], &[7], &[4, 4]] {
+            let fresh = generate(&model, prompt, &gen, &mut fresh_rng, &mut |_| {}).unwrap();
+            let reused = generator
+                .generate(prompt, &gen, &mut reused_rng, &mut |_| {})
+                .unwrap();
+            assert_eq!(reused, fresh, "{position}, prompt {prompt:?}");
         }
     }
 }

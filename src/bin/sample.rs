@@ -5,7 +5,7 @@ use clap::Parser;
 use rand::SeedableRng;
 use shige::data::poem::Form;
 use shige::data::tokenizer::NEWLINE;
-use shige::sample::{generate, is_well_formed, Generation, PoemConstraint, Sampling};
+use shige::sample::{is_well_formed, Generation, Generator, PoemConstraint, Sampling};
 use shige::train::checkpoint::load_run_on;
 use std::io::Write;
 use std::path::PathBuf;
@@ -121,6 +121,7 @@ fn run() -> Result<()> {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed);
     let mut well_formed = 0;
     let stdout = std::io::stdout();
+    let mut generator = Generator::new(&run.model); // packs the weights once for all samples
     for _ in 0..args.num_samples {
         if !args.json {
             print!("{}", args.prompt);
@@ -134,7 +135,7 @@ fn run() -> Result<()> {
                 }
             }
         };
-        let ids = generate(&run.model, &prompt, &gen, &mut rng, &mut stream)?;
+        let ids = generator.generate(&prompt, &gen, &mut rng, &mut stream)?;
         let text = format!(
             "{}{}",
             args.prompt,

@@ -104,6 +104,8 @@ impl Generation<'_> {
 /// jumps: to its last block_size/2 tokens, so that the cache is rebuilt once per half block rather
 /// than at every step (each crop moves every token's position). Cached and uncached decoding crop
 /// alike and give the same tokens. The other schemes keep the whole context.
+///
+/// To generate several times from one model, a [`Generator`] packs the weights only once.
 pub fn generate(
     model: &Gpt,
     prompt: &[u32],
@@ -111,18 +113,53 @@ pub fn generate(
     rng: &mut ChaCha8Rng,
     on_token: &mut (dyn FnMut(u32) + Send),
 ) -> Result<Vec<u32>> {
-    if prompt.is_empty() {
-        bail!("generation needs at least one token to start from (the newline that begins a poem)")
-    }
-    // The loop runs on a worker of the thread pool, so that the ops' parallel loops start there
-    // instead of each handing its work over from the main thread (which costs more than a
-    // one-token step).
-    rayon::scope(|_| decode(model, prompt, gen, rng, on_token))
+    Generator::new(model).generate(prompt, gen, rng, on_token)
 }
 
-/// The decoding loop of [`generate`].
+/// Generates from one model again and again, keeping the CPU decoder's packed weights from one
+/// generation to the next. The model's weights must not change while it lives.
+pub struct Generator<'m> {
+    model: &'m Gpt,
+    /// Made by the first generation with the cache; `Some(None)` when the model does not take
+    /// the CPU path.
+    decoder: Option<Option<CpuDecoder<'m>>>,
+}
+
+impl<'m> Generator<'m> {
+    /// A generator for `model`; the weights are packed by the first generation that needs them.
+    pub fn new(model: &'m Gpt) -> Self {
+        Generator {
+            model,
+            decoder: None,
+        }
+    }
+
+    /// As [`generate`].
+    pub fn generate(
+        &mut self,
+        prompt: &[u32],
+        gen: &Generation,
+        rng: &mut ChaCha8Rng,
+        on_token: &mut (dyn FnMut(u32) + Send),
+    ) -> Result<Vec<u32>> {
+        if prompt.is_empty() {
+            bail!("generation needs at least one token to start from (the newline that begins a poem)")
+        }
+        if gen.use_cache && self.decoder.is_none() {
+            self.decoder = Some(CpuDecoder::new(self.model)?);
+        }
+        let decoder = self.decoder.as_ref().and_then(Option::as_ref);
+        // The loop runs on a worker of the thread pool, so that the ops' parallel loops start
+        // there instead of each handing its work over from the main thread (which costs more than
+        // a one-token step).
+        rayon::scope(|_| decode(self.model, decoder, prompt, gen, rng, on_token))
+    }
+}
+
+/// The decoding loop of [`generate`], with the CPU decoder if the model has one.
 fn decode(
     model: &Gpt,
+    decoder: Option<&CpuDecoder>,
     prompt: &[u32],
     gen: &Generation,
     rng: &mut ChaCha8Rng,
@@ -136,7 +173,7 @@ fn decode(
     let mut context = prompt.to_vec();
     let mut start = 0; // the first token of the context the model sees
     let mut cache = match gen.use_cache {
-        true => Some(KeyValueCache::new(model)?),
+        true => Some(KeyValueCache::new(model, decoder)),
         false => None,
     };
     let mut new = Vec::new();
@@ -173,20 +210,17 @@ fn next_logits(model: &Gpt, context: &[u32]) -> Result<Vec<f32>> {
 
 /// The keys and values of the context so far: the [`CpuDecoder`]'s when the model is on the CPU
 /// (per-op overhead would dominate a one-position step), else the model's own tensors.
-enum KeyValueCache<'m> {
-    Cpu(Box<CpuDecoder<'m>>, DecodeState),
-    Tensors(&'m Gpt, GenerationCache),
+enum KeyValueCache<'d, 'm> {
+    Cpu(&'d CpuDecoder<'m>, DecodeState),
+    Tensors(&'d Gpt, GenerationCache),
 }
 
-impl<'m> KeyValueCache<'m> {
-    fn new(model: &'m Gpt) -> Result<Self> {
-        Ok(match CpuDecoder::new(model)? {
-            Some(decoder) => {
-                let state = decoder.new_state();
-                KeyValueCache::Cpu(Box::new(decoder), state)
-            }
+impl<'d, 'm> KeyValueCache<'d, 'm> {
+    fn new(model: &'d Gpt, decoder: Option<&'d CpuDecoder<'m>>) -> Self {
+        match decoder {
+            Some(decoder) => KeyValueCache::Cpu(decoder, decoder.new_state()),
             None => KeyValueCache::Tensors(model, model.new_cache()),
-        })
+        }
     }
 
     /// Forgets every position.
