@@ -14,16 +14,15 @@ pub fn exp(x: f32) -> f32 {
     let input = x;
     let x = x.max(-87.0).min(88.0);
     // The nearest integer to x/ln2 lands in the low mantissa bits of `biased`.
-    let biased = x * LOG2_E + ROUND_MAGIC;
+    let biased = x.mul_add(LOG2_E, ROUND_MAGIC);
     let n = biased - ROUND_MAGIC;
     // f = x − n·ln2 in two steps (Cody & Waite), so that f keeps its precision; |f| ≤ ln2/2.
-    let f = (x - n * LN2_HI) - n * LN2_LO;
-    // Taylor series of e^f to degree 7: error below 1e-8 on |f| ≤ 0.347.
-    let p = 1.0
-        + f * (1.0
-            + f * (0.5
-                + f * (1.0 / 6.0
-                    + f * (1.0 / 24.0 + f * (1.0 / 120.0 + f * (1.0 / 720.0 + f / 5040.0))))));
+    let f = n.mul_add(-LN2_LO, n.mul_add(-LN2_HI, x));
+    // Taylor series of e^f to degree 7 (error below 1e-8 on |f| ≤ 0.347), in fused
+    // multiply-adds: a chain half as long as separate multiplies and adds.
+    let p = [1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0]
+        .iter()
+        .fold(1.0 / 5040.0, |p: f32, &c| p.mul_add(f, c));
     let n_bits = biased.to_bits().wrapping_sub(ROUND_MAGIC.to_bits()); // n, two's complement
     let scale = f32::from_bits(n_bits.wrapping_add(127) << 23); // 2^n
     if input.is_nan() {
@@ -37,11 +36,11 @@ pub fn exp(x: f32) -> f32 {
 #[inline(always)]
 pub fn erf(x: f32) -> f32 {
     let a = x.abs();
-    let t = 1.0 / (1.0 + 0.327_591_1 * a);
-    let poly = t
-        * (0.254_829_6
-            + t * (-0.284_496_74 + t * (1.421_413_7 + t * (-1.453_152_1 + t * 1.061_405_4))));
-    let y = 1.0 - poly * exp(-a * a);
+    let t = 1.0 / a.mul_add(0.327_591_1, 1.0);
+    let poly = t * [-1.453_152_1, 1.421_413_7, -0.284_496_74, 0.254_829_6]
+        .iter()
+        .fold(1.061_405_4, |p: f32, &c| p.mul_add(t, c));
+    let y = poly.mul_add(-exp(-a * a), 1.0);
     y.copysign(x)
 }
 
