@@ -317,17 +317,21 @@ impl<'m> CpuDecoder<'m> {
                                        // The outputs of a phase's heads or shares, one (T, C) each.
         let mut outs = vec![0f32; self.n_head.max(MLP_SHARES) * t * c];
         for (i, block) in self.blocks.iter().enumerate() {
+            // Past the last block's keys and values, only the last position counts (its logits):
+            // there the other positions skip attention and MLP.
+            let first = if i + 1 == self.blocks.len() { t - 1 } else { 0 };
+            let out_len = (t - first) * c;
             block.ln_1.forward(&x, &mut h);
             let layer = i * self.n_head..(i + 1) * self.n_head;
             let caches = state.keys[layer.clone()]
                 .iter_mut()
                 .zip(&mut state.values[layer]);
-            outs[..self.n_head * t * c].fill(0.0);
+            outs[..self.n_head * out_len].fill(0.0);
             let mut shares: Vec<HeadShare> = block
                 .heads
                 .iter()
                 .zip(caches)
-                .zip(outs.chunks_mut(t * c))
+                .zip(outs.chunks_mut(out_len))
                 .map(|((weights, (keys, values)), out)| HeadShare {
                     weights,
                     keys,
@@ -336,23 +340,20 @@ impl<'m> CpuDecoder<'m> {
                 })
                 .collect();
             on_all_threads(&mut shares, |head, share| {
-                self.head_share(head, &h, start, share)
+                self.head_share(head, &h, start, first, share)
             });
-            add_shares(
-                &mut x,
-                shares.iter().map(|s| &*s.out),
-                &block.attn_proj_bias,
-            );
+            let (x, h) = (&mut x[first * c..], &mut h[first * c..]); // (T − first, C)
+            add_shares(x, shares.iter().map(|s| &*s.out), &block.attn_proj_bias);
 
-            block.ln_2.forward(&x, &mut h);
-            outs[..block.mlp_shares.len() * t * c].fill(0.0);
+            block.ln_2.forward(x, h);
+            outs[..block.mlp_shares.len() * out_len].fill(0.0);
             let mut shares: Vec<(&MlpShareWeights, &mut [f32])> = block
                 .mlp_shares
                 .iter()
-                .zip(outs.chunks_mut(t * c))
+                .zip(outs.chunks_mut(out_len))
                 .collect();
-            on_all_threads(&mut shares, |_, (weights, out)| mlp_share(weights, &h, out));
-            add_shares(&mut x, shares.iter().map(|s| &*s.1), &block.mlp_proj_bias);
+            on_all_threads(&mut shares, |_, (weights, out)| mlp_share(weights, h, out));
+            add_shares(x, shares.iter().map(|s| &*s.1), &block.mlp_proj_bias);
         }
         let last = &x[(t - 1) * c..]; // (C)
         self.ln_f.forward(last, &mut h[..c]);
@@ -362,14 +363,25 @@ impl<'m> CpuDecoder<'m> {
     }
 
     /// One head's part of a block's attention for the rows of h (T × C): its q, k and v, its
-    /// keys and values added to the cache, its attention, and its share of the output projection
-    /// into `share.out` (T × C).
-    fn head_share(&self, head: usize, h: &[f32], start: usize, share: &mut HeadShare) {
+    /// keys and values added to the cache, and for rows `first..` its attention and its share
+    /// of the output projection into `share.out` (T − first, C).
+    fn head_share(
+        &self,
+        head: usize,
+        h: &[f32],
+        start: usize,
+        first: usize,
+        share: &mut HeadShare,
+    ) {
         let (d, rows) = (self.head_dim, h.len() / self.n_embd);
         let mut qkv = vec![0f32; rows * 3 * d]; // (T, 3d)
         share.weights.qkv.forward(h, &mut qkv, false);
-        let mut y = vec![0f32; rows * d]; // (T, d)
-        for ((row, y), p) in qkv.chunks_mut(3 * d).zip(y.chunks_mut(d)).zip(start..) {
+        let mut y = vec![0f32; (rows - first) * d]; // (T − first, d)
+                                                    // Each row's place in y, none before `first`.
+        let y_rows = std::iter::repeat_with(|| None)
+            .take(first)
+            .chain(y.chunks_mut(d).map(Some));
+        for ((row, y), p) in qkv.chunks_mut(3 * d).zip(y_rows).zip(start..) {
             let (q, kv) = row.split_at_mut(d);
             let (k, v) = kv.split_at_mut(d);
             if let Positions::Rope(base) = self.positions {
@@ -378,7 +390,9 @@ impl<'m> CpuDecoder<'m> {
             }
             share.keys.extend_from_slice(k);
             share.values.extend_from_slice(v);
-            self.attend_head(head, q, share.keys, share.values, y);
+            if let Some(y) = y {
+                self.attend_head(head, q, share.keys, share.values, y);
+            }
         }
         share.weights.proj.weight.accumulate(&y, share.out);
     }

@@ -20,9 +20,17 @@ pub fn exp(x: f32) -> f32 {
     let f = n.mul_add(-LN2_LO, n.mul_add(-LN2_HI, x));
     // Taylor series of e^f to degree 7 (error below 1e-8 on |f| ≤ 0.347), in fused
     // multiply-adds: a chain half as long as separate multiplies and adds.
-    let p = [1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0]
-        .iter()
-        .fold(1.0 / 5040.0, |p: f32, &c| p.mul_add(f, c));
+    let p = [
+        1.0 / 720.0,
+        1.0 / 120.0,
+        1.0 / 24.0,
+        1.0 / 6.0,
+        0.5,
+        1.0,
+        1.0,
+    ]
+    .iter()
+    .fold(1.0 / 5040.0, |p: f32, &c| p.mul_add(f, c));
     let n_bits = biased.to_bits().wrapping_sub(ROUND_MAGIC.to_bits()); // n, two's complement
     let scale = f32::from_bits(n_bits.wrapping_add(127) << 23); // 2^n
     if input.is_nan() {
