@@ -314,7 +314,8 @@ impl<'m> CpuDecoder<'m> {
         }
         let mut x = self.embed(tokens, start)?; // (T, C)
         let mut h = vec![0f32; t * c]; // (T, C)
-                                       // The outputs of a phase's heads or shares, one (T, C) each.
+
+        // The outputs of a phase's heads or shares, one (T, C) each.
         let mut outs = vec![0f32; self.n_head.max(MLP_SHARES) * t * c];
         for (i, block) in self.blocks.iter().enumerate() {
             // Past the last block's keys and values, only the last position counts (its logits):
@@ -377,7 +378,8 @@ impl<'m> CpuDecoder<'m> {
         let mut qkv = vec![0f32; rows * 3 * d]; // (T, 3d)
         share.weights.qkv.forward(h, &mut qkv, false);
         let mut y = vec![0f32; (rows - first) * d]; // (T − first, d)
-                                                    // Each row's place in y, none before `first`.
+
+        // Each row's place in y, none before `first`.
         let y_rows = std::iter::repeat_with(|| None)
             .take(first)
             .chain(y.chunks_mut(d).map(Some));

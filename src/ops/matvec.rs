@@ -1,4 +1,5 @@
-//! Matrix-vector products over weights packed in panels, for one-token generation steps.
+//! Products with weights packed in panels, for the CPU decoder: matrix-vector products for
+//! one-token generation steps, and a 6×16 register tile for a prompt's rows.
 //!
 //! A generation step reads every weight once and does two flops per weight read, so its speed is
 //! the speed at which the weights stream in from the cache. Read as rows (W is out × in), eight
