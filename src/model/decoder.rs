@@ -108,9 +108,7 @@ impl PackedLinear {
             false => self.weight.product(x, out),
         }
         if let Some(b) = &self.bias {
-            for row in out.chunks_mut(b.len()) {
-                row.iter_mut().zip(b).for_each(|(o, b)| *o += b);
-            }
+            add_bias(out, b);
         }
     }
 }
@@ -314,6 +312,11 @@ impl<'m> CpuDecoder<'m> {
         }
         let mut x = self.embed(tokens, start)?; // (T, C)
         let mut h = vec![0f32; t * c]; // (T, C)
+                                       // RoPE's cos and sin of positions start..start+T (T × head_dim/2 each), for every block.
+        let angles = match self.positions {
+            Positions::Rope(base) => Some(rope_angles(start, t, self.head_dim, base)),
+            _ => None,
+        };
 
         // The outputs of a phase's heads or shares, one (T, C) each.
         let mut outs = vec![0f32; self.n_head.max(MLP_SHARES) * t * c];
@@ -341,7 +344,7 @@ impl<'m> CpuDecoder<'m> {
                 })
                 .collect();
             on_all_threads(&mut shares, |head, share| {
-                self.head_share(head, &h, start, first, share)
+                self.head_share(head, &h, angles.as_ref(), first, share)
             });
             let (x, h) = (&mut x[first * c..], &mut h[first * c..]); // (T − first, C)
             add_shares(x, shares.iter().map(|s| &*s.out), &block.attn_proj_bias);
@@ -363,14 +366,15 @@ impl<'m> CpuDecoder<'m> {
         Ok(logits)
     }
 
-    /// One head's part of a block's attention for the rows of h (T × C): its q, k and v, its
-    /// keys and values added to the cache, and for rows `first..` its attention and its share
-    /// of the output projection into `share.out` (T − first, C).
+    /// One head's part of a block's attention for the rows of h (T × C): its q, k and v (q and k
+    /// rotated by RoPE's `angles` if given), its keys and values added to the cache, and for rows
+    /// `first..` its attention and its share of the output projection into `share.out`
+    /// (T − first, C).
     fn head_share(
         &self,
         head: usize,
         h: &[f32],
-        start: usize,
+        angles: Option<&(Vec<f32>, Vec<f32>)>,
         first: usize,
         share: &mut HeadShare,
     ) {
@@ -383,12 +387,13 @@ impl<'m> CpuDecoder<'m> {
         let y_rows = std::iter::repeat_with(|| None)
             .take(first)
             .chain(y.chunks_mut(d).map(Some));
-        for ((row, y), p) in qkv.chunks_mut(3 * d).zip(y_rows).zip(start..) {
+        for (r, (row, y)) in qkv.chunks_mut(3 * d).zip(y_rows).enumerate() {
             let (q, kv) = row.split_at_mut(d);
             let (k, v) = kv.split_at_mut(d);
-            if let Positions::Rope(base) = self.positions {
-                rotate(q, p, base);
-                rotate(k, p, base);
+            if let Some((cos, sin)) = angles {
+                let pairs = r * d / 2..(r + 1) * d / 2;
+                rotate(q, &cos[pairs.clone()], &sin[pairs.clone()]);
+                rotate(k, &cos[pairs.clone()], &sin[pairs]);
             }
             share.keys.extend_from_slice(k);
             share.values.extend_from_slice(v);
@@ -459,10 +464,10 @@ impl<'m> CpuDecoder<'m> {
     }
 }
 
-/// RoPE: turns the pairs (2i, 2i+1) of one head's x (head_dim) by the angle p·θ_i.
-fn rotate(x: &mut [f32], p: usize, base: f64) {
-    let (cos, sin) = rope_angles(p, 1, x.len(), base);
-    for (pair, (cos, sin)) in x.chunks_mut(2).zip(cos.iter().zip(&sin)) {
+/// RoPE: turns the pairs (2i, 2i+1) of one head's x (head_dim) by the angles whose cos and sin
+/// are given (head_dim/2 each).
+fn rotate(x: &mut [f32], cos: &[f32], sin: &[f32]) {
+    for (pair, (cos, sin)) in x.chunks_mut(2).zip(cos.iter().zip(sin)) {
         let (a, b) = (pair[0], pair[1]);
         pair[0] = a * cos - b * sin;
         pair[1] = a * sin + b * cos;
@@ -498,10 +503,14 @@ fn add_shares<'a>(x: &mut [f32], shares: impl Iterator<Item = &'a [f32]>, bias: 
         x.iter_mut().zip(share).for_each(|(x, s)| *x += s);
     }
     if let Some(bias) = bias {
-        let bias = bias.get();
-        for row in x.chunks_mut(bias.len()) {
-            row.iter_mut().zip(bias).for_each(|(x, b)| *x += b);
-        }
+        add_bias(x, bias.get());
+    }
+}
+
+/// Adds `bias` (N) to each row of x (M × N).
+fn add_bias(x: &mut [f32], bias: &[f32]) {
+    for row in x.chunks_mut(bias.len()) {
+        row.iter_mut().zip(bias).for_each(|(x, b)| *x += b);
     }
 }
 
