@@ -5,6 +5,7 @@ use crate::config::ModelConfig;
 use crate::model::{Gpt, Mode};
 use crate::sample::{generate, Generation, Sampling};
 use crate::train::optim::{clip_scale, AdamW, AdamWParams};
+use crate::train::shards::Shards;
 use anyhow::Result;
 use candle_core::{Device, Tensor};
 use rand::{Rng, SeedableRng};
@@ -95,6 +96,7 @@ pub fn bench_model(
         weight_decay: 0.1,
     };
     let mut opt = AdamW::new(varmap.data().lock().expect("parameter map").clone(), params)?;
+    let shards = Shards::for_device(&device)?;
     let mut rng = ChaCha8Rng::seed_from_u64(0);
     let t = cfg.block_size;
     let batch = |rng: &mut ChaCha8Rng| -> Result<(Tensor, Tensor)> {
@@ -111,8 +113,8 @@ pub fn bench_model(
     for i in 0..steps + 2 {
         let start = Instant::now();
         let (x, y) = batch(&mut rng)?;
-        let loss = model.loss(&x, &y, &mut Mode::Train(&mut ChaCha8Rng::seed_from_u64(0)))?;
-        let grads = opt.gradients(&loss.backward()?)?;
+        let dropout = &mut ChaCha8Rng::seed_from_u64(0);
+        let (_, grads) = shards.loss_and_gradients(&model, &opt, &x, &y, dropout)?;
         opt.step(&grads, 1e-4, clip_scale(grads.norm(), 1.0))?;
         if i >= 2 {
             train_times.push(start.elapsed().as_secs_f64());

@@ -4,6 +4,7 @@
 pub fn init() {
     keep_freed_memory();
     fix_thread_count();
+    serial_candle_ops();
 }
 
 /// Asks glibc's malloc to keep freed memory instead of returning every large buffer to the system:
@@ -27,5 +28,16 @@ fn fix_thread_count() {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         // Called before any other thread starts, so no one reads the environment concurrently.
         std::env::set_var("RAYON_NUM_THREADS", threads.to_string());
+    }
+}
+
+/// Runs candle's own CPU ops on the calling thread (CANDLE_NUM_THREADS=1, unless the user set
+/// it): training steps spread whole shards of the batch over the threads instead
+/// ([`crate::train::shards`]), and candle's thread pool, one lock for all callers and a worker
+/// that spins between ops, would make the shards wait for each other.
+fn serial_candle_ops() {
+    if std::env::var_os("CANDLE_NUM_THREADS").is_none() {
+        // Called before any other thread starts, so no one reads the environment concurrently.
+        std::env::set_var("CANDLE_NUM_THREADS", "1");
     }
 }

@@ -5,6 +5,7 @@ pub mod interrupt;
 pub mod metrics;
 pub mod optim;
 pub mod schedule;
+pub mod shards;
 pub mod trainer;
 
 pub use trainer::{train, TrainOptions, TrainSummary};

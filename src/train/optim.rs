@@ -42,6 +42,35 @@ pub struct AdamW {
 pub struct Gradients(Vec<Vec<f32>>);
 
 impl Gradients {
+    /// Σ weight × gradients over `parts` (at least one), summed in the parts' order.
+    pub fn weighted_sum(parts: Vec<(f64, Gradients)>) -> Gradients {
+        let mut parts = parts.into_iter();
+        let Some((w0, Gradients(mut sum))) = parts.next() else {
+            return Gradients(Vec::new());
+        };
+        for g in sum.iter_mut() {
+            g.par_chunks_mut(UPDATE_CHUNK)
+                .for_each(|g| g.iter_mut().for_each(|x| *x *= w0 as f32));
+        }
+        for (w, Gradients(part)) in parts {
+            for (sum, part) in sum.iter_mut().zip(part) {
+                sum.par_chunks_mut(UPDATE_CHUNK)
+                    .zip(part.par_chunks(UPDATE_CHUNK))
+                    .for_each(|(s, p)| {
+                        s.iter_mut()
+                            .zip(p)
+                            .for_each(|(s, &p)| *s = (w as f32).mul_add(p, *s))
+                    });
+            }
+        }
+        Gradients(sum)
+    }
+
+    /// Each parameter's gradient, flat, in the optimiser's order (by name).
+    pub fn values(&self) -> &[Vec<f32>] {
+        &self.0
+    }
+
     /// The global L2 norm of all gradients.
     pub fn norm(&self) -> f64 {
         self.0

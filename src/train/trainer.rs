@@ -2,13 +2,14 @@
 
 use crate::config::RunConfig;
 use crate::data::{tokenizer::NEWLINE, CharTokenizer, Corpus, Split, Splits};
-use crate::model::{Gpt, Mode};
+use crate::model::Gpt;
 use crate::sample::{generate, Generation, Sampling};
 use crate::train::checkpoint::*;
 use crate::train::interrupt;
 use crate::train::metrics::{from_csv, plot_losses, to_csv, MetricRow};
 use crate::train::optim::{clip_scale, AdamW, AdamWParams};
 use crate::train::schedule::learning_rate;
+use crate::train::shards::Shards;
 use anyhow::{bail, Context, Result};
 use candle_core::Device;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -73,7 +74,13 @@ fn rng(seed: u64, stream: u64) -> ChaCha8Rng {
 
 /// Mean validation loss over `eval_iters` batches drawn from a fixed RNG, so every evaluation
 /// (and a resumed run) sees the same batches.
-fn evaluate(model: &Gpt, splits: &Splits, cfg: &RunConfig, device: &Device) -> Result<f64> {
+fn evaluate(
+    model: &Gpt,
+    shards: &Shards,
+    splits: &Splits,
+    cfg: &RunConfig,
+    device: &Device,
+) -> Result<f64> {
     let mut rng = rng(cfg.train.seed, 3);
     let mut total = 0.0;
     for _ in 0..cfg.train.eval_iters {
@@ -84,7 +91,7 @@ fn evaluate(model: &Gpt, splits: &Splits, cfg: &RunConfig, device: &Device) -> R
             &mut rng,
             device,
         )?;
-        total += model.loss(&x, &y, &mut Mode::Eval)?.to_scalar::<f32>()? as f64;
+        total += shards.loss(model, &x, &y)?;
     }
     Ok(total / cfg.train.eval_iters as f64)
 }
@@ -217,6 +224,7 @@ pub fn train(opts: TrainOptions) -> Result<TrainSummary> {
         weight_decay: t.weight_decay,
     };
     let mut opt = AdamW::new(varmap.data().lock().expect("parameter map").clone(), params)?;
+    let shards = Shards::for_device(&device)?;
     let (mut batch_rng, mut dropout_rng) = (rng(t.seed, 1), rng(t.seed, 2));
     let mut counters = Counters {
         step: 0,
@@ -280,8 +288,8 @@ pub fn train(opts: TrainOptions) -> Result<TrainSummary> {
             &mut batch_rng,
             &device,
         )?;
-        let loss = model.loss(&x, &y, &mut Mode::Train(&mut dropout_rng))?;
-        let loss_value = loss.to_scalar::<f32>()? as f64;
+        let (loss_value, grads) =
+            shards.loss_and_gradients(&model, &opt, &x, &y, &mut dropout_rng)?;
         if !loss_value.is_finite() {
             let kept = if run.holds_run() {
                 format!("the last good checkpoint in {} is intact; lower --learning-rate (now {}) and resume, or restart", run.path.display(), t.learning_rate)
@@ -296,8 +304,6 @@ pub fn train(opts: TrainOptions) -> Result<TrainSummary> {
                 counters.step + 1
             );
         }
-        let grads = loss.backward()?;
-        let grads = opt.gradients(&grads)?;
         opt.step(&grads, lr, clip_scale(grads.norm(), t.grad_clip))?;
         counters.step += 1;
         let dt = step_start.elapsed().as_secs_f64();
@@ -317,7 +323,7 @@ pub fn train(opts: TrainOptions) -> Result<TrainSummary> {
         let stopping = counters.step == end || interrupt::requested();
         if counters.step.is_multiple_of(t.eval_interval) || stopping {
             last_train = interval_loss / interval_steps as f64;
-            last_val = evaluate(&model, &splits, &cfg, &device)?;
+            last_val = evaluate(&model, &shards, &splits, &cfg, &device)?;
             rows.push(MetricRow {
                 step: counters.step,
                 train_loss: last_train,
