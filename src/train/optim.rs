@@ -71,14 +71,28 @@ impl Gradients {
         &self.0
     }
 
-    /// The global L2 norm of all gradients.
+    /// The global L2 norm of all gradients: chunks on all threads, each summed in eight f64
+    /// lanes, the chunk sums added in order (so the result does not depend on the threads).
     pub fn norm(&self) -> f64 {
-        self.0
+        let chunk_sums: Vec<f64> = self
+            .0
             .iter()
-            .flat_map(|g| g.iter())
-            .map(|&x| (x as f64) * (x as f64))
-            .sum::<f64>()
-            .sqrt()
+            .flat_map(|g| g.chunks(UPDATE_CHUNK))
+            .collect::<Vec<_>>()
+            .par_iter()
+            .map(|chunk| {
+                let mut lanes = [0f64; 8];
+                let (eights, rest) = chunk.as_chunks::<8>();
+                for eight in eights {
+                    for (lane, &x) in lanes.iter_mut().zip(eight) {
+                        *lane = (x as f64).mul_add(x as f64, *lane);
+                    }
+                }
+                let rest: f64 = rest.iter().map(|&x| (x as f64) * (x as f64)).sum();
+                lanes.iter().sum::<f64>() + rest
+            })
+            .collect();
+        chunk_sums.iter().sum::<f64>().sqrt()
     }
 }
 
@@ -202,5 +216,50 @@ pub fn clip_scale(norm: f64, max_norm: f64) -> f64 {
         max_norm / (norm + 1e-6)
     } else {
         1.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gradient_norm_and_weighted_sum_match_plain_sums() {
+        // Lengths around the chunk size and the eight lanes.
+        let lengths = [
+            1,
+            7,
+            8,
+            9,
+            UPDATE_CHUNK - 1,
+            UPDATE_CHUNK,
+            3 * UPDATE_CHUNK + 5,
+        ];
+        let gradients = |seed: usize| {
+            let values = |n: usize| -> Vec<f32> {
+                (0..n)
+                    .map(|i| (((i * 37 + seed * 11) % 101) as f32 - 50.0) * 0.01)
+                    .collect()
+            };
+            Gradients(lengths.iter().map(|&n| values(n)).collect())
+        };
+        let (a, b) = (gradients(1), gradients(2));
+        let plain = |g: &Gradients| {
+            g.0.iter()
+                .flatten()
+                .map(|&x| (x as f64).powi(2))
+                .sum::<f64>()
+                .sqrt()
+        };
+        assert!((a.norm() - plain(&a)).abs() < 1e-12 * plain(&a));
+        let expected: Vec<Vec<f32>> =
+            a.0.iter()
+                .zip(&b.0)
+                .map(|(a, b)| a.iter().zip(b).map(|(a, b)| 0.75 * a + 0.25 * b).collect())
+                .collect();
+        let sum = Gradients::weighted_sum(vec![(0.75, a), (0.25, b)]);
+        for (s, e) in sum.values().iter().flatten().zip(expected.iter().flatten()) {
+            assert!((s - e).abs() < 1e-6, "{s} vs {e}");
+        }
     }
 }
