@@ -142,7 +142,7 @@ fn fused_linear_matches_the_reference() {
 #[test]
 fn fused_output_layer_and_loss_match_the_reference() {
     use shige::ops::lm_head_loss::{lm_head_cross_entropy, lm_head_cross_entropy_reference};
-    // 1,100 rows: three chunks of 512, the last one partial, split between threads.
+    // 1,100 rows: five chunks of 256, the last one partial, split between threads.
     let x = random(&[1100, 24], 1.0, 10);
     let w = random(&[53, 24], 0.5, 11);
     let targets = Tensor::from_vec(
@@ -163,6 +163,22 @@ fn fused_output_layer_and_loss_match_the_reference() {
         &lm_head_cross_entropy_reference(&x, &w, &targets).unwrap(),
     );
     assert!(d < 1e-4, "evaluation loss differs by {d}");
+    // Straight from the loss (an upstream gradient of 1, as in training).
+    let fused = lm_head_cross_entropy(&x, &w, &targets, true)
+        .unwrap()
+        .backward()
+        .unwrap();
+    let reference = lm_head_cross_entropy_reference(&x, &w, &targets)
+        .unwrap()
+        .backward()
+        .unwrap();
+    for v in [&x, &w] {
+        let d = rel_diff(
+            fused.get(v.as_tensor()).unwrap(),
+            reference.get(v.as_tensor()).unwrap(),
+        );
+        assert!(d < 1e-4, "gradient from the loss differs by {d}");
+    }
     let bad = Tensor::new(&[60u32; 1100], &Device::Cpu).unwrap();
     let err = lm_head_cross_entropy(&x, &w, &bad, true)
         .unwrap_err()
