@@ -42,7 +42,7 @@ pub struct AdamW {
 pub struct Gradients(Vec<Vec<f32>>);
 
 impl Gradients {
-    /// Σ weight × gradients over `parts` (at least one), summed in the parts' order.
+    /// Σ weight × gradients over `parts`, summed in the parts' order (none: no gradients).
     pub fn weighted_sum(parts: Vec<(f64, Gradients)>) -> Gradients {
         let mut parts = parts.into_iter();
         let Some((w0, Gradients(mut sum))) = parts.next() else {

@@ -75,7 +75,7 @@ impl Shards {
             let grads = opt.gradients(&loss.backward()?)?;
             Ok((loss.to_scalar::<f32>()? as f64, grads))
         };
-        if self.pools.is_empty() {
+        if !self.splits(x)? {
             return backward(x, y, rng);
         }
         let shards = self.split(x, y)?;
@@ -93,7 +93,7 @@ impl Shards {
         let loss = |x: &Tensor, y: &Tensor| -> Result<f64> {
             Ok(model.loss(x, y, &mut Mode::Eval)?.to_scalar::<f32>()? as f64)
         };
-        if self.pools.is_empty() {
+        if !self.splits(x)? {
             return loss(x, y);
         }
         let shards = self.split(x, y)?;
@@ -101,10 +101,16 @@ impl Shards {
         Ok(results.iter().map(|(w, loss)| w * loss).sum())
     }
 
+    /// Whether the batch `x` is split: with one sequence (or one thread) it runs whole on the
+    /// calling thread, its ops spread over all threads.
+    fn splits(&self, x: &Tensor) -> Result<bool> {
+        Ok(self.pools.len() > 1 && x.dim(0)? > 1)
+    }
+
     /// The batch's sequences in up to one shard per pool, sizes differing by at most one.
     fn split(&self, x: &Tensor, y: &Tensor) -> Result<Vec<Shard>> {
         let batch = x.dim(0)?;
-        let count = self.pools.len().min(batch).max(1);
+        let count = self.pools.len().min(batch);
         let mut start = 0;
         (0..count)
             .map(|i| {
