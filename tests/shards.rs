@@ -35,14 +35,20 @@ fn loss_and_gradients(model: &Gpt, opt: &AdamW, shards: usize, rows: usize) -> (
         .unwrap()
 }
 
+/// A seeded model of `cfg` and an optimiser over its parameters.
+fn model_and_optimiser(cfg: &ModelConfig) -> (Gpt, AdamW) {
+    let (model, varmap) = Gpt::seeded(cfg, 3, &Device::Cpu).unwrap();
+    let opt = AdamW::new(varmap.data().lock().unwrap().clone(), PARAMS).unwrap();
+    (model, opt)
+}
+
 #[test]
 fn shards_give_the_whole_batch_loss_and_gradients() {
     let cfg = ModelConfig {
         dropout: 0.0,
         ..common::small_config(30, 2, Position::Rope)
     };
-    let (model, varmap) = Gpt::seeded(&cfg, 3, &Device::Cpu).unwrap();
-    let opt = AdamW::new(varmap.data().lock().unwrap().clone(), PARAMS).unwrap();
+    let (model, opt) = model_and_optimiser(&cfg);
     // 5 sequences: shards of 3 + 2, and of 2 + 2 + 1, weighted by their sizes.
     let (whole_loss, whole) = loss_and_gradients(&model, &opt, 1, 5);
     for shards in [2, 3, 8] {
@@ -73,8 +79,7 @@ fn sharded_steps_with_dropout_repeat_exactly() {
         dropout: 0.2,
         ..common::small_config(30, 1, Position::Learned)
     };
-    let (model, varmap) = Gpt::seeded(&cfg, 3, &Device::Cpu).unwrap();
-    let opt = AdamW::new(varmap.data().lock().unwrap().clone(), PARAMS).unwrap();
+    let (model, opt) = model_and_optimiser(&cfg);
     let (loss_a, a) = loss_and_gradients(&model, &opt, 2, 4);
     let (loss_b, b) = loss_and_gradients(&model, &opt, 2, 4);
     assert_eq!(loss_a, loss_b);
