@@ -61,14 +61,17 @@ impl LmHeadLoss {
             matmul_on(logits, chunk, v, c, x_op, w_t, false, 1); // x Wᵀ
             let targets = &self.targets[start..start + chunk];
             for (row, &t) in logits.chunks_mut(v).zip(targets) {
-                let max = fast_math::max(row);
-                let lse = max + fast_math::sum_exp(row, max).ln();
-                total += (lse - row[t as usize]) as f64;
+                let (max, target) = (fast_math::max(row), row[t as usize]);
                 if self.with_grad {
-                    // d loss / d logits = (softmax − onehot) / N, written over the logits.
-                    row.iter_mut()
-                        .for_each(|l| *l = fast_math::exp(*l - lse) * inv_n);
+                    // d loss / d logits = (softmax − onehot) / N, written over the logits: the
+                    // exponentials first (one exp per logit), then scaled by 1 / (N·Σ).
+                    let sum = fast_math::exp_in_place(row, max);
+                    total += (max + sum.ln() - target) as f64;
+                    let scale = inv_n / sum;
+                    row.iter_mut().for_each(|l| *l *= scale);
                     row[t as usize] -= inv_n;
+                } else {
+                    total += (max + fast_math::sum_exp(row, max).ln() - target) as f64;
                 }
             }
             if self.with_grad {
