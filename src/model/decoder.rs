@@ -9,15 +9,17 @@
 //! into panels (`ops::matvec`), which stream faster than rows; embeddings, LayerNorms and the
 //! projections' biases are read in place from the model's tensors.
 //!
-//! Each block runs in two parallel phases, since every hand-over between threads costs
-//! microseconds: the heads (each its q, k, v, attention and share of the output projection),
-//! then the MLP in shares of its hidden units (each share's GELU and part of the second
-//! projection). Every head and share has its own packed weights, read as one contiguous run.
-//! The shares are summed in a fixed order, so the logits do not depend on the thread count.
+//! Each block runs in two parallel phases, since every hand-over between threads costs time:
+//! the heads (each its q, k, v, attention and share of the output projection), then the MLP in
+//! shares of its hidden units (each share's GELU and part of the second projection). Every head
+//! and share has its own packed weights, read as one contiguous run. The phases run on the
+//! decoder's own [`Team`] of threads, whose hand-over is faster than rayon's. The shares are
+//! summed in a fixed order, so the logits do not depend on the thread count.
 
 use crate::model::block::Block;
 use crate::model::layers::{LayerNorm, Linear, LN_EPS};
 use crate::model::position::{rope_angles, sinusoidal_table, PositionEncoding};
+use crate::model::team::Team;
 use crate::model::Gpt;
 use crate::ops::fast_math::{self, DOT_GROUP};
 use crate::ops::matvec::PackedMatrix;
@@ -25,6 +27,7 @@ use crate::ops::{gelu::gelu_value, layer_norm::normalize_row};
 use candle_core::{bail, CpuStorage, Result, Storage, StorageRef, Tensor};
 use rayon::prelude::*;
 use std::ops::Range;
+use std::sync::{Mutex, PoisonError};
 
 /// The f32 values of a contiguous CPU tensor (row-major), borrowed from its storage: the tensor
 /// cannot change while the decoder holds them.
@@ -100,13 +103,9 @@ impl PackedLinear {
         Self::new(linear, 0..n_out, 0..n_in, true)
     }
 
-    /// out (M × outputs) = x Wᵀ + b for the rows of x (M × inputs), on this thread, or on all
-    /// threads if `parallel`.
-    fn forward(&self, x: &[f32], out: &mut [f32], parallel: bool) {
-        match parallel {
-            true => self.weight.par_product(x, out),
-            false => self.weight.product(x, out),
-        }
+    /// out (M × outputs) = x Wᵀ + b for the rows of x (M × inputs), on this thread.
+    fn forward(&self, x: &[f32], out: &mut [f32]) {
+        self.weight.product(x, out);
         if let Some(b) = &self.bias {
             add_bias(out, b);
         }
@@ -254,6 +253,8 @@ pub struct CpuDecoder<'m> {
     n_head: usize,
     head_dim: usize,
     scale: f32,
+    /// The threads of the parallel phases, one per thread of rayon's pool.
+    team: Team,
 }
 
 impl<'m> CpuDecoder<'m> {
@@ -289,6 +290,7 @@ impl<'m> CpuDecoder<'m> {
             n_head: cfg.n_head,
             head_dim: attn.head_dim,
             scale: attn.scale() as f32,
+            team: Team::new(rayon::current_num_threads()),
         }))
     }
 
@@ -343,7 +345,7 @@ impl<'m> CpuDecoder<'m> {
                     out,
                 })
                 .collect();
-            on_all_threads(&mut shares, |head, share| {
+            self.on_all_members(&mut shares, |head, share| {
                 self.head_share(head, &h, angles.as_ref(), first, share)
             });
             let (x, h) = (&mut x[first * c..], &mut h[first * c..]); // (T − first, C)
@@ -356,14 +358,47 @@ impl<'m> CpuDecoder<'m> {
                 .iter()
                 .zip(outs.chunks_mut(out_len))
                 .collect();
-            on_all_threads(&mut shares, |_, (weights, out)| mlp_share(weights, h, out));
+            self.on_all_members(&mut shares, |_, (weights, out)| mlp_share(weights, h, out));
             add_shares(x, shares.iter().map(|s| &*s.1), &block.mlp_proj_bias);
         }
         let last = &x[(t - 1) * c..]; // (C)
         self.ln_f.forward(last, &mut h[..c]);
-        let mut logits = vec![0f32; self.wte.get().len() / c]; // (V)
-        self.lm_head.forward(&h[..c], &mut logits, true);
-        Ok(logits)
+        Ok(self.logits(&h[..c]))
+    }
+
+    /// Runs `work(index, item)` for every item, the items split into one run per team member.
+    fn on_all_members<T: Send>(&self, items: &mut [T], work: impl Fn(usize, &mut T) + Sync) {
+        let per_member = items.len().div_ceil(self.team.size()).max(1);
+        let runs: Vec<Mutex<&mut [T]>> = items.chunks_mut(per_member).map(Mutex::new).collect();
+        self.team.run(&|member| {
+            if let Some(run) = runs.get(member) {
+                for (j, item) in lock(run).iter_mut().enumerate() {
+                    work(member * per_member + j, item)
+                }
+            }
+        });
+    }
+
+    /// The logits (V) of the final hidden state h (C), the vocabulary split between the team.
+    fn logits(&self, h: &[f32]) -> Vec<f32> {
+        let mut logits = vec![0f32; self.wte.get().len() / self.n_embd]; // (V)
+        let weight = &self.lm_head.weight;
+        let parts: Vec<_> = weight
+            .output_parts(&mut logits, self.team.size())
+            .into_iter()
+            .map(Mutex::new)
+            .collect();
+        self.team.run(&|member| {
+            if let Some(part) = parts.get(member) {
+                let (panels, out) = &mut *lock(part);
+                weight.panels_product(h, panels.clone(), out);
+            }
+        });
+        drop(parts);
+        if let Some(b) = &self.lm_head.bias {
+            add_bias(&mut logits, b);
+        }
+        logits
     }
 
     /// One head's part of a block's attention for the rows of h (T × C): its q, k and v (q and k
@@ -380,7 +415,7 @@ impl<'m> CpuDecoder<'m> {
     ) {
         let (d, rows) = (self.head_dim, h.len() / self.n_embd);
         let mut qkv = vec![0f32; rows * 3 * d]; // (T, 3d)
-        share.weights.qkv.forward(h, &mut qkv, false);
+        share.weights.qkv.forward(h, &mut qkv);
         let mut y = vec![0f32; (rows - first) * d]; // (T − first, d)
 
         // Each row's place in y, none before `first`.
@@ -488,7 +523,7 @@ struct HeadShare<'s> {
 fn mlp_share(weights: &MlpShareWeights, h: &[f32], out: &mut [f32]) {
     let (units, c) = weights.fc.weight.shape();
     let mut hidden = vec![0f32; h.len() / c * units]; // (T, units)
-    weights.fc.forward(h, &mut hidden, false);
+    weights.fc.forward(h, &mut hidden);
     hidden.iter_mut().for_each(|v| *v = gelu_value(*v));
     weights.proj.weight.accumulate(&hidden, out);
 }
@@ -514,17 +549,9 @@ fn add_bias(x: &mut [f32], bias: &[f32]) {
     }
 }
 
-/// Runs `work(index, item)` for every item, the items split into one run per thread.
-fn on_all_threads<T: Send>(items: &mut [T], work: impl Fn(usize, &mut T) + Sync) {
-    let per_task = items.len().div_ceil(rayon::current_num_threads()).max(1);
-    items
-        .par_chunks_mut(per_task)
-        .enumerate()
-        .for_each(|(task, items)| {
-            for (j, item) in items.iter_mut().enumerate() {
-                work(task * per_task + j, item)
-            }
-        });
+/// A part of the items of a phase, locked by the member that runs it (never contended).
+fn lock<T>(part: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    part.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Lanes of y summed at a time in [`weighted_sum`]: two AVX registers.

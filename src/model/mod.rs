@@ -9,6 +9,7 @@ pub mod gpt;
 pub mod init;
 pub mod layers;
 pub mod position;
+pub(crate) mod team;
 
 pub use cache::GenerationCache;
 pub use decoder::{CpuDecoder, DecodeState};

@@ -13,7 +13,7 @@ use std::ops::Range;
 /// Outputs per panel: two AVX registers.
 const PANEL: usize = 16;
 
-/// Below this many weights the product stays on one thread: handing half to another costs more.
+/// Below this many weights a matrix is packed on one thread: handing half to another costs more.
 const PARALLEL_WEIGHTS: usize = 1 << 14;
 
 /// A weight matrix W (out × in) packed in panels of 16 outputs: panel p holds, for each input i
@@ -72,29 +72,22 @@ impl PackedMatrix {
         });
     }
 
-    /// [`Self::product`] on all threads when there is enough work: one row's panels, or
-    /// several rows' groups of six, split between them.
-    pub(crate) fn par_product(&self, x: &[f32], out: &mut [f32]) {
-        self.check(x, out);
-        let (n_in, n_out, panels) = (self.n_in, self.n_out, self.panel_count());
-        let m = x.len() / n_in;
-        let threads = rayon::current_num_threads();
-        if threads == 1 || m * n_out * n_in < PARALLEL_WEIGHTS {
-            self.panels_product(x, 0..panels, out)
-        } else if m == 1 {
-            let per_task = panels.div_ceil(threads);
-            out.par_chunks_mut(per_task * PANEL)
-                .enumerate()
-                .for_each(|(task, out)| {
-                    let first = task * per_task;
-                    self.panels_product(x, first..first + out.len().div_ceil(PANEL), out)
-                });
-        } else {
-            let per_task = m.div_ceil(TILE_ROWS).div_ceil(threads) * TILE_ROWS;
-            out.par_chunks_mut(per_task * n_out)
-                .zip(x.par_chunks(per_task * n_in))
-                .for_each(|(out, x)| self.panels_product(x, 0..panels, out));
-        }
+    /// The outputs of one row split into up to `parts` runs of whole panels, each with its
+    /// panels, for [`Self::panels_product`] on different threads.
+    pub(crate) fn output_parts<'o>(
+        &self,
+        out: &'o mut [f32],
+        parts: usize,
+    ) -> Vec<(Range<usize>, &'o mut [f32])> {
+        assert_eq!(out.len(), self.n_out, "output_parts: one row of outputs");
+        let per_part = self.panel_count().div_ceil(parts.max(1)).max(1);
+        out.chunks_mut(per_part * PANEL)
+            .enumerate()
+            .map(|(i, out)| {
+                let first = i * per_part;
+                (first..first + out.len().div_ceil(PANEL), out)
+            })
+            .collect()
     }
 
     /// Panics unless x is M × in and out M × out.
@@ -118,7 +111,7 @@ impl PackedMatrix {
     }
 
     /// out (M × outputs) = x Wᵀ restricted to the outputs of panels `panels`.
-    fn panels_product(&self, x: &[f32], panels: Range<usize>, out: &mut [f32]) {
+    pub(crate) fn panels_product(&self, x: &[f32], panels: Range<usize>, out: &mut [f32]) {
         let outputs = self.outputs(panels.clone());
         let width = outputs.len();
         self.each_panel_sum(x, panels, |row, p, sums| {
@@ -257,9 +250,15 @@ mod tests {
                 let mut out = vec![f32::NAN; m * n_out];
                 packed.product(&x, &mut out);
                 close(&out, &want, "product");
-                let mut out = vec![f32::NAN; m * n_out];
-                packed.par_product(&x, &mut out);
-                close(&out, &want, "par_product");
+                if m == 1 {
+                    for parts in [1, 2, 3, 64] {
+                        let mut out = vec![f32::NAN; n_out];
+                        for (panels, out) in packed.output_parts(&mut out, parts) {
+                            packed.panels_product(&x, panels, out);
+                        }
+                        close(&out, &want, "output_parts");
+                    }
+                }
                 // Accumulated onto what is there.
                 let mut out: Vec<f32> = (0..m * n_out).map(|i| i as f32 / 10.0).collect();
                 packed.accumulate(&x, &mut out);
