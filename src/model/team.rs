@@ -46,7 +46,8 @@ pub(crate) struct Team {
 }
 
 impl Team {
-    /// A team of `size` members (at least one: the caller of [`Team::run`]).
+    /// A team of `size` members (at least one: the caller of [`Team::run`]); smaller if the
+    /// system refuses more threads.
     pub(crate) fn new(size: usize) -> Team {
         let shared = Arc::new(Shared {
             phase: AtomicUsize::new(0),
@@ -56,9 +57,12 @@ impl Team {
             panicked: AtomicBool::new(false),
         });
         let helpers = (1..size.max(1))
-            .map(|index| {
+            .map_while(|index| {
                 let shared = Arc::clone(&shared);
-                thread::spawn(move || help(&shared, index))
+                thread::Builder::new()
+                    .name(format!("decoder-{index}"))
+                    .spawn(move || help(&shared, index))
+                    .ok()
             })
             .collect();
         Team { shared, helpers }
