@@ -1,9 +1,9 @@
 //! A small team of threads for the decoder's parallel phases, with a fast hand-over.
 //!
 //! A generation step has about nine parallel phases of ~10 µs each. Handing a phase to rayon's
-//! pool costs 1–2 µs (the idle worker has to be woken or to find the job by stealing). The team's
-//! helpers instead wait for the next phase spinning on a counter, so a hand-over is a few cache
-//! misses; after [`SPIN`] without work they park, so an idle decoder does not hold a core.
+//! pool cost 1–2 µs in a microbenchmark (the idle worker has to be woken or to find the job by
+//! stealing). The team's helpers instead wait for the next phase spinning on a counter; after
+//! [`SPIN`] without work they park, so an idle decoder does not hold a core.
 
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
