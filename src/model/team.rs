@@ -43,6 +43,8 @@ struct Shared {
 pub(crate) struct Team {
     shared: Arc<Shared>,
     helpers: Vec<JoinHandle<()>>,
+    /// Held by the caller of [`Team::run`]: callers on several threads take turns.
+    leader: Mutex<()>,
 }
 
 impl Team {
@@ -65,7 +67,11 @@ impl Team {
                     .ok()
             })
             .collect();
-        Team { shared, helpers }
+        Team {
+            shared,
+            helpers,
+            leader: Mutex::new(()),
+        }
     }
 
     /// Members, the caller included.
@@ -74,11 +80,13 @@ impl Team {
     }
 
     /// Runs `job(i)` for every member i, `job(0)` on the calling thread, and returns when all
-    /// are done. A panic in any of them is raised here.
+    /// are done. A panic in any of them is raised here. Calls from several threads take turns;
+    /// a job must not call `run` on its own team.
     pub(crate) fn run(&self, job: &(dyn Fn(usize) + Sync)) {
         if self.helpers.is_empty() {
             return job(0);
         }
+        let _turn = self.leader.lock().unwrap_or_else(PoisonError::into_inner);
         let shared = &*self.shared;
         // SAFETY: only the lifetime is erased; this function waits below until every helper has
         // finished calling the job, and clears it before returning.
@@ -179,6 +187,24 @@ mod tests {
                 assert_eq!(c.load(Ordering::Relaxed), 1000);
             }
         }
+    }
+
+    #[test]
+    fn callers_on_several_threads_take_turns() {
+        let team = Team::new(2);
+        let calls = AtomicUsize::new(0);
+        std::thread::scope(|scope| {
+            for _ in 0..3 {
+                scope.spawn(|| {
+                    for _ in 0..300 {
+                        team.run(&|_| {
+                            calls.fetch_add(1, Ordering::Relaxed);
+                        });
+                    }
+                });
+            }
+        });
+        assert_eq!(calls.load(Ordering::Relaxed), 3 * 300 * 2);
     }
 
     #[test]
