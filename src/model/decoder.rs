@@ -19,7 +19,7 @@
 use crate::model::block::Block;
 use crate::model::layers::{LayerNorm, Linear, LN_EPS};
 use crate::model::position::{rope_angles, sinusoidal_table, PositionEncoding};
-use crate::model::team::Team;
+use crate::model::team::{lock, Team};
 use crate::model::Gpt;
 use crate::ops::fast_math::{self, DOT_GROUP};
 use crate::ops::matvec::PackedMatrix;
@@ -27,7 +27,7 @@ use crate::ops::{gelu::gelu_value, layer_norm::normalize_row};
 use candle_core::{bail, CpuStorage, Result, Storage, StorageRef, Tensor};
 use rayon::prelude::*;
 use std::ops::Range;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 
 /// The f32 values of a contiguous CPU tensor (row-major), borrowed from its storage: the tensor
 /// cannot change while the decoder holds them.
@@ -314,7 +314,8 @@ impl<'m> CpuDecoder<'m> {
         }
         let mut x = self.embed(tokens, start)?; // (T, C)
         let mut h = vec![0f32; t * c]; // (T, C)
-                                       // RoPE's cos and sin of positions start..start+T (T × head_dim/2 each), for every block.
+
+        // RoPE's cos and sin of positions start..start+T (T × head_dim/2 each), for every block.
         let angles = match self.positions {
             Positions::Rope(base) => Some(rope_angles(start, t, self.head_dim, base)),
             _ => None,
@@ -547,11 +548,6 @@ fn add_bias(x: &mut [f32], bias: &[f32]) {
     for row in x.chunks_mut(bias.len()) {
         row.iter_mut().zip(bias).for_each(|(x, b)| *x += b);
     }
-}
-
-/// A part of the items of a phase, locked by the member that runs it (never contended).
-fn lock<T>(part: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    part.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// Lanes of y summed at a time in [`weighted_sum`]: two AVX registers.

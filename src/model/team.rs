@@ -86,7 +86,7 @@ impl Team {
         if self.helpers.is_empty() {
             return job(0);
         }
-        let _turn = self.leader.lock().unwrap_or_else(PoisonError::into_inner);
+        let _turn = lock(&self.leader);
         let shared = &*self.shared;
         // SAFETY: only the lifetime is erased; this function waits below until every helper has
         // finished calling the job, and clears it before returning.
@@ -128,9 +128,10 @@ impl Drop for Team {
     }
 }
 
-/// The job slot, whether or not a panic poisoned its lock (it holds a plain pointer).
-fn lock(job: &Mutex<Option<JobRef>>) -> std::sync::MutexGuard<'_, Option<JobRef>> {
-    job.lock().unwrap_or_else(PoisonError::into_inner)
+/// Locks `value` whether or not a panic poisoned it: the job slot (a plain pointer) or a
+/// member's part of a phase's items, which a panic leaves as valid as before.
+pub(crate) fn lock<T>(value: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    value.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// A helper's life: wait for a phase (spinning, then parked), run its part, report, repeat.
