@@ -194,16 +194,77 @@ struct QkvAttention {
     weights: Mutex<Option<Vec<f32>>>,
 }
 
-impl QkvAttention {
-    /// Head h's q, k and v in batch row `qkv` (T × 3C): T × D operands with row stride 3C.
-    fn heads<'a>(&self, qkv: &'a [f32], h: usize, c: usize) -> [Operand<'a>; 3] {
-        let d = c / self.n_head;
-        [0, c, 2 * c].map(|part| Operand {
-            data: &qkv[part + h * d..],
-            row_stride: 3 * c,
-            col_stride: 1,
-        })
-    }
+/// Head h's q, k and v in batch row `qkv` (T × 3C) of `n_head` heads: T × D operands with row
+/// stride 3C.
+fn heads(qkv: &[f32], h: usize, c: usize, n_head: usize) -> [Operand<'_>; 3] {
+    let d = c / n_head;
+    [0, c, 2 * c].map(|part| Operand {
+        data: &qkv[part + h * d..],
+        row_stride: 3 * c,
+        col_stride: 1,
+    })
+}
+
+/// Causal attention of every head in qkv (B × T × 3C, for (T, C) = `tc`): the heads' outputs
+/// side by side (B × T × C) and the attention weights (B × H × T × T) for [`qkv_backward`].
+pub(crate) fn qkv_forward(
+    qkv: &[f32],
+    (t, c): (usize, usize),
+    n_head: usize,
+    scale: f32,
+) -> (Vec<f32>, Vec<f32>) {
+    let (c3, d) = (3 * c, c / n_head);
+    let b = qkv.len() / (t * c3);
+    let mut out = vec![0f32; b * t * c];
+    let mut weights = vec![0f32; b * n_head * t * t];
+    out.par_chunks_mut(t * c)
+        .zip(weights.par_chunks_mut(n_head * t * t))
+        .zip(qkv.par_chunks(t * c3))
+        .for_each(|((out, p), qkv)| {
+            let mut o = vec![0f32; t * d];
+            for (head, p) in p.chunks_mut(t * t).enumerate() {
+                let [q, k, v] = heads(qkv, head, c, n_head);
+                head_forward((q, k, v), (t, t, d), scale, p, &mut o);
+                scatter(&o, out, c, head * d);
+            }
+        });
+    (out, weights)
+}
+
+/// The gradient of qkv (B × T × 3C) from the output's gradient g (B × T × C) and the weights p
+/// of [`qkv_forward`].
+pub(crate) fn qkv_backward(
+    qkv: &[f32],
+    g: &[f32],
+    p: &[f32],
+    (t, c): (usize, usize),
+    n_head: usize,
+    scale: f32,
+) -> Vec<f32> {
+    let (c3, d) = (3 * c, c / n_head);
+    let mut dqkv = vec![0f32; qkv.len()];
+    dqkv.par_chunks_mut(t * c3)
+        .zip(qkv.par_chunks(t * c3))
+        .zip(g.par_chunks(t * c))
+        .zip(p.par_chunks(n_head * t * t))
+        .for_each(|(((dqkv, qkv), g), p)| {
+            let mut ds = vec![0f32; t * t];
+            let mut grads = [vec![0f32; t * d], vec![0f32; t * d], vec![0f32; t * d]];
+            for (head, p) in p.chunks(t * t).enumerate() {
+                let [q, k, v] = heads(qkv, head, c, n_head);
+                let g = Operand {
+                    data: &g[head * d..],
+                    row_stride: c,
+                    col_stride: 1,
+                };
+                let [dq, dk, dv] = &mut grads;
+                head_backward((q, k, v, g), (t, d), scale, p, &mut ds, (dq, dk, dv));
+                for (part, grad) in grads.iter().enumerate() {
+                    scatter(grad, dqkv, c3, part * c + head * d);
+                }
+            }
+        });
+    dqkv
 }
 
 /// Copies the rows of `head` (T × D) into columns `offset..offset + D` of `dst` (T × width).
@@ -222,56 +283,19 @@ impl CustomOp1 for QkvAttention {
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
         let qkv = contiguous(storage, layout, self.name())?;
         let (b, t, c3) = layout.shape().dims3()?;
-        let (c, h) = (c3 / 3, self.n_head);
-        let d = c / h;
-        let mut out = vec![0f32; b * t * c];
-        let mut weights = vec![0f32; b * h * t * t];
-        out.par_chunks_mut(t * c)
-            .zip(weights.par_chunks_mut(h * t * t))
-            .zip(qkv.par_chunks(t * c3))
-            .for_each(|((out, p), qkv)| {
-                let mut o = vec![0f32; t * d];
-                for (head, p) in p.chunks_mut(t * t).enumerate() {
-                    let [q, k, v] = self.heads(qkv, head, c);
-                    head_forward((q, k, v), (t, t, d), self.scale, p, &mut o);
-                    scatter(&o, out, c, head * d);
-                }
-            });
+        let (out, weights) = qkv_forward(qkv, (t, c3 / 3), self.n_head, self.scale);
         keep(&self.weights, weights)?;
-        Ok((CpuStorage::F32(out), Shape::from((b, t, c))))
+        Ok((CpuStorage::F32(out), Shape::from((b, t, c3 / 3))))
     }
 
     fn bwd(&self, qkv: &Tensor, _out: &Tensor, d_out: &Tensor) -> Result<Option<Tensor>> {
         let p = take(&self.weights)?;
         let (_, t, c3) = qkv.dims3()?;
-        let (c, h) = (c3 / 3, self.n_head);
-        let d = c / h;
         let (qkv_v, g_v) = (
             qkv.flatten_all()?.to_vec1::<f32>()?,
             d_out.flatten_all()?.to_vec1::<f32>()?,
         );
-        let mut dqkv = vec![0f32; qkv_v.len()];
-        dqkv.par_chunks_mut(t * c3)
-            .zip(qkv_v.par_chunks(t * c3))
-            .zip(g_v.par_chunks(t * c))
-            .zip(p.par_chunks(h * t * t))
-            .for_each(|(((dqkv, qkv), g), p)| {
-                let mut ds = vec![0f32; t * t];
-                let mut grads = [vec![0f32; t * d], vec![0f32; t * d], vec![0f32; t * d]];
-                for (head, p) in p.chunks(t * t).enumerate() {
-                    let [q, k, v] = self.heads(qkv, head, c);
-                    let g = Operand {
-                        data: &g[head * d..],
-                        row_stride: c,
-                        col_stride: 1,
-                    };
-                    let [dq, dk, dv] = &mut grads;
-                    head_backward((q, k, v, g), (t, d), self.scale, p, &mut ds, (dq, dk, dv));
-                    for (part, grad) in grads.iter().enumerate() {
-                        scatter(grad, dqkv, c3, part * c + head * d);
-                    }
-                }
-            });
+        let dqkv = qkv_backward(&qkv_v, &g_v, &p, (t, c3 / 3), self.n_head, self.scale);
         Ok(Some(Tensor::from_vec(dqkv, qkv.shape(), qkv.device())?))
     }
 }

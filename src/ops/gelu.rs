@@ -15,6 +15,32 @@ pub(crate) fn gelu_value(v: f32) -> f32 {
     0.5 * v * (1.0 + fast_math::erf(v * INV_SQRT_2))
 }
 
+/// GELU of every element of x.
+pub(crate) fn forward(x: &[f32]) -> Vec<f32> {
+    let mut y = vec![0f32; x.len()];
+    y.par_chunks_mut(CHUNK)
+        .zip(x.par_chunks(CHUNK))
+        .for_each(|(out, inp)| {
+            for (o, &v) in out.iter_mut().zip(inp) {
+                *o = gelu_value(v);
+            }
+        });
+    y
+}
+
+/// Turns the output's gradient `g` into the input's: g · (Φ(x) + x·φ(x)), element by element.
+pub(crate) fn backward_in_place(x: &[f32], g: &mut [f32]) {
+    g.par_chunks_mut(CHUNK)
+        .zip(x.par_chunks(CHUNK))
+        .for_each(|(gs, xs)| {
+            for (g, &v) in gs.iter_mut().zip(xs) {
+                let cdf = 0.5 * (1.0 + fast_math::erf(v * INV_SQRT_2));
+                let pdf = INV_SQRT_2PI * fast_math::exp(-0.5 * v * v);
+                *g *= cdf + v * pdf;
+            }
+        });
+}
+
 struct Gelu;
 
 impl CustomOp1 for Gelu {
@@ -24,15 +50,7 @@ impl CustomOp1 for Gelu {
 
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
         let x = contiguous(storage, layout, self.name())?;
-        let mut y = vec![0f32; x.len()];
-        y.par_chunks_mut(CHUNK)
-            .zip(x.par_chunks(CHUNK))
-            .for_each(|(out, inp)| {
-                for (o, &v) in out.iter_mut().zip(inp) {
-                    *o = gelu_value(v);
-                }
-            });
-        Ok((CpuStorage::F32(y), layout.shape().clone()))
+        Ok((CpuStorage::F32(forward(x)), layout.shape().clone()))
     }
 
     fn bwd(&self, x: &Tensor, _y: &Tensor, dy: &Tensor) -> Result<Option<Tensor>> {
@@ -59,16 +77,8 @@ impl CustomOp2 for GeluBackward {
             contiguous(s1, l1, self.name())?,
             contiguous(s2, l2, self.name())?,
         );
-        let mut dx = vec![0f32; x.len()];
-        dx.par_chunks_mut(CHUNK)
-            .zip(x.par_chunks(CHUNK).zip(dy.par_chunks(CHUNK)))
-            .for_each(|(out, (xs, gs))| {
-                for ((o, &v), &g) in out.iter_mut().zip(xs).zip(gs) {
-                    let cdf = 0.5 * (1.0 + fast_math::erf(v * INV_SQRT_2));
-                    let pdf = INV_SQRT_2PI * fast_math::exp(-0.5 * v * v);
-                    *o = g * (cdf + v * pdf);
-                }
-            });
+        let mut dx = dy.to_vec();
+        backward_in_place(x, &mut dx);
         Ok((CpuStorage::F32(dx), l1.shape().clone()))
     }
 }

@@ -20,6 +20,71 @@ pub(crate) fn normalize_row(x: &[f32], w: &[f32], b: &[f32], eps: f32, out: &mut
     }
 }
 
+/// LayerNorm of the rows of x (N × C) with weight w and bias b (C).
+pub(crate) fn forward(x: &[f32], w: &[f32], b: &[f32], eps: f32) -> Vec<f32> {
+    let c = w.len();
+    let mut y = vec![0f32; x.len()];
+    y.par_chunks_mut(c * ROWS_PER_TASK)
+        .zip(x.par_chunks(c * ROWS_PER_TASK))
+        .for_each(|(out, inp)| {
+            for (o, xr) in out.chunks_mut(c).zip(inp.chunks(c)) {
+                normalize_row(xr, w, b, eps, o);
+            }
+        });
+    y
+}
+
+/// The gradients of [`forward`] from the output's gradient dy (N × C): dx written into `dx`
+/// (added to it with `accumulate`), and (dweight, dbias) returned.
+pub(crate) fn backward_into(
+    x: &[f32],
+    w: &[f32],
+    dy: &[f32],
+    eps: f32,
+    dx: &mut [f32],
+    accumulate: bool,
+) -> (Vec<f32>, Vec<f32>) {
+    let c = w.len();
+    let chunk = c * ROWS_PER_TASK;
+    dx.par_chunks_mut(chunk)
+        .zip(x.par_chunks(chunk).zip(dy.par_chunks(chunk)))
+        .map(|(dx_part, (x_part, dy_part))| {
+            let (mut dw, mut db) = (vec![0f32; c], vec![0f32; c]);
+            let mut xhat = vec![0f32; c];
+            for ((dxr, xr), gr) in dx_part
+                .chunks_mut(c)
+                .zip(x_part.chunks(c))
+                .zip(dy_part.chunks(c))
+            {
+                let (mean, rstd) = stats(xr, eps);
+                let (mut mean_g, mut mean_gx) = (0f32, 0f32);
+                for i in 0..c {
+                    xhat[i] = (xr[i] - mean) * rstd;
+                    let g = gr[i] * w[i];
+                    mean_g += g;
+                    mean_gx += g * xhat[i];
+                    dw[i] += gr[i] * xhat[i];
+                    db[i] += gr[i];
+                }
+                let (mean_g, mean_gx) = (mean_g / c as f32, mean_gx / c as f32);
+                for i in 0..c {
+                    let d = rstd * (gr[i] * w[i] - mean_g - xhat[i] * mean_gx);
+                    dxr[i] = if accumulate { dxr[i] + d } else { d };
+                }
+            }
+            (dw, db)
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        // Summed in chunk order, not in rayon's reduction tree (which follows work stealing), so
+        // that a run is repeatable to the bit.
+        .fold((vec![0f32; c], vec![0f32; c]), |(mut a, mut b), (c2, d)| {
+            a.iter_mut().zip(&c2).for_each(|(u, v)| *u += v);
+            b.iter_mut().zip(&d).for_each(|(u, v)| *u += v);
+            (a, b)
+        })
+}
+
 struct LayerNormOp {
     eps: f32,
 }
@@ -43,16 +108,10 @@ impl CustomOp3 for LayerNormOp {
             contiguous(s2, l2, self.name())?,
             contiguous(s3, l3, self.name())?,
         );
-        let c = w.len();
-        let mut y = vec![0f32; x.len()];
-        y.par_chunks_mut(c * ROWS_PER_TASK)
-            .zip(x.par_chunks(c * ROWS_PER_TASK))
-            .for_each(|(out, inp)| {
-                for (o, xr) in out.chunks_mut(c).zip(inp.chunks(c)) {
-                    normalize_row(xr, w, b, self.eps, o);
-                }
-            });
-        Ok((CpuStorage::F32(y), l1.shape().clone()))
+        Ok((
+            CpuStorage::F32(forward(x, w, b, self.eps)),
+            l1.shape().clone(),
+        ))
     }
 
     fn bwd(
@@ -104,45 +163,7 @@ impl CustomOp3 for LayerNormBackward {
         let c = w.len();
         let rows = x.len() / c;
         let mut out = vec![0f32; (rows + 2) * c];
-        let (dx, _) = out.split_at_mut(rows * c);
-        let chunk = c * ROWS_PER_TASK;
-        let (dw, db) = dx
-            .par_chunks_mut(chunk)
-            .zip(x.par_chunks(chunk).zip(dy.par_chunks(chunk)))
-            .map(|(dx_part, (x_part, dy_part))| {
-                let (mut dw, mut db) = (vec![0f32; c], vec![0f32; c]);
-                let mut xhat = vec![0f32; c];
-                for ((dxr, xr), gr) in dx_part
-                    .chunks_mut(c)
-                    .zip(x_part.chunks(c))
-                    .zip(dy_part.chunks(c))
-                {
-                    let (mean, rstd) = stats(xr, self.eps);
-                    let (mut mean_g, mut mean_gx) = (0f32, 0f32);
-                    for i in 0..c {
-                        xhat[i] = (xr[i] - mean) * rstd;
-                        let g = gr[i] * w[i];
-                        mean_g += g;
-                        mean_gx += g * xhat[i];
-                        dw[i] += gr[i] * xhat[i];
-                        db[i] += gr[i];
-                    }
-                    let (mean_g, mean_gx) = (mean_g / c as f32, mean_gx / c as f32);
-                    for i in 0..c {
-                        dxr[i] = rstd * (gr[i] * w[i] - mean_g - xhat[i] * mean_gx);
-                    }
-                }
-                (dw, db)
-            })
-            .collect::<Vec<_>>()
-            .into_iter()
-            // Summed in chunk order, not in rayon's reduction tree (which follows work stealing),
-            // so that a run is repeatable to the bit.
-            .fold((vec![0f32; c], vec![0f32; c]), |(mut a, mut b), (c2, d)| {
-                a.iter_mut().zip(&c2).for_each(|(u, v)| *u += v);
-                b.iter_mut().zip(&d).for_each(|(u, v)| *u += v);
-                (a, b)
-            });
+        let (dw, db) = backward_into(x, w, dy, self.eps, &mut out[..rows * c], false);
         out[rows * c..(rows + 1) * c].copy_from_slice(&dw);
         out[(rows + 1) * c..].copy_from_slice(&db);
         Ok((CpuStorage::F32(out), Shape::from((rows + 2, c))))

@@ -6,7 +6,7 @@ use candle_core::{CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tenso
 use rayon::prelude::*;
 
 /// y (N × out) = x (N × in) · Wᵀ, W stored (out × in), plus `bias` in every row when given.
-fn forward(x: &[f32], w: &[f32], bias: Option<&[f32]>, n_out: usize) -> Vec<f32> {
+pub(crate) fn forward(x: &[f32], w: &[f32], bias: Option<&[f32]>, n_out: usize) -> Vec<f32> {
     let n_in = w.len() / n_out;
     let rows = x.len() / n_in;
     let mut y = match bias {
@@ -25,6 +25,57 @@ fn forward(x: &[f32], w: &[f32], bias: Option<&[f32]>, n_out: usize) -> Vec<f32>
     }; // Wᵀ: (in × out)
     matmul_into(&mut y, rows, n_out, n_in, lhs, rhs, bias.is_some());
     y
+}
+
+/// The gradients of [`forward`] from the output's gradient dy (N × out), W being (out × in): dx
+/// (N × in) = dy·W, dW (out × in) = dyᵀ·x and, when given, db (out) = Σ_rows dy. Every output is
+/// overwritten.
+pub(crate) fn backward_into(
+    (x, w, dy): (&[f32], &[f32], &[f32]),
+    n_out: usize,
+    dx: &mut [f32],
+    dw: &mut [f32],
+    db: Option<&mut [f32]>,
+) {
+    let n_in = w.len() / n_out;
+    let rows = x.len() / n_in;
+    let dy_op = Operand {
+        data: dy,
+        row_stride: n_out,
+        col_stride: 1,
+    };
+    let w_op = Operand {
+        data: w,
+        row_stride: n_in,
+        col_stride: 1,
+    };
+    matmul_into(dx, rows, n_in, n_out, dy_op, w_op, false); // dy·W
+    let x_op = Operand {
+        data: x,
+        row_stride: n_in,
+        col_stride: 1,
+    };
+    matmul_into(dw, n_out, n_in, rows, dy_op.t(), x_op, false); // dyᵀ·x
+    if let Some(db) = db {
+        let sums = dy
+            .par_chunks(n_out * 256)
+            .map(|part| {
+                let mut acc = vec![0f32; n_out];
+                for row in part.chunks(n_out) {
+                    acc.iter_mut().zip(row).for_each(|(a, v)| *a += v);
+                }
+                acc
+            })
+            .collect::<Vec<_>>()
+            .into_iter()
+            // Summed in chunk order, not in rayon's reduction tree (which follows work
+            // stealing), so that a run is repeatable to the bit.
+            .fold(vec![0f32; n_out], |mut a, b| {
+                a.iter_mut().zip(&b).for_each(|(u, v)| *u += v);
+                a
+            });
+        db.copy_from_slice(&sums);
+    }
 }
 
 /// The Linear op; `out` is the number of output features.
@@ -142,62 +193,7 @@ impl CustomOp3 for LinearBackward {
         let mut packed = vec![0f32; rows * n_in + n_out * n_in + bias_len];
         let (dx, rest) = packed.split_at_mut(rows * n_in);
         let (dw, db) = rest.split_at_mut(n_out * n_in);
-        let dy_op = Operand {
-            data: dy,
-            row_stride: n_out,
-            col_stride: 1,
-        };
-        matmul_into(
-            dx,
-            rows,
-            n_in,
-            n_out,
-            dy_op,
-            Operand {
-                data: w,
-                row_stride: n_in,
-                col_stride: 1,
-            },
-            false,
-        );
-        let dy_t = Operand {
-            data: dy,
-            row_stride: 1,
-            col_stride: n_out,
-        }; // dyᵀ: (out × N)
-        matmul_into(
-            dw,
-            n_out,
-            n_in,
-            rows,
-            dy_t,
-            Operand {
-                data: x,
-                row_stride: n_in,
-                col_stride: 1,
-            },
-            false,
-        );
-        if self.with_bias {
-            let sums = dy
-                .par_chunks(n_out * 256)
-                .map(|part| {
-                    let mut acc = vec![0f32; n_out];
-                    for row in part.chunks(n_out) {
-                        acc.iter_mut().zip(row).for_each(|(a, v)| *a += v);
-                    }
-                    acc
-                })
-                .collect::<Vec<_>>()
-                .into_iter()
-                // Summed in chunk order, not in rayon's reduction tree (which follows work
-                // stealing), so that a run is repeatable to the bit.
-                .fold(vec![0f32; n_out], |mut a, b| {
-                    a.iter_mut().zip(&b).for_each(|(u, v)| *u += v);
-                    a
-                });
-            db.copy_from_slice(&sums);
-        }
+        backward_into((x, w, dy), n_out, dx, dw, self.with_bias.then_some(db));
         let len = packed.len();
         Ok((CpuStorage::F32(packed), Shape::from(len)))
     }

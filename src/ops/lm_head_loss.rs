@@ -24,82 +24,123 @@ struct LmHeadLoss {
     grads: Mutex<Option<Grads>>,
 }
 
-impl LmHeadLoss {
-    /// The summed loss of `rows` of `x` (N × C, N = `n`) against W (V × C), on the calling thread,
-    /// chunk by chunk. With gradients, also writes d loss/dx of those rows into `dx` and returns
-    /// their contribution to dW (empty without gradients).
-    #[allow(clippy::too_many_arguments)]
-    fn share(
-        &self,
-        x: &[f32],
-        w: &[f32],
-        v: usize,
-        c: usize,
-        n: usize,
-        rows: std::ops::Range<usize>,
-        dx: &mut [f32],
-    ) -> (f64, Vec<f32>) {
-        let inv_n = 1.0 / n as f32;
-        let mut dw = if self.with_grad {
-            vec![0f32; v * c]
-        } else {
-            Vec::new()
+/// The summed loss of `rows` of `x` (N × C, N = `n`) against W (V × C) and `targets` (N), on the
+/// calling thread, chunk by chunk. With gradients, also writes d loss/dx of those rows into `dx`
+/// and returns their contribution to dW (empty without gradients).
+#[allow(clippy::too_many_arguments)]
+fn share(
+    (x, w, targets): (&[f32], &[f32], &[u32]),
+    v: usize,
+    c: usize,
+    n: usize,
+    rows: std::ops::Range<usize>,
+    with_grad: bool,
+    dx: &mut [f32],
+) -> (f64, Vec<f32>) {
+    let inv_n = 1.0 / n as f32;
+    let mut dw = if with_grad {
+        vec![0f32; v * c]
+    } else {
+        Vec::new()
+    };
+    let mut logits = vec![0f32; CHUNK_ROWS * v];
+    let mut total = 0f64;
+    for start in rows.clone().step_by(CHUNK_ROWS) {
+        let chunk = CHUNK_ROWS.min(rows.end - start);
+        let logits = &mut logits[..chunk * v];
+        let x_op = Operand {
+            data: &x[start * c..(start + chunk) * c],
+            row_stride: c,
+            col_stride: 1,
         };
-        let mut logits = vec![0f32; CHUNK_ROWS * v];
-        let mut total = 0f64;
-        for start in rows.clone().step_by(CHUNK_ROWS) {
-            let chunk = CHUNK_ROWS.min(rows.end - start);
-            let logits = &mut logits[..chunk * v];
-            let x_op = Operand {
-                data: &x[start * c..(start + chunk) * c],
+        let w_t = Operand {
+            data: w,
+            row_stride: 1,
+            col_stride: c,
+        };
+        matmul_on(logits, chunk, v, c, x_op, w_t, false, 1); // x Wᵀ
+        let targets = &targets[start..start + chunk];
+        for (row, &t) in logits.chunks_mut(v).zip(targets) {
+            let (max, target) = (fast_math::max(row), row[t as usize]);
+            if with_grad {
+                // d loss / d logits = (softmax − onehot) / N, written over the logits: the
+                // exponentials first (one exp per logit), then scaled by 1 / (N·Σ).
+                let sum = fast_math::exp_in_place(row, max);
+                total += (max + sum.ln() - target) as f64;
+                let scale = inv_n / sum;
+                row.iter_mut().for_each(|l| *l *= scale);
+                row[t as usize] -= inv_n;
+            } else {
+                total += (max + fast_math::sum_exp(row, max).ln() - target) as f64;
+            }
+        }
+        if with_grad {
+            let local = start - rows.start;
+            let dx_chunk = &mut dx[local * c..(local + chunk) * c];
+            let dlogits = Operand {
+                data: logits,
+                row_stride: v,
+                col_stride: 1,
+            };
+            let w_op = Operand {
+                data: w,
                 row_stride: c,
                 col_stride: 1,
             };
-            let w_t = Operand {
-                data: w,
+            matmul_on(dx_chunk, chunk, c, v, dlogits, w_op, false, 1); // dlogits · W
+            let dlogits_t = Operand {
+                data: logits,
                 row_stride: 1,
-                col_stride: c,
+                col_stride: v,
             };
-            matmul_on(logits, chunk, v, c, x_op, w_t, false, 1); // x Wᵀ
-            let targets = &self.targets[start..start + chunk];
-            for (row, &t) in logits.chunks_mut(v).zip(targets) {
-                let (max, target) = (fast_math::max(row), row[t as usize]);
-                if self.with_grad {
-                    // d loss / d logits = (softmax − onehot) / N, written over the logits: the
-                    // exponentials first (one exp per logit), then scaled by 1 / (N·Σ).
-                    let sum = fast_math::exp_in_place(row, max);
-                    total += (max + sum.ln() - target) as f64;
-                    let scale = inv_n / sum;
-                    row.iter_mut().for_each(|l| *l *= scale);
-                    row[t as usize] -= inv_n;
-                } else {
-                    total += (max + fast_math::sum_exp(row, max).ln() - target) as f64;
-                }
-            }
-            if self.with_grad {
-                let local = start - rows.start;
-                let dx_chunk = &mut dx[local * c..(local + chunk) * c];
-                let dlogits = Operand {
-                    data: logits,
-                    row_stride: v,
-                    col_stride: 1,
-                };
-                let w_op = Operand {
-                    data: w,
-                    row_stride: c,
-                    col_stride: 1,
-                };
-                matmul_on(dx_chunk, chunk, c, v, dlogits, w_op, false, 1); // dlogits · W
-                let dlogits_t = Operand {
-                    data: logits,
-                    row_stride: 1,
-                    col_stride: v,
-                };
-                matmul_on(&mut dw, v, c, chunk, dlogits_t, x_op, true, 1); // += dlogitsᵀ · x
-            }
+            matmul_on(&mut dw, v, c, chunk, dlogits_t, x_op, true, 1); // += dlogitsᵀ · x
         }
-        (total, dw)
     }
+    (total, dw)
+}
+
+/// The mean loss of x (N × C) · Wᵀ (W: V × C) against `targets` (N) and, with `with_grad`, its
+/// gradients (dx, dW).
+pub(crate) fn loss_and_gradients(
+    x: &[f32],
+    w: &[f32],
+    targets: &[u32],
+    c: usize,
+    with_grad: bool,
+) -> (f64, Option<Grads>) {
+    let (n, v) = (x.len() / c, w.len() / c);
+    let mut dx = if with_grad {
+        vec![0f32; n * c]
+    } else {
+        Vec::new()
+    };
+    // Each thread takes a contiguous share of whole chunks with its own dW, summed in order
+    // afterwards: one gemm per thread beats all threads on each small chunk, and the order of
+    // the sums (hence the result) does not depend on scheduling.
+    let chunks = n.div_ceil(CHUNK_ROWS);
+    let shares = rayon::current_num_threads().clamp(1, chunks.max(1));
+    let share_rows = chunks.div_ceil(shares).max(1) * CHUNK_ROWS;
+    let ranges: Vec<_> = (0..n)
+        .step_by(share_rows)
+        .map(|start| start..n.min(start + share_rows))
+        .collect();
+    let mut dx_shares: Vec<&mut [f32]> = dx.chunks_mut(share_rows * c).collect();
+    dx_shares.resize_with(ranges.len(), Default::default); // empty without gradients
+    let results: Vec<(f64, Vec<f32>)> = ranges
+        .into_par_iter()
+        .zip(dx_shares)
+        .map(|(rows, dx)| share((x, w, targets), v, c, n, rows, with_grad, dx))
+        .collect();
+    let total: f64 = results.iter().map(|(loss, _)| loss).sum();
+    let grads = with_grad.then(|| {
+        let mut parts = results.into_iter().map(|(_, dw)| dw);
+        let mut dw = parts.next().unwrap_or_else(|| vec![0f32; v * c]);
+        for part in parts {
+            dw.iter_mut().zip(&part).for_each(|(d, p)| *d += p);
+        }
+        (dx, dw)
+    });
+    (total / n as f64, grads)
 }
 
 impl CustomOp2 for LmHeadLoss {
@@ -118,47 +159,14 @@ impl CustomOp2 for LmHeadLoss {
             contiguous(s1, l1, self.name())?,
             contiguous(s2, l2, self.name())?,
         );
-        let (v, c) = (l2.dims()[0], l2.dims()[1]);
-        let n = x.len() / c;
-        let mut dx = if self.with_grad {
-            vec![0f32; n * c]
-        } else {
-            Vec::new()
-        };
-        // Each thread takes a contiguous share of whole chunks with its own dW, summed in order
-        // afterwards: one gemm per thread beats all threads on each small chunk, and the order of
-        // the sums (hence the result) does not depend on scheduling.
-        let chunks = n.div_ceil(CHUNK_ROWS);
-        let shares = rayon::current_num_threads().clamp(1, chunks.max(1));
-        let share_rows = chunks.div_ceil(shares).max(1) * CHUNK_ROWS;
-        let ranges: Vec<_> = (0..n)
-            .step_by(share_rows)
-            .map(|start| start..n.min(start + share_rows))
-            .collect();
-        let mut dx_shares: Vec<&mut [f32]> = dx.chunks_mut(share_rows * c).collect();
-        dx_shares.resize_with(ranges.len(), Default::default); // empty without gradients
-        let results: Vec<(f64, Vec<f32>)> = ranges
-            .into_par_iter()
-            .zip(dx_shares)
-            .map(|(rows, dx)| self.share(x, w, v, c, n, rows, dx))
-            .collect();
-        let total: f64 = results.iter().map(|(loss, _)| loss).sum();
-        if self.with_grad {
-            let mut parts = results.into_iter().map(|(_, dw)| dw);
-            let mut dw = parts.next().unwrap_or_else(|| vec![0f32; v * c]);
-            for part in parts {
-                dw.iter_mut().zip(&part).for_each(|(d, p)| *d += p);
-            }
+        let (loss, grads) = loss_and_gradients(x, w, &self.targets, l2.dims()[1], self.with_grad);
+        if grads.is_some() {
             *self
                 .grads
                 .lock()
-                .map_err(|_| candle_core::Error::Msg("gradient lock poisoned".into()))? =
-                Some((dx, dw));
+                .map_err(|_| candle_core::Error::Msg("gradient lock poisoned".into()))? = grads;
         }
-        Ok((
-            CpuStorage::F32(vec![(total / n as f64) as f32]),
-            Shape::from(()),
-        ))
+        Ok((CpuStorage::F32(vec![loss as f32]), Shape::from(())))
     }
 
     fn bwd(
