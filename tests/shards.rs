@@ -44,11 +44,18 @@ fn model_and_optimiser(cfg: &ModelConfig) -> (Gpt, AdamW) {
 
 #[test]
 fn shards_give_the_whole_batch_loss_and_gradients() {
-    let cfg = ModelConfig {
-        dropout: 0.0,
-        ..common::small_config(30, 2, Position::Rope)
-    };
-    let (model, opt) = model_and_optimiser(&cfg);
+    // RoPE trains through autograd, learned positions through the hand-written step.
+    for position in [Position::Rope, Position::Learned] {
+        let cfg = ModelConfig {
+            dropout: 0.0,
+            ..common::small_config(30, 2, position)
+        };
+        shards_match_the_whole_batch(&cfg);
+    }
+}
+
+fn shards_match_the_whole_batch(cfg: &ModelConfig) {
+    let (model, opt) = model_and_optimiser(cfg);
     // 5 sequences: shards of 3 + 2, and of 2 + 2 + 1, weighted by their sizes.
     let (whole_loss, whole) = loss_and_gradients(&model, &opt, 1, 5);
     for shards in [2, 3, 8] {

@@ -7,12 +7,30 @@ use rayon::prelude::*;
 
 /// y (N × out) = x (N × in) · Wᵀ, W stored (out × in), plus `bias` in every row when given.
 pub(crate) fn forward(x: &[f32], w: &[f32], bias: Option<&[f32]>, n_out: usize) -> Vec<f32> {
-    let n_in = w.len() / n_out;
-    let rows = x.len() / n_in;
+    let rows = x.len() / (w.len() / n_out);
     let mut y = match bias {
         Some(b) => b.repeat(rows),
         None => vec![0f32; rows * n_out],
     };
+    add_product(x, w, n_out, &mut y, bias.is_some());
+    y
+}
+
+/// y (N × out) += x (N × in) · Wᵀ, plus `bias` in every row when given: [`forward`] onto a
+/// residual stream.
+pub(crate) fn add_forward(x: &[f32], w: &[f32], bias: Option<&[f32]>, n_out: usize, y: &mut [f32]) {
+    if let Some(b) = bias {
+        for row in y.chunks_mut(n_out) {
+            row.iter_mut().zip(b).for_each(|(v, b)| *v += b);
+        }
+    }
+    add_product(x, w, n_out, y, true);
+}
+
+/// y = (y if `accumulate`) + x · Wᵀ.
+fn add_product(x: &[f32], w: &[f32], n_out: usize, y: &mut [f32], accumulate: bool) {
+    let n_in = w.len() / n_out;
+    let rows = x.len() / n_in;
     let lhs = Operand {
         data: x,
         row_stride: n_in,
@@ -23,8 +41,7 @@ pub(crate) fn forward(x: &[f32], w: &[f32], bias: Option<&[f32]>, n_out: usize) 
         row_stride: 1,
         col_stride: n_in,
     }; // Wᵀ: (in × out)
-    matmul_into(&mut y, rows, n_out, n_in, lhs, rhs, bias.is_some());
-    y
+    matmul_into(y, rows, n_out, n_in, lhs, rhs, accumulate);
 }
 
 /// The gradients of [`forward`] from the output's gradient dy (N × out), W being (out × in): dx

@@ -1,5 +1,6 @@
 //! Training: the optimiser, the schedule, checkpoints, metrics and the loop.
 
+pub mod backprop;
 pub mod checkpoint;
 pub mod interrupt;
 pub mod metrics;

@@ -1,6 +1,7 @@
 //! AdamW with decoupled weight decay on matrices only, global gradient-norm clipping, and state
 //! that can be saved and restored for exact resumption.
 
+use super::backprop::ParamGrads;
 use candle_core::{backprop::GradStore, Result, Tensor, Var};
 use rayon::prelude::*;
 use std::collections::HashMap;
@@ -131,6 +132,20 @@ impl AdamW {
             })
             .collect::<Result<_>>()
             .map(Gradients)
+    }
+
+    /// Takes the gradient of every parameter out of `grads` (of the hand-written training step).
+    pub fn gradients_from(&self, mut grads: ParamGrads) -> Gradients {
+        Gradients(
+            self.slots
+                .iter()
+                .map(|slot| {
+                    grads
+                        .remove(&slot.var.as_tensor().id())
+                        .unwrap_or_else(|| vec![0.0; slot.m.len()])
+                })
+                .collect(),
+        )
     }
 
     /// One update at learning rate `lr`, with gradients multiplied by `grad_scale` (clipping).

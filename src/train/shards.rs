@@ -11,6 +11,7 @@
 //! draws its masks from its own seed, taken from the step's RNG. It depends on the number of
 //! shards (the threads), never on timing.
 
+use super::backprop;
 use super::optim::{AdamW, Gradients};
 use crate::model::{Gpt, Mode};
 use candle_core::{Device, Error, Result, Tensor};
@@ -71,6 +72,10 @@ impl Shards {
         rng: &mut ChaCha8Rng,
     ) -> Result<(f64, Gradients)> {
         let backward = |x: &Tensor, y: &Tensor, rng: &mut ChaCha8Rng| -> Result<(f64, Gradients)> {
+            if backprop::supports(model) {
+                let (loss, grads) = backprop::loss_and_gradients(model, x, y)?;
+                return Ok((loss, opt.gradients_from(grads)));
+            }
             let loss = model.loss(x, y, &mut Mode::Train(rng))?;
             let grads = opt.gradients(&loss.backward()?)?;
             Ok((loss.to_scalar::<f32>()? as f64, grads))
