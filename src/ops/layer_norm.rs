@@ -4,19 +4,21 @@ use super::{contiguous, fast_math, ROWS_PER_TASK};
 use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor, D};
 use rayon::prelude::*;
 
-/// Mean and 1/σ of one row.
-fn stats(row: &[f32], eps: f32) -> (f32, f32) {
+/// The normalised row x̂ = (x − mean(x)) / σ(x), written into `xhat`, and 1/σ.
+fn normalized(row: &[f32], eps: f32, xhat: &mut [f32]) -> f32 {
     let n = row.len() as f32;
     let mean = fast_math::sum(row) / n;
-    let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
-    (mean, 1.0 / (var + eps).sqrt())
+    xhat.iter_mut().zip(row).for_each(|(h, x)| *h = x - mean);
+    let rstd = 1.0 / (fast_math::dot(xhat, xhat) / n + eps).sqrt();
+    xhat.iter_mut().for_each(|h| *h *= rstd);
+    rstd
 }
 
 /// out = (x − mean(x)) / σ(x) · w + b for one row x.
 pub(crate) fn normalize_row(x: &[f32], w: &[f32], b: &[f32], eps: f32, out: &mut [f32]) {
-    let (mean, rstd) = stats(x, eps);
-    for i in 0..x.len() {
-        out[i] = (x[i] - mean) * rstd * w[i] + b[i];
+    normalized(x, eps, out);
+    for ((o, w), b) in out.iter_mut().zip(w).zip(b) {
+        *o = o.mul_add(*w, *b);
     }
 }
 
@@ -50,26 +52,26 @@ pub(crate) fn backward_into(
         .zip(x.par_chunks(chunk).zip(dy.par_chunks(chunk)))
         .map(|(dx_part, (x_part, dy_part))| {
             let (mut dw, mut db) = (vec![0f32; c], vec![0f32; c]);
-            let mut xhat = vec![0f32; c];
+            let (mut xhat, mut g) = (vec![0f32; c], vec![0f32; c]);
             for ((dxr, xr), gr) in dx_part
                 .chunks_mut(c)
                 .zip(x_part.chunks(c))
                 .zip(dy_part.chunks(c))
             {
-                let (mean, rstd) = stats(xr, eps);
-                let (mut mean_g, mut mean_gx) = (0f32, 0f32);
-                for i in 0..c {
-                    xhat[i] = (xr[i] - mean) * rstd;
-                    let g = gr[i] * w[i];
-                    mean_g += g;
-                    mean_gx += g * xhat[i];
-                    dw[i] += gr[i] * xhat[i];
-                    db[i] += gr[i];
+                // Element-wise passes and lane sums, so that each vectorises.
+                let rstd = normalized(xr, eps, &mut xhat);
+                g.iter_mut()
+                    .zip(gr.iter().zip(w))
+                    .for_each(|(g, (gr, w))| *g = gr * w); // d out / d x̂
+                let mean_g = fast_math::sum(&g) / c as f32;
+                let mean_gx = fast_math::dot(&g, &xhat) / c as f32;
+                for (((dw, db), gr), xhat) in dw.iter_mut().zip(&mut db).zip(gr).zip(&xhat) {
+                    *dw = gr.mul_add(*xhat, *dw);
+                    *db += gr;
                 }
-                let (mean_g, mean_gx) = (mean_g / c as f32, mean_gx / c as f32);
-                for i in 0..c {
-                    let d = rstd * (gr[i] * w[i] - mean_g - xhat[i] * mean_gx);
-                    dxr[i] = if accumulate { dxr[i] + d } else { d };
+                for ((dx, g), xhat) in dxr.iter_mut().zip(&g).zip(&xhat) {
+                    let d = rstd * (g - mean_g - xhat * mean_gx);
+                    *dx = if accumulate { *dx + d } else { d };
                 }
             }
             (dw, db)
