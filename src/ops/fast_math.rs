@@ -43,12 +43,19 @@ pub fn exp(x: f32) -> f32 {
 /// erf(x), Abramowitz & Stegun 7.1.26.
 #[inline(always)]
 pub fn erf(x: f32) -> f32 {
+    erf_with_gaussian(x, exp(-x * x))
+}
+
+/// erf(x) given `gaussian` = e^(−x²), which the formula uses (so that a caller that needs that
+/// exponential too computes it once).
+#[inline(always)]
+pub fn erf_with_gaussian(x: f32, gaussian: f32) -> f32 {
     let a = x.abs();
     let t = 1.0 / a.mul_add(0.327_591_1, 1.0);
     let poly = t * [-1.453_152_1, 1.421_413_7, -0.284_496_74, 0.254_829_6]
         .iter()
         .fold(1.061_405_4, |p: f32, &c| p.mul_add(t, c));
-    let y = poly.mul_add(-exp(-a * a), 1.0);
+    let y = poly.mul_add(-gaussian, 1.0);
     y.copysign(x)
 }
 

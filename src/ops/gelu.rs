@@ -34,9 +34,10 @@ pub(crate) fn backward_in_place(x: &[f32], g: &mut [f32]) {
         .zip(x.par_chunks(CHUNK))
         .for_each(|(gs, xs)| {
             for (g, &v) in gs.iter_mut().zip(xs) {
-                let cdf = 0.5 * (1.0 + fast_math::erf(v * INV_SQRT_2));
-                let pdf = INV_SQRT_2PI * fast_math::exp(-0.5 * v * v);
-                *g *= cdf + v * pdf;
+                // e^(−v²/2) is both φ(v)·√(2π) and the exponential inside erf(v/√2).
+                let gaussian = fast_math::exp(-0.5 * v * v);
+                let cdf = 0.5 * (1.0 + fast_math::erf_with_gaussian(v * INV_SQRT_2, gaussian));
+                *g *= v.mul_add(INV_SQRT_2PI * gaussian, cdf);
             }
         });
 }
