@@ -58,20 +58,7 @@ fn hand_written_step_matches_autograd() {
         let expected_loss = reference.to_scalar::<f32>().unwrap() as f64;
 
         let case = format!("{position:?}, bias {bias}, tied {tie_weights}, {n_head} heads");
-        assert!(
-            (loss - expected_loss).abs() < 1e-5 * expected_loss,
-            "{case}: loss {loss} vs {expected_loss}"
-        );
-        assert_eq!(grads.values().len(), expected.values().len());
-        for (g, e) in grads.values().iter().zip(expected.values()) {
-            let scale = e.iter().fold(0f32, |m, x| m.max(x.abs()));
-            assert!(scale > 0.0, "{case}: a parameter got no gradient");
-            let worst = g.iter().zip(e).fold(0f32, |m, (g, e)| m.max((g - e).abs()));
-            assert!(
-                worst < 1e-4 * scale,
-                "{case}: gradient off by {worst} (largest {scale})"
-            );
-        }
+        common::assert_same_loss_and_gradients(&case, (loss, &grads), (expected_loss, &expected));
     }
 }
 

@@ -60,19 +60,8 @@ fn shards_match_the_whole_batch(cfg: &ModelConfig) {
     let (whole_loss, whole) = loss_and_gradients(&model, &opt, 1, 5);
     for shards in [2, 3, 8] {
         let (loss, grads) = loss_and_gradients(&model, &opt, shards, 5);
-        assert!(
-            (loss - whole_loss).abs() < 1e-5 * whole_loss,
-            "{shards} shards: loss {loss} vs {whole_loss}"
-        );
-        for (g, w) in grads.values().iter().zip(whole.values()) {
-            let scale = w.iter().fold(0f32, |m, x| m.max(x.abs()));
-            assert!(scale > 0.0, "a parameter got no gradient");
-            let worst = g.iter().zip(w).fold(0f32, |m, (g, w)| m.max((g - w).abs()));
-            assert!(
-                worst < 1e-4 * scale,
-                "{shards} shards: gradient off by {worst} (largest {scale})"
-            );
-        }
+        let case = format!("{shards} shards");
+        common::assert_same_loss_and_gradients(&case, (loss, &grads), (whole_loss, &whole));
         let (x, y) = batch(5);
         let eval = Shards::new(shards).unwrap().loss(&model, &x, &y).unwrap();
         let whole_eval = Shards::new(1).unwrap().loss(&model, &x, &y).unwrap();

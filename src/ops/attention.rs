@@ -31,15 +31,6 @@ fn slabs<'a>(storage: &'a CpuStorage, layout: &Layout) -> Result<Vec<&'a [f32]>>
         .collect()
 }
 
-/// A row-major matrix with `cols` columns, as a matmul operand.
-fn rows(data: &[f32], cols: usize) -> Operand<'_> {
-    Operand {
-        data,
-        row_stride: cols,
-        col_stride: 1,
-    }
-}
-
 /// Stores the forward pass's attention weights for the backward pass.
 fn keep(slot: &Mutex<Option<Vec<f32>>>, weights: Vec<f32>) -> Result<()> {
     *slot
@@ -80,7 +71,7 @@ fn head_forward(
         let inv = 1.0 / super::fast_math::sum(seen);
         seen.iter_mut().for_each(|s| *s *= inv);
     }
-    matmul_on(o, t_q, d, t_k, rows(p, t_k), v, false, 1); // p v
+    matmul_on(o, t_q, d, t_k, Operand::rows(p, t_k), v, false, 1); // p v
 }
 
 /// One (batch, head) backward for T queries of T keys: dq, dk, dv (each T × D) from the weights p
@@ -94,7 +85,7 @@ fn head_backward(
     (dq, dk, dv): (&mut [f32], &mut [f32], &mut [f32]),
 ) {
     // dV = pᵀ dO.
-    matmul_on(dv, t, d, t, rows(p, t).t(), g, false, 1);
+    matmul_on(dv, t, d, t, Operand::rows(p, t).t(), g, false, 1);
     // dP = dO vᵀ, then dS = p ⊙ (dP − Σ_j p dP) · scale (zero where p is: above the diagonal).
     matmul_on(ds, t, t, d, g, v.t(), false, 1);
     for (pi, dsi) in p.chunks(t).zip(ds.chunks_mut(t)) {
@@ -103,8 +94,8 @@ fn head_backward(
             .zip(pi)
             .for_each(|(s, &pij)| *s = pij * (*s - weighted) * scale);
     }
-    matmul_on(dq, t, d, t, rows(ds, t), k, false, 1); // dQ = dS k
-    matmul_on(dk, t, d, t, rows(ds, t).t(), q, false, 1); // dK = dSᵀ q
+    matmul_on(dq, t, d, t, Operand::rows(ds, t), k, false, 1); // dQ = dS k
+    matmul_on(dk, t, d, t, Operand::rows(ds, t).t(), q, false, 1); // dK = dSᵀ q
 }
 
 struct CausalAttention {
@@ -139,7 +130,11 @@ impl CustomOp3 for CausalAttention {
             .enumerate()
             .for_each(|(bh, (o, p))| {
                 let q = &q[bh * t_q * d..(bh + 1) * t_q * d];
-                let qkv = (rows(q, d), rows(k[bh], d), rows(v[bh], d));
+                let qkv = (
+                    Operand::rows(q, d),
+                    Operand::rows(k[bh], d),
+                    Operand::rows(v[bh], d),
+                );
                 head_forward(qkv, (t_q, t_k, d), self.scale, p, o);
             });
         keep(&self.weights, weights)?;
@@ -170,10 +165,10 @@ impl CustomOp3 for CausalAttention {
             .for_each(|(bh, ((dq, dk), dv))| {
                 let range = bh * t * d..(bh + 1) * t * d;
                 let operands = (
-                    rows(&q_v[range.clone()], d),
-                    rows(&k_v[range.clone()], d),
-                    rows(&v_v[range.clone()], d),
-                    rows(&do_v[range], d),
+                    Operand::rows(&q_v[range.clone()], d),
+                    Operand::rows(&k_v[range.clone()], d),
+                    Operand::rows(&v_v[range.clone()], d),
+                    Operand::rows(&do_v[range], d),
                 );
                 let p = &p[bh * t * t..(bh + 1) * t * t];
                 let mut ds = vec![0f32; t * t];
@@ -198,11 +193,7 @@ struct QkvAttention {
 /// stride 3C.
 fn heads(qkv: &[f32], h: usize, c: usize, n_head: usize) -> [Operand<'_>; 3] {
     let d = c / n_head;
-    [0, c, 2 * c].map(|part| Operand {
-        data: &qkv[part + h * d..],
-        row_stride: 3 * c,
-        col_stride: 1,
-    })
+    [0, c, 2 * c].map(|part| Operand::rows(&qkv[part + h * d..], 3 * c))
 }
 
 /// Causal attention of every head in qkv (B × T × 3C, for (T, C) = `tc`): the heads' outputs
@@ -252,11 +243,7 @@ pub(crate) fn qkv_backward(
             let mut grads = [vec![0f32; t * d], vec![0f32; t * d], vec![0f32; t * d]];
             for (head, p) in p.chunks(t * t).enumerate() {
                 let [q, k, v] = heads(qkv, head, c, n_head);
-                let g = Operand {
-                    data: &g[head * d..],
-                    row_stride: c,
-                    col_stride: 1,
-                };
+                let g = Operand::rows(&g[head * d..], c);
                 let [dq, dk, dv] = &mut grads;
                 head_backward((q, k, v, g), (t, d), scale, p, &mut ds, (dq, dk, dv));
                 for (part, grad) in grads.iter().enumerate() {

@@ -31,11 +31,7 @@ pub(crate) fn add_forward(x: &[f32], w: &[f32], bias: Option<&[f32]>, n_out: usi
 fn add_product(x: &[f32], w: &[f32], n_out: usize, y: &mut [f32], accumulate: bool) {
     let n_in = w.len() / n_out;
     let rows = x.len() / n_in;
-    let lhs = Operand {
-        data: x,
-        row_stride: n_in,
-        col_stride: 1,
-    };
+    let lhs = Operand::rows(x, n_in);
     let rhs = Operand {
         data: w,
         row_stride: 1,
@@ -56,22 +52,10 @@ pub(crate) fn backward_into(
 ) {
     let n_in = w.len() / n_out;
     let rows = x.len() / n_in;
-    let dy_op = Operand {
-        data: dy,
-        row_stride: n_out,
-        col_stride: 1,
-    };
-    let w_op = Operand {
-        data: w,
-        row_stride: n_in,
-        col_stride: 1,
-    };
+    let dy_op = Operand::rows(dy, n_out);
+    let w_op = Operand::rows(w, n_in);
     matmul_into(dx, rows, n_in, n_out, dy_op, w_op, false); // dy·W
-    let x_op = Operand {
-        data: x,
-        row_stride: n_in,
-        col_stride: 1,
-    };
+    let x_op = Operand::rows(x, n_in);
     matmul_into(dw, n_out, n_in, rows, dy_op.t(), x_op, false); // dyᵀ·x
     if let Some(db) = db {
         let sums = dy

@@ -48,11 +48,7 @@ fn share(
     for start in rows.clone().step_by(CHUNK_ROWS) {
         let chunk = CHUNK_ROWS.min(rows.end - start);
         let logits = &mut logits[..chunk * v];
-        let x_op = Operand {
-            data: &x[start * c..(start + chunk) * c],
-            row_stride: c,
-            col_stride: 1,
-        };
+        let x_op = Operand::rows(&x[start * c..(start + chunk) * c], c);
         let w_t = Operand {
             data: w,
             row_stride: 1,
@@ -77,16 +73,8 @@ fn share(
         if with_grad {
             let local = start - rows.start;
             let dx_chunk = &mut dx[local * c..(local + chunk) * c];
-            let dlogits = Operand {
-                data: logits,
-                row_stride: v,
-                col_stride: 1,
-            };
-            let w_op = Operand {
-                data: w,
-                row_stride: c,
-                col_stride: 1,
-            };
+            let dlogits = Operand::rows(logits, v);
+            let w_op = Operand::rows(w, c);
             matmul_on(dx_chunk, chunk, c, v, dlogits, w_op, false, 1); // dlogits · W
             let dlogits_t = Operand {
                 data: logits,

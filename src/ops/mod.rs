@@ -60,7 +60,16 @@ pub(crate) struct Operand<'a> {
     pub col_stride: usize,
 }
 
-impl Operand<'_> {
+impl<'a> Operand<'a> {
+    /// A row-major matrix with `cols` columns.
+    pub(crate) fn rows(data: &'a [f32], cols: usize) -> Self {
+        Operand {
+            data,
+            row_stride: cols,
+            col_stride: 1,
+        }
+    }
+
     /// The transposed operand (the same values, strides swapped).
     pub(crate) fn t(self) -> Self {
         Operand {

@@ -5,6 +5,7 @@ use shige::config::{ModelConfig, Position, RunConfig};
 use shige::data::{CharTokenizer, Corpus};
 use shige::train::checkpoint::{RunDir, METRICS_FILE};
 use shige::train::metrics::from_csv;
+use shige::train::optim::Gradients;
 use shige::train::{train, TrainOptions, TrainSummary};
 use std::path::Path;
 
@@ -68,5 +69,28 @@ pub fn small_config(vocab_size: usize, n_layer: usize, position: Position) -> Mo
         n_embd: 32,
         position,
         ..Default::default()
+    }
+}
+
+/// Asserts that two losses agree within 1e-5 and two sets of gradients within 1e-4 of each
+/// parameter's largest, every parameter having a non-zero gradient; `case` names the comparison.
+pub fn assert_same_loss_and_gradients(
+    case: &str,
+    (loss, grads): (f64, &Gradients),
+    (expected_loss, expected): (f64, &Gradients),
+) {
+    assert!(
+        (loss - expected_loss).abs() < 1e-5 * expected_loss,
+        "{case}: loss {loss} vs {expected_loss}"
+    );
+    assert_eq!(grads.values().len(), expected.values().len());
+    for (g, e) in grads.values().iter().zip(expected.values()) {
+        let scale = e.iter().fold(0f32, |m, x| m.max(x.abs()));
+        assert!(scale > 0.0, "{case}: a parameter got no gradient");
+        let worst = g.iter().zip(e).fold(0f32, |m, (g, e)| m.max((g - e).abs()));
+        assert!(
+            worst < 1e-4 * scale,
+            "{case}: gradient off by {worst} (largest {scale})"
+        );
     }
 }
