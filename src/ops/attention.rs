@@ -196,7 +196,7 @@ fn heads(qkv: &[f32], h: usize, c: usize, n_head: usize) -> [Operand<'_>; 3] {
     [0, c, 2 * c].map(|part| Operand::rows(&qkv[part + h * d..], 3 * c))
 }
 
-/// Causal attention of every head in qkv (B × T × 3C, for (T, C) = `tc`): the heads' outputs
+/// Causal attention of every head in qkv (B × T × 3C, sequences of T rows): the heads' outputs
 /// side by side (B × T × C) and the attention weights (B × H × T × T) for [`qkv_backward`].
 pub(crate) fn qkv_forward(
     qkv: &[f32],

@@ -101,6 +101,7 @@ fn linear_backward(
     Ok(dx)
 }
 
+/// LayerNorm of the rows of x (N × C).
 fn norm_forward(norm: &LayerNorm, x: &[f32]) -> Result<Vec<f32>> {
     let (w, b) = (Values::of(&norm.weight), Values::of(&norm.bias));
     Ok(layer_norm::forward(x, w.slice()?, b.slice()?, LN_EPS))
