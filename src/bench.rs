@@ -13,10 +13,10 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use std::time::Instant;
 
-/// The median of some timings, in seconds.
+/// The median of some timings, in seconds (NaN when there are none).
 pub fn median(mut times: Vec<f64>) -> f64 {
     times.sort_by(|a, b| a.total_cmp(b));
-    times[times.len() / 2]
+    times.get(times.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 /// The best float32 matmul rate of this machine in GFLOP/s, over square and model-shaped products.

@@ -1,11 +1,12 @@
 //! Prints training, forward and sampling speed and MFU for the default config's model (2 layers)
 //! and the course's (the lesson's 4 layers, vocabulary 6,000).
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Parser;
 use serde::Serialize;
 use shige::bench::{bench_model, matmul_ceiling, op_timings, ModelBench, OpTiming};
 use shige::config::{ModelConfig, RunConfig};
+use shige::machine::Machine;
 use std::path::Path;
 
 /// Measure speed on this machine: matmul ceiling, then training, forward and sampling throughput.
@@ -27,7 +28,7 @@ struct Args {
 
 #[derive(Serialize)]
 struct Report {
-    threads: usize,
+    machine: Machine,
     matmul_ceiling_gflops: f64,
     models: Vec<ModelBench>,
     ops: Vec<OpTiming>,
@@ -40,6 +41,9 @@ fn main() -> std::process::ExitCode {
 fn run() -> Result<()> {
     shige::perf::init();
     let args: Args = shige::cli::parse();
+    if args.steps == 0 || args.batch_size == 0 {
+        bail!("--steps and --batch-size must be at least 1 (a median needs a timed step)");
+    }
     let device = candle_core::Device::Cpu;
     let ceiling = matmul_ceiling(&device)?;
     // configs/default.toml's model with the shipped corpus's vocabulary (6,668); the course's
@@ -74,7 +78,7 @@ fn run() -> Result<()> {
         Vec::new()
     };
     let report = Report {
-        threads: rayon::current_num_threads(),
+        machine: Machine::detect(),
         matmul_ceiling_gflops: ceiling,
         models,
         ops,
@@ -86,10 +90,8 @@ fn run() -> Result<()> {
         );
         return Ok(());
     }
-    println!(
-        "threads {}, float32 matmul ceiling {:.1} GFLOP/s",
-        report.threads, ceiling
-    );
+    println!("{}", report.machine.describe());
+    println!("float32 matmul ceiling {ceiling:.1} GFLOP/s");
     println!(
         "{:<9}{:>13}{:>11}{:>19}{:>16}{:>7}{:>8}",
         "config", "train tok/s", "fwd tok/s", "sample, no cache", "sample, cache", "ratio", "MFU"

@@ -1,0 +1,120 @@
+//! What this machine is and which kernels run on it, so that every speed figure names its machine:
+//! the CPU model, the vector instruction sets it offers, the matmul kernels the `gemm` crate picks
+//! at run time and the instruction set the project's own kernels were compiled for.
+
+use serde::Serialize;
+
+/// The CPU and the kernels chosen for it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Machine {
+    /// The CPU's model name (from /proc/cpuinfo; "unknown" elsewhere).
+    pub cpu_model: String,
+    /// The vector extensions that matter here, as the CPU reports them (e.g. "avx2 fma avx512f").
+    pub isa: String,
+    /// The float32 matmul microkernels that `gemm` selects on this CPU: "avx512f", "fma" or
+    /// "scalar".
+    pub gemm_kernels: &'static str,
+    /// The instruction set the project's fused kernels were compiled for (`target-cpu`).
+    pub fused_kernels: &'static str,
+    /// Threads the work is spread over.
+    pub threads: usize,
+}
+
+/// The CPU extensions reported, in this order, when present.
+const REPORTED: [&str; 7] = [
+    "avx2",
+    "fma",
+    "avx512f",
+    "avx512_bf16",
+    "avx512_fp16",
+    "amx_bf16",
+    "amx_tile",
+];
+
+impl Machine {
+    /// Reads this machine.
+    pub fn detect() -> Machine {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let field = |name: &str| {
+            cpuinfo
+                .lines()
+                .find(|l| l.starts_with(name))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        };
+        let flags = field("flags").unwrap_or_default();
+        let flags: Vec<&str> = flags.split_whitespace().collect();
+        let isa = REPORTED
+            .iter()
+            .filter(|f| flags.contains(f))
+            .copied()
+            .collect::<Vec<_>>()
+            .join(" ");
+        Machine {
+            cpu_model: field("model name").unwrap_or_else(|| "unknown".into()),
+            isa,
+            gemm_kernels: gemm_kernels(),
+            fused_kernels: fused_kernels(),
+            threads: rayon::current_num_threads(),
+        }
+    }
+
+    /// One line for a report's header.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} ({}); matmul kernels: gemm {}; fused kernels compiled for {}; {} threads",
+            self.cpu_model,
+            if self.isa.is_empty() { "no AVX" } else { &self.isa },
+            self.gemm_kernels,
+            self.fused_kernels,
+            self.threads
+        )
+    }
+}
+
+/// The rule of gemm-common 0.19's `init_gemm_fn` for float32, with the `x86-v4` feature that
+/// Cargo.toml turns on: AVX-512 where the CPU has it, else FMA (AVX2), else scalar code.
+fn gemm_kernels() -> &'static str {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            return "avx512f";
+        }
+        if std::arch::is_x86_feature_detected!("fma") {
+            return "fma";
+        }
+    }
+    "scalar"
+}
+
+/// The widest instruction set the build enabled for the project's own vectorised loops.
+fn fused_kernels() -> &'static str {
+    if cfg!(target_feature = "avx512f") {
+        "avx512f (loops written for avx2+fma)"
+    } else if cfg!(all(target_feature = "avx2", target_feature = "fma")) {
+        "avx2+fma"
+    } else {
+        "portable code"
+    }
+}
+
+/// Memory the system can give this process without swapping, in bytes: MemAvailable from
+/// /proc/meminfo (where there is none, no limit is known and u64::MAX is returned).
+pub fn available_memory() -> u64 {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(u64::MAX, |kb| kb.saturating_mul(1024))
+}
+
+/// Bytes for people: `713 MB`, `2.4 GB`, `3.1e+12 GB`.
+pub fn human_bytes(bytes: f64) -> String {
+    match bytes {
+        b if b < 1e6 => format!("{:.0} kB", b / 1e3),
+        b if b < 1e9 => format!("{:.0} MB", b / 1e6),
+        b if b < 1e12 => format!("{:.1} GB", b / 1e9),
+        b => format!("{:.1e} GB", b / 1e9),
+    }
+}
