@@ -141,6 +141,46 @@ impl ModelConfig {
         self.n_embd / self.n_head.max(1)
     }
 
+    /// The settings in which `other` differs from this config, as `key: this X, other Y`, with
+    /// the two sides named by `names`.
+    pub fn differences(&self, other: &ModelConfig, names: [&str; 2]) -> Vec<String> {
+        differences(self, other, names)
+    }
+
+    /// The number of parameters, as a float so that absurd sizes cannot overflow.
+    pub fn parameter_count(&self) -> f64 {
+        let (v, c, l) = (
+            self.vocab_size as f64,
+            self.n_embd as f64,
+            self.n_layer as f64,
+        );
+        let biases = if self.bias { 1.0 } else { 0.0 };
+        let block = 12.0 * c * c + biases * 9.0 * c + (2.0 + 2.0 * biases) * c;
+        let table = if self.position == Position::Learned {
+            self.block_size as f64 * c
+        } else {
+            0.0
+        };
+        let head = if self.tie_weights { 0.0 } else { v * c };
+        v * c + table + l * block + (1.0 + biases) * c + head
+    }
+
+    /// Bytes a training step needs, roughly: weights, gradients and AdamW's two moments, and the
+    /// activations kept for the backward pass of `batch` sequences of block_size (each layer's
+    /// ~20 vectors of n_embd per position and its attention weights, n_head × block_size per
+    /// position), plus the output layer's logits in chunks of 256 rows per thread.
+    pub fn training_bytes(&self, batch: usize) -> f64 {
+        let (c, l, t) = (
+            self.n_embd as f64,
+            self.n_layer as f64,
+            self.block_size as f64,
+        );
+        let per_position = l * (20.0 * c + 2.0 * self.n_head as f64 * t) + 4.0 * c;
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        let logits = threads * 256.0 * self.vocab_size as f64;
+        4.0 * (4.0 * self.parameter_count() + batch as f64 * t * per_position + logits)
+    }
+
     /// Checks every rule a model needs, so that a bad value fails here with a clear message
     /// rather than deep inside a tensor op.
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -171,6 +211,17 @@ impl ModelConfig {
         if !(0.0..1.0).contains(&self.dropout) {
             return invalid(format!("dropout {} must be in [0, 1)", self.dropout));
         }
+        let available = crate::machine::available_memory();
+        let needed = 4.0 * self.parameter_count();
+        if needed > available as f64 {
+            return invalid(format!(
+                "the model's weights alone take {} ({:.3e} parameters) but this machine has {} available: \
+                 choose fewer layers, a smaller n_embd or a smaller block_size",
+                crate::machine::human_bytes(needed),
+                self.parameter_count(),
+                crate::machine::human_bytes(available as f64)
+            ));
+        }
         if !(self.rope_base.is_finite() && self.rope_base > 1.0) {
             return invalid(format!(
                 "rope_base {} must be a finite number above 1",
@@ -179,6 +230,20 @@ impl ModelConfig {
         }
         Ok(())
     }
+}
+
+/// The keys whose values differ between two tables of settings, as `key: a X, b Y` with the two
+/// sides named by `names`.
+fn differences<T: Serialize>(a: &T, b: &T, names: [&str; 2]) -> Vec<String> {
+    let as_table = |t: &T| toml::Table::try_from(t).unwrap_or_default();
+    let (a, b) = (as_table(a), as_table(b));
+    a.iter()
+        .filter(|(k, v)| b.get(*k) != Some(v))
+        .map(|(k, v)| {
+            let other = b.get(k).map_or("nothing".into(), |x| x.to_string());
+            format!("{k}: {} {v}, {} {other}", names[0], names[1])
+        })
+        .collect()
 }
 
 /// Turns a TOML error into a [`ConfigError::Parse`] with a one-line message.
@@ -197,9 +262,11 @@ pub fn parse_error(origin: &str, e: toml::de::Error) -> ConfigError {
 
 /// Reads a file into a string, with the path in the error.
 pub fn read_config_file(path: &Path) -> Result<String, ConfigError> {
-    std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-        path: path.display().to_string(),
-        source,
+    crate::files::read_text_limited(path, crate::files::CONFIG_LIMIT).map_err(|source| {
+        ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        }
     })
 }
 
@@ -273,12 +340,30 @@ impl TrainConfig {
             ));
         }
         for (name, beta) in [("beta1", self.beta1), ("beta2", self.beta2)] {
-            if !(0.0..1.0).contains(&beta) {
-                return invalid(format!("{name} {beta} must be in [0, 1)"));
+            // The moments are float32: a β that rounds to 1 there never forgets, and the
+            // bias correction 1 - β^t is 0 (the loss climbs without bound).
+            if !((0.0..1.0).contains(&beta) && (beta as f32) < 1.0) {
+                return invalid(format!(
+                    "{name} {beta} must be in [0, 1) and below 1 in float32 (at most 0.99999994), e.g. 0.9 or 0.95"
+                ));
             }
         }
-        if !(self.weight_decay >= 0.0 && self.grad_clip >= 0.0) {
-            return invalid("weight_decay and grad_clip must not be negative".into());
+        for (name, value) in [
+            ("weight_decay", self.weight_decay),
+            ("grad_clip", self.grad_clip),
+        ] {
+            if !(value.is_finite() && value >= 0.0) {
+                return invalid(format!(
+                    "{name} {value} must be a finite number of at least 0 (0 turns it off)"
+                ));
+            }
+        }
+        if self.warmup_iters > self.max_iters {
+            return invalid(format!(
+                "warmup_iters {} is more than max_iters {}: the learning rate would never reach its peak; \
+                 use fewer warm-up steps (--warmup-iters, e.g. a tenth of max_iters)",
+                self.warmup_iters, self.max_iters
+            ));
         }
         Ok(())
     }
@@ -295,9 +380,20 @@ pub struct RunConfig {
 }
 
 impl RunConfig {
-    /// Reads and parses a TOML file (not yet validated: overrides may still change it).
+    /// Reads and parses a TOML file (not yet validated: overrides may still change it). A file
+    /// with neither a [model] nor a [train] table is refused: it would silently train the
+    /// built-in defaults.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        Self::from_toml_str(&read_config_file(path)?, &path.display().to_string())
+        let text = read_config_file(path)?;
+        let origin = path.display().to_string();
+        let table: toml::Table = toml::from_str(&text).map_err(|e| parse_error(&origin, e))?;
+        if !table.contains_key("model") && !table.contains_key("train") {
+            return Err(ConfigError::Parse {
+                path: origin,
+                message: "it has neither a [model] nor a [train] table: copy configs/default.toml and change what you need".into(),
+            });
+        }
+        Self::from_toml_str(&text, &origin)
     }
 
     /// Parses TOML text (not yet validated); `origin` names it in error messages.
@@ -309,6 +405,13 @@ impl RunConfig {
     pub fn to_toml(&self) -> Result<String, ConfigError> {
         toml::to_string(self)
             .map_err(|e| ConfigError::Invalid(format!("cannot write the config as TOML: {e}")))
+    }
+
+    /// The settings of either table in which `other` differs, as [`ModelConfig::differences`].
+    pub fn differences(&self, other: &RunConfig, names: [&str; 2]) -> Vec<String> {
+        let mut all = differences(&self.model, &other.model, names);
+        all.extend(differences(&self.train, &other.train, names));
+        all
     }
 
     /// Validates both parts.

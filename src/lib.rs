@@ -6,6 +6,7 @@ pub mod config;
 pub mod data;
 pub mod device;
 pub mod experiments;
+pub mod files;
 pub mod machine;
 pub mod model;
 pub mod ops;

@@ -64,7 +64,11 @@ impl Machine {
         format!(
             "{} ({}); matmul kernels: gemm {}; fused kernels compiled for {}; {} threads",
             self.cpu_model,
-            if self.isa.is_empty() { "no AVX" } else { &self.isa },
+            if self.isa.is_empty() {
+                "no AVX"
+            } else {
+                &self.isa
+            },
             self.gemm_kernels,
             self.fused_kernels,
             self.threads

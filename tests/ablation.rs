@@ -2,7 +2,7 @@
 
 use shige::experiments::ablation::{self, AblationOptions, Spec};
 use shige::experiments::{attention_maps, report};
-use shige::train::checkpoint::load_run;
+use shige::train::checkpoint::{load_run, STATE_FILE};
 use std::path::Path;
 
 fn root() -> &'static Path {
@@ -49,9 +49,35 @@ fn heads_ablation_at_tiny_size_gives_one_finite_row_per_variant() {
         .unwrap()
         .contains("<svg"));
 
-    // A second run reuses the finished variants instead of training again.
+    // A second run reuses the finished variants instead of training again: their files are
+    // not written again.
+    let written = |dir: &str| {
+        std::fs::metadata(Path::new(dir).join(STATE_FILE))
+            .unwrap()
+            .modified()
+            .unwrap()
+    };
+    let before: Vec<_> = results.iter().map(|r| written(&r.dir)).collect();
     let again = ablation::run(&options).unwrap();
+    let after: Vec<_> = again.iter().map(|r| written(&r.dir)).collect();
+    assert_eq!(before, after, "a finished variant was trained again");
     assert_eq!(again[0].val_loss, results[0].val_loss);
+    // A variant whose config changed is not reused: the stale run is named, not reported.
+    let mut edited = options.spec.clone();
+    edited.variant[0]
+        .train
+        .insert("learning_rate".into(), toml::Value::Float(0.01));
+    let edited = AblationOptions {
+        spec: edited,
+        out: options.out.clone(),
+        max_iters: Some(8),
+        progress: false,
+    };
+    let err = format!("{:#}", ablation::run(&edited).unwrap_err());
+    assert!(
+        err.contains("another config") && err.contains("learning_rate"),
+        "{err}"
+    );
 
     // Pictures of a trained variant: one heatmap per head per layer, and the sinusoidal table.
     let run = load_run(Path::new(&results[1].dir)).unwrap();

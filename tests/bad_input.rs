@@ -4,10 +4,14 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 const TRAIN: &str = env!("CARGO_BIN_EXE_train");
 const SAMPLE: &str = env!("CARGO_BIN_EXE_sample");
+const HEADS: &str = env!("CARGO_BIN_EXE_heads_positions");
+const ABLATE: &str = env!("CARGO_BIN_EXE_ablate");
+const BENCH: &str = env!("CARGO_BIN_EXE_bench");
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -20,6 +24,7 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, u64> {
         .map(|entries| {
             entries
                 .flatten()
+                .filter(|e| e.path().symlink_metadata().is_ok_and(|m| m.is_file()))
                 .map(|e| {
                     let mut h = std::collections::hash_map::DefaultHasher::new();
                     std::fs::read(e.path()).unwrap_or_default().hash(&mut h);
@@ -30,16 +35,46 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, u64> {
         .unwrap_or_default()
 }
 
-/// Runs `bin` with `args` and checks the failure; `expect` are pieces of the message.
-fn fails(case: &str, bin: &str, args: &[&str], expect: &[&str]) {
-    let out = Command::new(bin)
+/// How long a refused command may take: a case that hangs (a FIFO read, a huge allocation) fails.
+const TIME_LIMIT: Duration = Duration::from_secs(120);
+
+/// Runs `bin` with `args` in the repository, with a time limit; returns (success, stderr).
+fn run_bin(case: &str, bin: &str, args: &[&str]) -> (bool, String) {
+    let err_path = std::env::temp_dir().join(format!(
+        "shige-bad-input-{}-{}.err",
+        std::process::id(),
+        case.replace(|c: char| !c.is_ascii_alphanumeric(), "_")
+    ));
+    let mut child = Command::new(bin)
         .args(args)
         .current_dir(root())
         .env("RUST_BACKTRACE", "1")
-        .output()
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
         .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{case}: exit 0\n{stderr}");
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > TIME_LIMIT {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("{case}: still running after {TIME_LIMIT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
+    let _ = std::fs::remove_file(&err_path);
+    (status.success(), stderr)
+}
+
+/// Runs `bin` with `args` and checks the failure; `expect` are pieces of the message.
+fn fails(case: &str, bin: &str, args: &[&str], expect: &[&str]) {
+    let (success, stderr) = run_bin(case, bin, args);
+    assert!(!success, "{case}: exit 0\n{stderr}");
     assert!(
         !stderr.contains("panicked") && !stderr.contains("backtrace"),
         "{case}: panic or backtrace\n{stderr}"
@@ -98,12 +133,13 @@ batch_size = 8
 max_iters = 5
 eval_interval = 5
 eval_iters = 1
+warmup_iters = 1
 "#;
 
 #[test]
 fn bad_configs_are_refused() {
     let tmp = tempfile::tempdir().unwrap();
-    let cases: [(&str, String, &[&str]); 12] = [
+    let cases: Vec<(&str, String, &[&str])> = vec![
         (
             "malformed TOML",
             "[model\nn_layer = 2".into(),
@@ -168,6 +204,49 @@ fn bad_configs_are_refused() {
             "context longer than the corpus",
             BASE_CONFIG.replace("block_size = 32", "block_size = 100000"),
             &["fewer than block_size + 1", "--block-size"],
+        ),
+        (
+            "empty file",
+            String::new(),
+            &[
+                "neither a [model] nor a [train] table",
+                "configs/default.toml",
+            ],
+        ),
+        (
+            "beta2 that is 1 in float32",
+            format!("{BASE_CONFIG}beta2 = 0.9999999999\n"),
+            &["beta2 0.9999999999", "float32"],
+        ),
+        (
+            "beta1 of 1",
+            format!("{BASE_CONFIG}beta1 = 1.0\n"),
+            &["beta1 1 must be in [0, 1)"],
+        ),
+        (
+            "infinite weight decay",
+            format!("{BASE_CONFIG}weight_decay = inf\n"),
+            &["weight_decay inf must be a finite number"],
+        ),
+        (
+            "grad_clip NaN",
+            format!("{BASE_CONFIG}grad_clip = nan\n"),
+            &["grad_clip NaN must be a finite number"],
+        ),
+        (
+            "warm-up longer than the run",
+            BASE_CONFIG.replace("warmup_iters = 1", "warmup_iters = 50"),
+            &["warmup_iters 50 is more than max_iters 5"],
+        ),
+        (
+            "a million-wide model",
+            BASE_CONFIG.replace("n_embd = 32", "n_embd = 1000000"),
+            &["weights alone take", "available"],
+        ),
+        (
+            "a billion layers",
+            BASE_CONFIG.replace("n_layer = 2", "n_layer = 1000000000"),
+            &["weights alone take", "available"],
         ),
     ];
     for (i, (case, text, expect)) in cases.iter().enumerate() {
@@ -310,7 +389,7 @@ fn bad_checkpoints_are_refused_and_left_alone() {
             "weights of another shape",
             "model.safetensors",
             Some(std::fs::read(wide.join("model.safetensors")).unwrap()),
-            &["shape"],
+            &["n_embd: weights trained with 48, config.toml says 32"],
         ),
         (
             "tokenizer of another run",
@@ -322,7 +401,7 @@ fn bad_checkpoints_are_refused_and_left_alone() {
             "config of another run",
             "config.toml",
             Some(std::fs::read(wide.join("config.toml")).unwrap()),
-            &["shape"],
+            &["n_embd: weights trained with 32, config.toml says 48"],
         ),
         (
             "malformed config",
@@ -381,7 +460,12 @@ fn bad_prompts_and_flags_are_refused() {
         (
             "control character",
             vec!["--prompt", "白\u{7}日"],
-            &["\\u{7}"],
+            &["U+0007"],
+        ),
+        (
+            "invisible character",
+            vec!["--prompt", "白\u{200b}日"],
+            &["U+200B"],
         ),
         (
             "very long prompt",
@@ -496,6 +580,55 @@ fn a_loss_that_explodes_stops_the_run_and_keeps_the_checkpoint() {
         &["the loss became", "checkpoint", "intact", "--learning-rate"],
     );
     assert_eq!(snapshot(&run), before, "the last good checkpoint changed");
+    // An update that explodes right before an evaluation is not checkpointed either: the
+    // message is true, and the run resumes and trains from its last good state.
+    let run_arg = run.to_str().unwrap();
+    fails(
+        "an exploded update at an evaluation",
+        TRAIN,
+        &[
+            "--resume",
+            run_arg,
+            "--max-iters",
+            "60",
+            "--learning-rate",
+            "1e30",
+            "--eval-interval",
+            "1",
+        ],
+        &["checkpoint of step 10", "intact", "--learning-rate"],
+    );
+    assert_eq!(snapshot(&run), before, "the last good checkpoint changed");
+    let (ok, stderr) = run_bin(
+        "resumed after the explosion",
+        TRAIN,
+        &[
+            "--resume",
+            run_arg,
+            "--max-iters",
+            "30",
+            "--learning-rate",
+            "1e-3",
+        ],
+    );
+    assert!(ok, "{stderr}");
+    let fresh = tmp.path().join("fresh1");
+    fails(
+        "an exploded update at the first evaluation",
+        TRAIN,
+        &[
+            "--config",
+            "configs/tiny.toml",
+            "--out",
+            fresh.to_str().unwrap(),
+            "--learning-rate",
+            "1e30",
+            "--eval-interval",
+            "1",
+        ],
+        &["no checkpoint was written yet"],
+    );
+    assert!(!fresh.exists(), "a directory without a checkpoint was left");
     let fresh = tmp.path().join("fresh");
     fails(
         "huge learning rate from the start",
@@ -509,5 +642,478 @@ fn a_loss_that_explodes_stops_the_run_and_keeps_the_checkpoint() {
             "1e30",
         ],
         &["the loss became", "no checkpoint was written yet"],
+    );
+}
+
+#[test]
+fn training_flags_that_cannot_work_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("run");
+    let out = out.to_str().unwrap();
+    let tiny = ["--config", "configs/tiny.toml", "--out", out];
+    let cases: Vec<(&str, Vec<&str>, &[&str])> = vec![
+        (
+            "a block of 60,000 characters",
+            vec!["--block-size", "60000", "--corpus", "data/poems.txt"],
+            &["needs about", "available", "batch_size"],
+        ),
+        (
+            "the largest batch",
+            vec!["--batch-size", "18446744073709551615"],
+            &["needs about", "available"],
+        ),
+        (
+            "stop at step 0",
+            vec!["--stop-at", "0"],
+            &["--stop-at 0", "already at step 0"],
+        ),
+        (
+            "fewer steps than the warm-up",
+            vec!["--max-iters", "5"],
+            &["warmup_iters 10 is more than max_iters 5", "--warmup-iters"],
+        ),
+    ];
+    for (case, flags, expect) in cases {
+        let args: Vec<&str> = tiny.iter().copied().chain(flags).collect();
+        fails(case, TRAIN, &args, expect);
+        assert!(
+            !Path::new(out).exists(),
+            "{case}: the run directory was left behind"
+        );
+    }
+}
+
+#[test]
+fn other_binaries_refuse_what_would_panic() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run");
+    tiny_run(&run, &[]);
+    let plots = tmp.path().join("plots");
+    let run_arg = run.to_str().unwrap();
+    fails(
+        "empty poem to plot",
+        HEADS,
+        &[
+            "--checkpoint",
+            run_arg,
+            "--plot",
+            plots.to_str().unwrap(),
+            "--poem",
+            "",
+        ],
+        &["the poem to draw is empty"],
+    );
+    fails(
+        "bench without steps",
+        BENCH,
+        &["--steps", "0"],
+        &["--steps"],
+    );
+    fails(
+        "bench with empty batches",
+        BENCH,
+        &["--batch-size", "0"],
+        &["--batch-size"],
+    );
+
+    let spec = |name: &str, text: &str| {
+        let path = tmp.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let variant = "[[variant]]\nname = \"1 head\"\nmodel = { n_head = 1 }\n";
+    let cases: Vec<(&str, String, &[&str])> = vec![
+        (
+            "a context of 0",
+            spec("zero.toml", &format!("name = \"z\"\nbase = \"configs/tiny.toml\"\ncontexts = [0]\n{variant}")),
+            &["contexts = [0]", "at least 1"],
+        ),
+        (
+            "two variants in one directory",
+            spec(
+                "same.toml",
+                &format!("name = \"s\"\nbase = \"configs/tiny.toml\"\n{variant}[[variant]]\nname = \"1-head\"\n"),
+            ),
+            &["`1 head` and `1-head`", "share the directory"],
+        ),
+        (
+            "an unknown key",
+            spec("key.toml", &format!("name = \"k\"\nbase = \"configs/tiny.toml\"\ncolour = 1\n{variant}")),
+            &["unknown field `colour`"],
+        ),
+        (
+            "a variant that cannot be built",
+            spec(
+                "bad.toml",
+                "name = \"b\"\nbase = \"configs/tiny.toml\"\n[[variant]]\nname = \"3 heads\"\nmodel = { n_head = 3 }\n",
+            ),
+            &["variant `3 heads`", "not divisible by n_head 3"],
+        ),
+    ];
+    let out = tmp.path().join("ablation");
+    for (case, path, expect) in cases {
+        fails(
+            case,
+            ABLATE,
+            &[&path, "--out", out.to_str().unwrap()],
+            expect,
+        );
+        assert!(
+            std::fs::read_dir(&out).map_or(true, |d| d.count() == 0),
+            "{case}: a variant was trained"
+        );
+    }
+}
+
+#[test]
+fn files_that_are_not_regular_are_refused_without_reading() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fifo = tmp.path().join("fifo");
+    let path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo reads a NUL-terminated path that outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+    let fifo = fifo.to_str().unwrap();
+    let out = tmp.path().join("out");
+    let out = out.to_str().unwrap();
+    for (case, source) in [
+        ("a FIFO", fifo),
+        ("/dev/zero", "/dev/zero"),
+        ("/dev/urandom", "/dev/urandom"),
+    ] {
+        fails(
+            &format!("{case} as corpus"),
+            TRAIN,
+            &[
+                "--config",
+                "configs/tiny.toml",
+                "--corpus",
+                source,
+                "--out",
+                out,
+            ],
+            &["cannot read corpus", "not a regular file"],
+        );
+        fails(
+            &format!("{case} as config"),
+            TRAIN,
+            &["--config", source, "--out", out],
+            &["cannot read config file", "not a regular file"],
+        );
+    }
+    let run = tmp.path().join("run");
+    tiny_run(&run, &[]);
+    std::fs::remove_file(run.join("model.safetensors")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", run.join("model.safetensors")).unwrap();
+    fails(
+        "/dev/zero as weights",
+        SAMPLE,
+        &["--checkpoint", run.to_str().unwrap()],
+        &["model.safetensors", "not a regular file"],
+    );
+}
+
+#[test]
+fn a_new_run_never_writes_over_files_it_did_not_make() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run");
+    tiny_run(&run, &[]);
+    // A run copied for sampling: weights, config and tokenizer, no training state.
+    let copy = tmp.path().join("copy");
+    std::fs::create_dir(&copy).unwrap();
+    for file in ["model.safetensors", "config.toml", "tokenizer.json"] {
+        std::fs::copy(run.join(file), copy.join(file)).unwrap();
+    }
+    let other = tmp.path().join("other");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::write(other.join("notes.txt"), "mine").unwrap();
+    for (case, dir, expect) in [
+        (
+            "a run without its state",
+            &copy,
+            &["already holds a run", "--resume"][..],
+        ),
+        (
+            "a folder of other files",
+            &other,
+            &["notes.txt", "not a run's"][..],
+        ),
+    ] {
+        let before = snapshot(dir);
+        fails(
+            case,
+            TRAIN,
+            &[
+                "--config",
+                "configs/tiny.toml",
+                "--out",
+                dir.to_str().unwrap(),
+            ],
+            expect,
+        );
+        assert_eq!(snapshot(dir), before, "{case}: files changed");
+    }
+    // What a killed run leaves before its first checkpoint (its lock and a temporary file) is
+    // no obstacle, and the temporary file is cleared.
+    let left = tmp.path().join("left");
+    std::fs::create_dir(&left).unwrap();
+    std::fs::write(left.join(".lock"), "").unwrap();
+    std::fs::write(left.join(".model.safetensors.999.0.tmp"), "partial").unwrap();
+    tiny_run(&left, &[]);
+    assert!(!left.join(".model.safetensors.999.0.tmp").exists());
+}
+
+#[test]
+fn a_second_training_process_cannot_write_the_same_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let dir_arg = dir.to_str().unwrap();
+    let mut first = Command::new(TRAIN)
+        .args([
+            "--config",
+            "configs/tiny.toml",
+            "--max-iters",
+            "100000",
+            "--eval-interval",
+            "10",
+        ])
+        .args(["--out", dir_arg])
+        .current_dir(root())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while !dir.join("train_state.safetensors").exists() {
+        assert!(started.elapsed() < TIME_LIMIT, "no checkpoint");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for (case, args) in [
+        (
+            "a second --out",
+            vec![
+                "--config",
+                "configs/tiny.toml",
+                "--corpus",
+                "data/poems.txt",
+                "--out",
+                dir_arg,
+            ],
+        ),
+        ("a --resume meanwhile", vec!["--resume", dir_arg]),
+    ] {
+        fails(
+            case,
+            TRAIN,
+            &args,
+            &["being written by another training process"],
+        );
+    }
+    first.kill().unwrap();
+    first.wait().unwrap();
+    // Once the first process is gone, the run resumes.
+    let (ok, stderr) = run_bin(
+        "resume after the first ended",
+        TRAIN,
+        &["--resume", dir_arg, "--max-iters", "20"],
+    );
+    assert!(ok || stderr.contains("already at step"), "{stderr}");
+}
+
+#[test]
+fn checkpoints_that_do_not_belong_together_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run");
+    tiny_run(&run, &[]);
+    let config = std::fs::read_to_string(run.join("config.toml")).unwrap();
+    let tokenizer = std::fs::read_to_string(run.join("tokenizer.json")).unwrap();
+    let (swap_a, swap_b) = ("\"，\": ", "\"。\": ");
+    let id_of = |key: &str| -> String {
+        let start = tokenizer.find(key).unwrap() + key.len();
+        tokenizer[start..]
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let (a, b) = (id_of(swap_a), id_of(swap_b));
+    let permuted = tokenizer
+        .replace(&format!("{swap_a}{a}"), "@A")
+        .replace(&format!("{swap_b}{b}"), &format!("{swap_b}{a}"))
+        .replace("@A", &format!("{swap_a}{b}"));
+    let beyond = tokenizer.replace(&format!("{swap_a}{a}"), &format!("{swap_a}99999"));
+    let nan_weights = {
+        use shige::train::checkpoint::{read_safetensors, to_safetensors};
+        let (tensors, metadata) = read_safetensors(&run.join("model.safetensors")).unwrap();
+        let mut named: Vec<(String, candle_core::Tensor)> = tensors.into_iter().collect();
+        let ln = named
+            .iter_mut()
+            .find(|(n, _)| n == "transformer.ln_f.weight")
+            .unwrap();
+        ln.1 = (ln.1.clone() * f64::NAN).unwrap();
+        to_safetensors(&named, metadata).unwrap()
+    };
+    let cases: Vec<(&str, &str, Vec<u8>, &[&str])> = vec![
+        (
+            "fewer layers",
+            "config.toml",
+            config.replace("n_layer = 2", "n_layer = 1").into(),
+            &["n_layer"],
+        ),
+        (
+            "a hundred million layers",
+            "config.toml",
+            config.replace("n_layer = 2", "n_layer = 100000000").into(),
+            &["n_layer", "100000000"],
+        ),
+        (
+            "another head count",
+            "config.toml",
+            config.replace("n_head = 2", "n_head = 4").into(),
+            &["n_head"],
+        ),
+        (
+            "sinusoidal instead of learned",
+            "config.toml",
+            config.replace("\"learned\"", "\"sinusoidal\"").into(),
+            &["position"],
+        ),
+        (
+            "no biases",
+            "config.toml",
+            config.replace("bias = true", "bias = false").into(),
+            &["bias"],
+        ),
+        (
+            "tied weights",
+            "config.toml",
+            config
+                .replace("tie_weights = false", "tie_weights = true")
+                .into(),
+            &["tie_weights"],
+        ),
+        (
+            "permuted ids",
+            "tokenizer.json",
+            permuted.into(),
+            &["not the vocabulary the weights were trained with"],
+        ),
+        (
+            "an id beyond the vocabulary",
+            "tokenizer.json",
+            beyond.into(),
+            &["99999", "without gaps"],
+        ),
+        (
+            "NaN weights",
+            "model.safetensors",
+            nan_weights,
+            &["transformer.ln_f.weight", "NaN"],
+        ),
+    ];
+    for (i, (case, file, bytes, expect)) in cases.into_iter().enumerate() {
+        let broken = tmp.path().join(format!("broken{i}"));
+        std::fs::create_dir(&broken).unwrap();
+        for entry in std::fs::read_dir(&run).unwrap().flatten() {
+            std::fs::copy(entry.path(), broken.join(entry.file_name())).unwrap();
+        }
+        std::fs::write(broken.join(file), bytes).unwrap();
+        for extra in [&[][..], &["--form", "wujue"][..]] {
+            let mut args = vec![
+                "--checkpoint",
+                broken.to_str().unwrap(),
+                "--num-samples",
+                "1",
+            ];
+            args.extend(extra);
+            fails(case, SAMPLE, &args, expect);
+        }
+    }
+}
+
+#[test]
+fn long_uncached_generation_of_an_uncropped_model_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("rope");
+    tiny_run(&run, &["--position", "rope"]);
+    fails(
+        "--no-cache for 5,000 characters",
+        SAMPLE,
+        &[
+            "--checkpoint",
+            run.to_str().unwrap(),
+            "--no-cache",
+            "--no-stop-at-newline",
+            "--max-new-tokens",
+            "5000",
+        ],
+        &["--no-cache", "rope", "1000 characters"],
+    );
+}
+
+#[test]
+fn messages_name_the_file_and_stay_short() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run");
+    let subset = tmp.path().join("subset.txt");
+    let poems = std::fs::read_to_string(root().join("data/tiny.txt")).unwrap();
+    std::fs::write(
+        &subset,
+        poems
+            .lines()
+            .take(120)
+            .map(|l| format!("{l}\n"))
+            .collect::<String>(),
+    )
+    .unwrap();
+    tiny_run(&run, &["--corpus", subset.to_str().unwrap()]);
+    let dir = run.to_str().unwrap();
+    // Lines left out of a corpus are counted on stderr.
+    let mixed = tmp.path().join("mixed.txt");
+    std::fs::write(&mixed, format!("{poems}hello\n白日依山尽\n")).unwrap();
+    let mixed_run = tmp.path().join("mixed");
+    let (ok, stderr) = run_bin(
+        "a corpus with two stray lines",
+        TRAIN,
+        &[
+            "--config",
+            "configs/tiny.toml",
+            "--max-iters",
+            "10",
+            "--corpus",
+            mixed.to_str().unwrap(),
+            "--out",
+            mixed_run.to_str().unwrap(),
+        ],
+    );
+    let lines = poems.lines().count() + 2;
+    assert!(
+        ok && stderr.contains(&format!("note: 2 of {lines} lines")),
+        "{stderr}"
+    );
+    // Resuming on a corpus with thousands of new characters names ten and counts the rest.
+    let (_, stderr) = run_bin(
+        "new characters",
+        TRAIN,
+        &[
+            "--resume",
+            dir,
+            "--corpus",
+            "data/poems.txt",
+            "--max-iters",
+            "20",
+        ],
+    );
+    let error = stderr
+        .lines()
+        .find(|l| l.starts_with("error"))
+        .unwrap_or_default();
+    assert!(error.contains("more") && error.len() < 600, "{error}");
+    // A damaged metrics.csv is named.
+    std::fs::write(run.join("metrics.csv"), "step,train_loss\n10,abc\n").unwrap();
+    fails(
+        "damaged metrics",
+        TRAIN,
+        &["--resume", dir, "--max-iters", "20"],
+        &["metrics.csv", "damaged"],
     );
 }

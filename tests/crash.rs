@@ -104,12 +104,20 @@ fn sigkill_at_random_moments_loses_nothing() {
     );
 }
 
-#[test]
-fn ctrl_c_saves_a_checkpoint_before_exiting() {
+/// The step of a run's training state.
+fn state_step(dir: &Path) -> usize {
+    read_safetensors(&dir.join(STATE_FILE)).unwrap().1["step"]
+        .parse()
+        .unwrap()
+}
+
+/// Sends `signal` to a tiny run between two checkpoints: it saves its training state at the step
+/// it is on, exits with 128 + signal, and resumes to the end with the uninterrupted run's metrics.
+fn a_signal_saves_a_checkpoint_before_exiting(signal: libc::c_int) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("run");
     let child = start(&dir);
-    // Wait for the first checkpoint, then a little more, so that Ctrl-C lands mid-interval.
+    // Wait for the first checkpoint, then a little more, so that the signal lands mid-interval.
     let started = Instant::now();
     while !dir.join(STATE_FILE).exists() {
         assert!(started.elapsed() < Duration::from_secs(60), "no checkpoint");
@@ -119,29 +127,135 @@ fn ctrl_c_saves_a_checkpoint_before_exiting() {
     let saved_before = last_metrics(&dir).0;
     // SAFETY: kill() sends a signal to our own child process.
     unsafe {
-        libc::kill(child.id() as libc::pid_t, libc::SIGINT);
+        libc::kill(child.id() as libc::pid_t, signal);
     }
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert_eq!(out.status.code(), Some(128 + signal), "{stderr}");
     assert!(
         stderr.contains("interrupted at step") && stderr.contains("--resume"),
         "{stderr}"
     );
-    let (step, _, _) = last_metrics(&dir);
+    let step = state_step(&dir);
     assert!(
         step > saved_before && step < 300,
         "saved at {step}, before {saved_before}"
     );
-    let state = read_safetensors(&dir.join(STATE_FILE)).unwrap().1;
-    assert_eq!(
-        state["step"],
-        step.to_string(),
-        "the state is the interrupted step"
+    assert!(
+        stderr.contains(&format!("interrupted at step {step}:")),
+        "the state is the interrupted step\n{stderr}"
     );
     assert!(
         finish(start(&dir)).success(),
-        "resuming after Ctrl-C failed"
+        "resuming after the signal failed"
     );
     assert_eq!(last_metrics(&dir).0, 300);
+}
+
+#[test]
+fn ctrl_c_saves_a_checkpoint_before_exiting() {
+    a_signal_saves_a_checkpoint_before_exiting(libc::SIGINT);
+}
+
+#[test]
+fn sigterm_saves_a_checkpoint_before_exiting() {
+    a_signal_saves_a_checkpoint_before_exiting(libc::SIGTERM);
+}
+
+/// Runs `train` with `args` to the end; panics with its stderr if it fails.
+fn train_ok(args: &[&str]) {
+    let out = Command::new(TRAIN)
+        .args(args)
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_run_stopped_between_evaluations_resumes_to_the_same_metrics() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (whole, stopped) = (tmp.path().join("whole"), tmp.path().join("stopped"));
+    let (whole_arg, stopped_arg) = (whole.to_str().unwrap(), stopped.to_str().unwrap());
+    let tiny = [
+        "--config",
+        "configs/tiny.toml",
+        "--max-iters",
+        "100",
+        "--eval-interval",
+        "10",
+    ];
+    let mut whole_args = tiny.to_vec();
+    whole_args.extend(["--out", whole_arg]);
+    train_ok(&whole_args);
+    let mut stopped_args = tiny.to_vec();
+    stopped_args.extend(["--out", stopped_arg, "--stop-at", "95"]);
+    train_ok(&stopped_args);
+    assert_eq!(state_step(&stopped), 95);
+    train_ok(&["--resume", stopped.to_str().unwrap()]);
+    let metrics = |dir: &Path| {
+        let text = std::fs::read_to_string(dir.join("metrics.csv")).unwrap();
+        // step, train loss and val loss of every row (speed and time differ between runs)
+        text.lines()
+            .map(|l| l.split(',').take(3).collect::<Vec<_>>().join(","))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(metrics(&stopped), metrics(&whole));
+}
+
+#[test]
+fn a_save_that_fails_midway_leaves_the_previous_checkpoint() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let dir_arg = dir.to_str().unwrap();
+    train_ok(&[
+        "--config",
+        "configs/tiny.toml",
+        "--stop-at",
+        "20",
+        "--out",
+        dir_arg,
+    ]);
+    let state = std::fs::read(dir.join(STATE_FILE)).unwrap();
+    // Resumed with a file-size limit below the state's size, the next save stops mid-write
+    // (EFBIG, as on a full disk).
+    let limit = state.len() as u64 / 2;
+    let mut resumed = Command::new(TRAIN);
+    resumed.args(["--resume", dir_arg]).current_dir(root());
+    // SAFETY: between fork and exec the closure only calls setrlimit and signal, both
+    // async-signal-safe.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        resumed.pre_exec(move || {
+            let rlimit = libc::rlimit {
+                rlim_cur: limit,
+                rlim_max: limit,
+            };
+            libc::setrlimit(libc::RLIMIT_FSIZE, &rlimit);
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let out = resumed.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the save did not fail: {stderr}");
+    assert!(stderr.contains("cannot write"), "{stderr}");
+    assert_eq!(
+        std::fs::read(dir.join(STATE_FILE)).unwrap(),
+        state,
+        "the state changed"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+    assert!(load_run(&dir).is_ok());
+    train_ok(&["--resume", dir_arg]);
+    assert_eq!(last_metrics(&dir).0, 60);
 }

@@ -136,3 +136,12 @@ fn irregular_lines_are_counted_not_kept() {
     let corpus = Corpus::parse(text, Path::new("x")).unwrap();
     assert_eq!((corpus.poems.len(), corpus.skipped), (1, 2));
 }
+
+#[test]
+fn a_byte_order_mark_does_not_cost_the_first_poem() {
+    let text = "\u{feff}白日依山尽，黄河入海流。欲穷千里目，更上一层楼。\n床前明月光，疑是地上霜。举头望明月，低头思故乡。\n";
+    let corpus = Corpus::parse(text, Path::new("bom.txt")).unwrap();
+    assert_eq!(corpus.poems.len(), 2);
+    assert_eq!(corpus.skipped, 0);
+    assert!(corpus.poems[0].starts_with('白'));
+}

@@ -5,7 +5,7 @@ use anyhow::{Context, Result};
 use clap::Parser;
 use shige::experiments::ablation::{self, AblationOptions, Spec};
 use shige::experiments::report;
-use shige::train::checkpoint::atomic_write;
+use shige::files::atomic_write;
 use std::path::PathBuf;
 use std::time::Instant;
 

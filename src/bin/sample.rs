@@ -3,6 +3,7 @@
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use rand::SeedableRng;
+use shige::config::Position;
 use shige::data::poem::Form;
 use shige::data::tokenizer::NEWLINE;
 use shige::sample::{is_well_formed, Generation, Generator, PoemConstraint, Sampling};
@@ -15,6 +16,11 @@ const MAX_NEW_TOKENS_LIMIT: usize = 100_000;
 
 /// The longest prompt accepted, in characters (a long poem has under 200).
 const MAX_PROMPT_CHARS: usize = 1_000;
+
+/// The longest text (prompt and new characters) generated without the cache by a model whose
+/// context is never cut (every scheme but learned positions): each character recomputes the
+/// whole context, so the time grows with the cube of the length (1,000 take seconds).
+const MAX_UNCACHED_CHARS: usize = 1_000;
 
 /// Write poems with a trained model, streaming characters as they are drawn.
 #[derive(Parser)]
@@ -97,6 +103,16 @@ fn run() -> Result<()> {
     }
     let device = shige::device::open(&args.device)?;
     let run = load_run_on(&args.checkpoint, &device)?;
+    let position = run.config.model.position;
+    if args.no_cache
+        && position != Position::Learned
+        && prompt_chars + args.max_new_tokens > MAX_UNCACHED_CHARS
+    {
+        bail!(
+            "--no-cache recomputes the whole context for every character, and a {position} model's context is never cut: \
+             at most {MAX_UNCACHED_CHARS} characters (prompt and --max-new-tokens) without the cache; leave out --no-cache or ask for fewer"
+        );
+    }
     let tokenizer = &run.tokenizer;
     let newline = tokenizer
         .id(NEWLINE)

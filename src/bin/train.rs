@@ -37,6 +37,9 @@ struct Args {
     /// Steps between evaluations and checkpoints.
     #[arg(long)]
     eval_interval: Option<usize>,
+    /// Steps of linear learning-rate warm-up (at most --max-iters).
+    #[arg(long)]
+    warmup_iters: Option<usize>,
     /// Validation batches per evaluation.
     #[arg(long)]
     eval_iters: Option<usize>,
@@ -142,6 +145,7 @@ fn run() -> Result<()> {
     set(&mut t.max_iters, args.max_iters);
     set(&mut t.eval_interval, args.eval_interval);
     set(&mut t.eval_iters, args.eval_iters);
+    set(&mut t.warmup_iters, args.warmup_iters);
     set(&mut t.batch_size, args.batch_size);
     set(&mut t.learning_rate, args.learning_rate);
     set(&mut t.seed, args.seed);
@@ -197,8 +201,9 @@ fn run() -> Result<()> {
         }
     }
     if summary.interrupted {
-        // 128 + SIGINT, as a shell reports a process that Ctrl-C ended.
-        std::process::exit(130);
+        // 128 + the signal, as a shell reports a process that the signal ended (130 for Ctrl-C).
+        let signal = shige::train::interrupt::signal().unwrap_or(libc::SIGINT);
+        std::process::exit(128 + signal);
     }
     Ok(())
 }

@@ -23,10 +23,13 @@ pub struct Corpus {
 impl Corpus {
     /// Reads a UTF-8 file of one poem per line.
     pub fn load(path: &Path) -> Result<Corpus, DataError> {
-        let bytes = std::fs::read(path).map_err(|source| DataError::Read {
-            path: path.into(),
-            source,
-        })?;
+        let bytes =
+            crate::files::read_limited(path, crate::files::CORPUS_LIMIT).map_err(|source| {
+                DataError::Read {
+                    path: path.into(),
+                    source,
+                }
+            })?;
         let text = String::from_utf8(bytes).map_err(|e| DataError::NotUtf8 {
             path: path.into(),
             offset: e.utf8_error().valid_up_to(),
@@ -34,8 +37,10 @@ impl Corpus {
         Corpus::parse(&text, path)
     }
 
-    /// Parses the text of a corpus; `path` names it in errors.
+    /// Parses the text of a corpus; `path` names it in errors. A byte-order mark at the start
+    /// (some Windows editors write one) is skipped.
     pub fn parse(text: &str, path: &Path) -> Result<Corpus, DataError> {
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let lines: Vec<&str> = text
             .lines()
             .map(str::trim)

@@ -52,24 +52,41 @@ pub enum DataError {
         needed: usize,
     },
     /// Text holds characters the tokenizer does not know.
-    #[error("{} not in the vocabulary: {}; use only characters of the training corpus", if .0.len() == 1 { "this character is" } else { "these characters are" }, describe(.0))]
+    #[error("{} not in the vocabulary: {}; use only characters of the training corpus", if .0.len() == 1 { "this character is".to_string() } else { format!("these {} characters are", .0.len()) }, describe(.0))]
     UnknownChars(Vec<char>),
     /// The tokenizer file or library failed.
     #[error("tokenizer: {0}")]
     Tokenizer(String),
 }
 
-/// Names characters so that invisible ones are seen too: `'a' 'b' '\n' U+200B`.
+/// Names characters so that invisible ones are seen too (`'a' 'b' '\n' (U+000A) U+200B`), the
+/// first ten of them and how many more there are.
 fn describe(chars: &[char]) -> String {
-    chars
+    const SHOWN: usize = 10;
+    let mut text = chars
         .iter()
-        .map(|c| {
-            if c.is_control() || c.is_whitespace() {
-                format!("{:?} (U+{:04X})", c, *c as u32)
-            } else {
-                format!("'{c}'")
-            }
-        })
+        .take(SHOWN)
+        .map(|&c| describe_char(c))
         .collect::<Vec<_>>()
-        .join(" ")
+        .join(" ");
+    if chars.len() > SHOWN {
+        text += &format!(" and {} more", chars.len() - SHOWN);
+    }
+    text
+}
+
+/// One character as a message shows it: `'白'`, or its code point when it cannot be seen
+/// (control characters, spaces, zero-width and other format characters).
+pub fn describe_char(c: char) -> String {
+    let invisible = c.is_control()
+        || c.is_whitespace()
+        || matches!(c as u32,
+            0xAD | 0x34F | 0x61C | 0x115F..=0x1160 | 0x17B4..=0x17B5 | 0x180B..=0x180F
+            | 0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x206F | 0x3164 | 0xFE00..=0xFE0F
+            | 0xFEFF | 0xFFA0 | 0xFFF0..=0xFFFB | 0xE0000..=0xE0FFF);
+    if invisible {
+        format!("U+{:04X}", c as u32)
+    } else {
+        format!("'{c}'")
+    }
 }

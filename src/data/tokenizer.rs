@@ -64,11 +64,47 @@ impl CharTokenizer {
         CharTokenizer { inner, ids }
     }
 
-    /// Loads a `tokenizer.json`.
+    /// Loads a `tokenizer.json`, checking that it is a character vocabulary whose ids are
+    /// 0, 1, … without gaps (a model has one output per id).
     pub fn load(path: &Path) -> Result<Self, DataError> {
-        let inner = Tokenizer::from_file(path)
-            .map_err(|e| DataError::Tokenizer(format!("cannot load {}: {e}", path.display())))?;
-        Ok(Self::wrap(inner))
+        let cannot =
+            |e: String| DataError::Tokenizer(format!("cannot load {}: {e}", path.display()));
+        let text = crate::files::read_text_limited(path, crate::files::SMALL_FILE_LIMIT)
+            .map_err(|e| cannot(e.to_string()))?;
+        let inner: Tokenizer = text.parse().map_err(|e| cannot(format!("{e}")))?;
+        let vocab = inner.get_vocab(false);
+        let tokenizer = Self::wrap(inner);
+        if tokenizer.ids.len() != vocab.len() {
+            return Err(cannot(
+                "it has tokens of more than one character: it was not written by this program"
+                    .into(),
+            ));
+        }
+        let mut seen = vec![false; vocab.len()];
+        for &id in tokenizer.ids.values() {
+            match seen.get_mut(id as usize) {
+                Some(s) if !*s => *s = true,
+                _ => return Err(cannot(format!(
+                    "its ids are not 0..{} without gaps or repeats (id {id}): it was not written by this program",
+                    vocab.len()
+                ))),
+            }
+        }
+        Ok(tokenizer)
+    }
+
+    /// A fingerprint of the vocabulary (FNV-1a over the characters in id order): two tokenizers
+    /// with the same characters under other ids differ.
+    pub fn fingerprint(&self) -> String {
+        let mut by_id: Vec<(u32, char)> = self.ids.iter().map(|(&c, &id)| (id, c)).collect();
+        by_id.sort_unstable();
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        for (_, c) in by_id {
+            for byte in (c as u32).to_le_bytes() {
+                hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+        format!("{hash:016x}")
     }
 
     /// Writes the standard `tokenizer.json` text.

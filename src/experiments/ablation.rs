@@ -16,8 +16,10 @@ use crate::config::{Position, RunConfig};
 use crate::data::{Corpus, Split, Splits};
 use crate::experiments::{heads_positions, probe};
 use crate::model::Mode;
-use crate::train::checkpoint::{load_run, read_safetensors, RunDir, MODEL_FILE, STATE_FILE};
-use crate::train::metrics::{from_csv, MetricRow};
+use crate::train::checkpoint::{
+    load_run, read_safetensors, RunDir, CONFIG_FILE, METRICS_FILE, MODEL_FILE, STATE_FILE,
+};
+use crate::train::metrics::read_metrics;
 use crate::train::{train, TrainOptions};
 use anyhow::{bail, Context, Result};
 use candle_core::Device;
@@ -62,25 +64,75 @@ pub struct Variant {
 }
 
 impl Spec {
-    /// Reads a spec file.
+    /// Reads a spec file and checks it, every variant's config included, before anything trains.
     pub fn load(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path)
+        let text = crate::files::read_text_limited(path, crate::files::CONFIG_LIMIT)
             .with_context(|| format!("cannot read ablation spec {}", path.display()))?;
         let spec: Spec = toml::from_str(&text)
+            .map_err(|e| crate::config::parse_error(&path.display().to_string(), e))
             .with_context(|| format!("ablation spec {} is not valid", path.display()))?;
-        if spec.variant.is_empty() {
+        spec.check(path)?;
+        Ok(spec)
+    }
+
+    /// The rules a spec must follow: variants with names that give distinct directories, and
+    /// context lengths of at least one token.
+    fn check(&self, path: &Path) -> Result<()> {
+        if self.variant.is_empty() {
             bail!("ablation spec {} has no [[variant]]", path.display());
         }
-        Ok(spec)
+        if let Some(bad) = self.contexts.iter().find(|&&c| c == 0) {
+            bail!(
+                "ablation spec {}: contexts = {:?} holds {bad}: every context is a number of characters, at least 1",
+                path.display(),
+                self.contexts
+            );
+        }
+        let mut dirs: Vec<(String, &str)> = Vec::new();
+        for v in &self.variant {
+            let dir = slug(&v.name);
+            if dir.is_empty() {
+                bail!(
+                    "variant `{}` of {} needs a name with letters or digits (it names its directory)",
+                    v.name,
+                    path.display()
+                );
+            }
+            if let Some((_, other)) = dirs.iter().find(|(d, _)| *d == dir) {
+                bail!(
+                    "variants `{other}` and `{}` of {} would share the directory `{dir}`: give them names that differ in letters or digits",
+                    v.name,
+                    path.display()
+                );
+            }
+            dirs.push((dir, &v.name));
+        }
+        Ok(())
+    }
+
+    /// The run configs of every variant, each checked as training will check it (but for the
+    /// vocabulary, which training takes from the corpus).
+    pub fn configs(&self) -> Result<Vec<RunConfig>> {
+        self.variant
+            .iter()
+            .map(|v| {
+                let cfg = self.config(v)?;
+                let mut checked = cfg.clone();
+                checked.model.vocab_size = checked.model.vocab_size.max(1);
+                checked
+                    .validate()
+                    .with_context(|| format!("variant `{}` of {}", v.name, self.name))?;
+                Ok(cfg)
+            })
+            .collect()
     }
 
     /// The full config of `variant`: the base with its overrides, validated except for the
     /// vocabulary (which training fills in).
     pub fn config(&self, variant: &Variant) -> Result<RunConfig> {
-        let text = std::fs::read_to_string(&self.base)
-            .with_context(|| format!("cannot read base config {}", self.base.display()))?;
+        let text = crate::config::read_config_file(&self.base)?;
         let mut table: toml::Table = toml::from_str(&text)
-            .with_context(|| format!("base config {} is not valid TOML", self.base.display()))?;
+            .map_err(|e| crate::config::parse_error(&self.base.display().to_string(), e))?;
         for (section, overrides) in [("model", &variant.model), ("train", &variant.train)] {
             let entry = table
                 .entry(section)
@@ -90,12 +142,9 @@ impl Spec {
             };
             target.extend(overrides.iter().map(|(k, v)| (k.clone(), v.clone())));
         }
-        let cfg: RunConfig = toml::Value::Table(table).try_into().with_context(|| {
-            format!(
-                "variant `{}` of {} is not a valid config",
-                variant.name, self.name
-            )
-        })?;
+        let cfg: RunConfig = toml::Value::Table(table)
+            .try_into()
+            .map_err(|e| crate::config::parse_error(&format!("variant `{}`", variant.name), e))?;
         Ok(cfg)
     }
 }
@@ -164,8 +213,8 @@ pub fn run(opts: &AblationOptions) -> Result<Vec<VariantResult>> {
     std::fs::create_dir_all(&opts.out)
         .with_context(|| format!("cannot create {}", opts.out.display()))?;
     let mut results = Vec::new();
-    for (i, variant) in spec.variant.iter().enumerate() {
-        let mut cfg = spec.config(variant)?;
+    let configs = spec.configs()?;
+    for (i, (variant, mut cfg)) in spec.variant.iter().zip(configs).enumerate() {
         if let Some(n) = opts.max_iters {
             cfg.train.max_iters = n;
             cfg.train.eval_interval = cfg.train.eval_interval.min(n.max(1));
@@ -173,7 +222,8 @@ pub fn run(opts: &AblationOptions) -> Result<Vec<VariantResult>> {
         }
         let dir = opts.out.join(slug(&variant.name));
         let run_dir = RunDir::new(&dir);
-        let done = last_row(&dir).is_some_and(|r| r.step >= cfg.train.max_iters);
+        let done = finished_run_of(&run_dir, &cfg)
+            .with_context(|| format!("variant `{}`", variant.name))?;
         if opts.progress {
             eprintln!(
                 "[{}/{}] {}: {}",
@@ -204,17 +254,36 @@ pub fn run(opts: &AblationOptions) -> Result<Vec<VariantResult>> {
     Ok(results)
 }
 
-/// The last metrics row of a run directory, if any.
-fn last_row(dir: &Path) -> Option<MetricRow> {
-    let text = std::fs::read_to_string(dir.join(crate::train::checkpoint::METRICS_FILE)).ok()?;
-    from_csv(&text).ok()?.pop()
+/// Whether `run` holds a finished run of `cfg` (to reuse). A run of another config is an error:
+/// reusing it would report stale numbers, and training over it would lose it.
+fn finished_run_of(run: &RunDir, cfg: &RunConfig) -> Result<bool> {
+    if !run.file(CONFIG_FILE).exists() {
+        return Ok(false);
+    }
+    let saved = RunConfig::load(&run.file(CONFIG_FILE))?;
+    let mut asked = cfg.clone();
+    if asked.model.vocab_size == 0 {
+        asked.model.vocab_size = saved.model.vocab_size;
+    }
+    let differences = saved.differences(&asked, ["saved", "asked"]);
+    if !differences.is_empty() {
+        bail!(
+            "{} holds a run of another config ({}): delete it to train the variant anew, or choose another --out",
+            run.path.display(),
+            differences.join("; ")
+        );
+    }
+    let last = match run.file(METRICS_FILE).exists() {
+        true => read_metrics(&run.file(METRICS_FILE))?.pop(),
+        false => None,
+    };
+    Ok(last.is_some_and(|r| r.step >= cfg.train.max_iters))
 }
 
 /// Everything the spec asks about one trained variant.
 fn measure(spec: &Spec, variant: &Variant, dir: &Path) -> Result<VariantResult> {
     let loaded = load_run(dir)?;
-    let text = std::fs::read_to_string(dir.join(crate::train::checkpoint::METRICS_FILE))?;
-    let rows = from_csv(&text)?;
+    let rows = read_metrics(&dir.join(METRICS_FILE))?;
     let last = rows.last().context("the run has no metrics")?;
     let (tensors, _) = read_safetensors(&dir.join(MODEL_FILE))?;
     let tied = loaded.config.model.tie_weights;

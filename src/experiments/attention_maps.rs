@@ -2,9 +2,9 @@
 
 use crate::data::CharTokenizer;
 use crate::experiments::heatmap::{heatmaps_svg, Heatmap, Scale};
+use crate::files::atomic_write;
 use crate::model::position::sinusoidal_table;
 use crate::model::{Gpt, Mode};
-use crate::train::checkpoint::atomic_write;
 use anyhow::Result;
 use candle_core::{Device, Tensor};
 use std::path::{Path, PathBuf};
@@ -15,6 +15,16 @@ pub fn attention_weights(
     tokenizer: &CharTokenizer,
     text: &str,
 ) -> Result<Vec<Vec<f32>>> {
+    let (length, cfg) = (text.chars().count(), model.config());
+    if length == 0 {
+        anyhow::bail!("the poem to draw is empty: give a few characters, e.g. --poem 白日依山尽");
+    }
+    if cfg.position == crate::config::Position::Learned && length > cfg.block_size {
+        anyhow::bail!(
+            "the poem to draw has {length} characters but the model's learned positions stop at {}: give a shorter one",
+            cfg.block_size
+        );
+    }
     let idx = Tensor::new(tokenizer.encode(text)?, &Device::Cpu)?.unsqueeze(0)?; // (1, T)
     let mut x = model.embed(&idx, 0, &mut Mode::Eval)?; // (1, T, C)
     let mut layers = Vec::new();

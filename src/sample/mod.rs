@@ -38,13 +38,13 @@ pub enum SampleError {
         lines: usize,
     },
     /// Punctuation or whitespace in the acrostic.
-    #[error("--acrostic may hold only characters that begin lines, not `{}`", .0.escape_debug())]
+    #[error("--acrostic may hold only characters that begin lines, not {}", crate::data::error::describe_char(*.0))]
     AcrosticMark(char),
     /// The vocabulary lacks a mark the form needs.
     #[error("the model's vocabulary has no `{}`, which forms need: train on the shipped corpus", .0.escape_debug())]
     MissingMark(char),
     /// The prompt breaks the form or the acrostic.
-    #[error("the prompt does not fit {rules}: character {position} is `{found}` where {expected} is needed")]
+    #[error("the prompt does not fit {rules}: character {position} is {} where {expected} is needed", crate::data::error::describe_char(*.found))]
     PromptDoesNotFit {
         /// The rules, e.g. "wujue, acrostic 春夏秋冬".
         rules: String,

@@ -10,7 +10,6 @@ use anyhow::{bail, Context, Result};
 use candle_core::{Device, Tensor};
 use candle_nn::VarMap;
 use std::collections::HashMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// The files of a run directory.
@@ -26,29 +25,6 @@ pub const METRICS_FILE: &str = "metrics.csv";
 /// The loss curves.
 pub const PLOT_FILE: &str = "loss.svg";
 
-/// Writes `bytes` to `path` atomically: a temporary file in the same folder, flushed to disk,
-/// then renamed over the target.
-pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_extension(format!(
-        "{}.tmp",
-        path.extension()
-            .and_then(|e| e.to_str())
-            .unwrap_or_default()
-    ));
-    let mut file =
-        std::fs::File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
-    file.write_all(bytes)
-        .with_context(|| format!("cannot write {}", tmp.display()))?;
-    file.sync_all()
-        .with_context(|| format!("cannot flush {}", tmp.display()))?;
-    std::fs::rename(&tmp, path)
-        .with_context(|| format!("cannot move {} to {}", tmp.display(), path.display()))?;
-    if let Some(dir) = path.parent().and_then(|d| std::fs::File::open(d).ok()) {
-        let _ = dir.sync_all();
-    }
-    Ok(())
-}
-
 /// Serialises named tensors with string metadata into safetensors bytes.
 pub fn to_safetensors(
     tensors: &[(String, Tensor)],
@@ -61,7 +37,8 @@ pub fn to_safetensors(
 
 /// Reads a safetensors file: its tensors and its metadata.
 pub fn read_safetensors(path: &Path) -> Result<(HashMap<String, Tensor>, HashMap<String, String>)> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let bytes = crate::files::read_limited(path, crate::files::WEIGHTS_LIMIT)
+        .with_context(|| format!("cannot read {}", path.display()))?;
     let (_, header) = safetensors::SafeTensors::read_metadata(&bytes).with_context(|| {
         format!(
             "{} is not a valid safetensors file (truncated or corrupted?)",
@@ -96,8 +73,31 @@ pub fn named_params(varmap: &VarMap, tied: bool) -> Vec<(String, Tensor)> {
     params
 }
 
+/// Whether every element of `t` is a finite number.
+pub fn is_finite(t: &Tensor) -> Result<bool> {
+    let values = t
+        .flatten_all()?
+        .to_dtype(candle_core::DType::F32)?
+        .to_vec1::<f32>()?;
+    Ok(values.iter().all(|v| v.is_finite()))
+}
+
+/// The name of the first tensor (in the given order) holding a NaN or an infinity, if any.
+pub fn first_non_finite<'a>(
+    tensors: impl IntoIterator<Item = (&'a str, &'a Tensor)>,
+) -> Result<Option<String>> {
+    for (name, t) in tensors {
+        if !is_finite(t)? {
+            return Ok(Some(name.to_string()));
+        }
+    }
+    Ok(None)
+}
+
 /// Copies saved weights into the model's variables, checking that every one is there with the
-/// right shape.
+/// right shape and finite values, and that the file holds no other tensor under `prefix` (a
+/// tensor left over means the file was written for another model). A tied model's file also
+/// holds `lm_head.weight`, written for nanoGPT: it must equal the token embedding.
 pub fn load_params(
     varmap: &VarMap,
     tensors: &HashMap<String, Tensor>,
@@ -121,16 +121,64 @@ pub fn load_params(
                 var.dims()
             )
         }
-        var.set(&saved.to_device(var.device())?)?;
+        if !is_finite(saved)? {
+            bail!(
+                "{}: {key} holds NaN or infinite values: these weights cannot be used; train again or resume from an intact run",
+                source.display()
+            )
+        }
+        var.set(&saved.to_dtype(var.dtype())?.to_device(var.device())?)?;
+    }
+    let tied_copy = |key: &str| -> Result<bool> {
+        let wte = tensors.get(&format!("{prefix}transformer.wte.weight"));
+        match (key == format!("{prefix}lm_head.weight"), wte) {
+            (true, Some(wte)) => Ok(tensors[key].shape() == wte.shape()
+                && tensors[key].eq(wte)?.min_all()?.to_scalar::<u8>()? == 1),
+            _ => Ok(false),
+        }
+    };
+    let mut unused = Vec::new();
+    for key in tensors.keys() {
+        if key.starts_with(prefix) && !data.contains_key(&key[prefix.len()..]) && !tied_copy(key)? {
+            unused.push(key.as_str());
+        }
+    }
+    if !unused.is_empty() {
+        unused.sort();
+        bail!(
+            "{} holds tensors this model config does not use ({}): weights and config come from different runs",
+            source.display(),
+            unused.iter().take(4).copied().collect::<Vec<_>>().join(", ")
+        );
     }
     Ok(())
 }
+
+/// The advisory lock a training process holds on its run directory for its whole life.
+pub const LOCK_FILE: &str = ".lock";
+
+/// Every file a run writes.
+pub const RUN_FILES: [&str; 6] = [
+    MODEL_FILE,
+    STATE_FILE,
+    CONFIG_FILE,
+    TOKENIZER_FILE,
+    METRICS_FILE,
+    PLOT_FILE,
+];
 
 /// A run directory.
 #[derive(Debug, Clone)]
 pub struct RunDir {
     /// Its path.
     pub path: PathBuf,
+}
+
+/// Held while a process writes a run directory; dropping it (or the process ending in any way)
+/// releases the directory.
+#[derive(Debug)]
+pub struct RunLock {
+    _file: std::fs::File,
 }
 
 impl RunDir {
@@ -144,10 +192,93 @@ impl RunDir {
         self.path.join(name)
     }
 
-    /// Whether it already holds a run with a checkpoint. A directory whose run was stopped before
-    /// its first checkpoint holds nothing to keep, and a new run may start there.
+    /// Whether it holds a resumable checkpoint.
     pub fn holds_run(&self) -> bool {
         self.file(STATE_FILE).exists()
+    }
+
+    /// Creates the directory if needed and takes its lock, so that no second process writes the
+    /// same run: two runs writing one directory would mix their files.
+    pub fn lock(&self) -> Result<RunLock> {
+        std::fs::create_dir_all(&self.path)
+            .with_context(|| format!("cannot create {}", self.path.display()))?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(self.file(LOCK_FILE))
+            .with_context(|| format!("cannot create the lock file in {}", self.path.display()))?;
+        #[cfg(unix)]
+        {
+            use std::os::fd::AsRawFd;
+            // SAFETY: flock only reads the descriptor, which `file` keeps open.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+                bail!(
+                    "{} is being written by another training process: wait for it to end, or choose another --out",
+                    self.path.display()
+                );
+            }
+        }
+        Ok(RunLock { _file: file })
+    }
+
+    /// Checks that a new run may start here: the directory is absent or holds nothing but what an
+    /// earlier run of this program left before its first file (its lock and temporary files).
+    /// Those temporary files are removed; call this holding the lock.
+    pub fn check_fresh(&self) -> Result<()> {
+        let Ok(entries) = std::fs::read_dir(&self.path) else {
+            return Ok(());
+        };
+        let mut foreign = Vec::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if RUN_FILES.contains(&name.as_str()) {
+                bail!(
+                    "{} already holds a run ({name}): continue it with --resume {0}, or choose another --out",
+                    self.path.display()
+                );
+            }
+            let ours = name == LOCK_FILE
+                || (name.starts_with('.') && name.ends_with(crate::files::TMP_SUFFIX));
+            if !ours {
+                foreign.push(name);
+            }
+        }
+        if !foreign.is_empty() {
+            foreign.sort();
+            bail!(
+                "{} holds files that are not a run's ({}): choose a new or empty directory for --out",
+                self.path.display(),
+                foreign.join(", ")
+            );
+        }
+        self.remove_temporary_files();
+        Ok(())
+    }
+
+    /// Undoes what taking the lock added to a directory when training failed: the lock file if
+    /// there was none, and the directory itself if there was none and nothing was written.
+    pub fn tidy_after_failure(&self, had_dir: bool, had_lock: bool) {
+        if !had_lock {
+            let _ = std::fs::remove_file(self.file(LOCK_FILE));
+        }
+        if !had_dir {
+            let _ = std::fs::remove_dir(&self.path);
+        }
+    }
+
+    /// Removes temporary files that a killed process left behind (the lock must be held).
+    pub fn remove_temporary_files(&self) {
+        for entry in std::fs::read_dir(&self.path)
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') && name.ends_with(crate::files::TMP_SUFFIX) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
     }
 }
 
@@ -194,13 +325,90 @@ pub fn load_run_on(dir: &Path, device: &Device) -> Result<LoadedRun> {
             tokenizer.vocab_size()
         );
     }
+    let (tensors, metadata) = read_safetensors(&run.file(MODEL_FILE))?;
+    check_weights_belong(dir, &config.model, &tokenizer, &tensors, &metadata)?;
     config.model.validate()?;
     let (model, varmap) = crate::model::Gpt::seeded(&config.model, 0, device)?;
-    let (tensors, _) = read_safetensors(&run.file(MODEL_FILE))?;
     load_params(&varmap, &tensors, "", &run.file(MODEL_FILE))?;
     Ok(LoadedRun {
         model,
         tokenizer,
         config,
     })
+}
+
+/// Metadata key of model.safetensors: the model config the weights were trained with (TOML).
+pub const MODEL_CONFIG_KEY: &str = "model_config";
+/// Metadata key of model.safetensors: the fingerprint of the run's tokenizer.
+pub const TOKENIZER_KEY: &str = "tokenizer_fingerprint";
+
+/// The metadata that ties model.safetensors to its config and tokenizer.
+pub fn model_metadata(
+    cfg: &crate::config::ModelConfig,
+    tokenizer: &crate::data::CharTokenizer,
+) -> Result<HashMap<String, String>> {
+    Ok(HashMap::from([
+        (MODEL_CONFIG_KEY.to_string(), toml::to_string(cfg)?),
+        (TOKENIZER_KEY.to_string(), tokenizer.fingerprint()),
+    ]))
+}
+
+/// Checks, before any model is built, that a run's weights were written for its config and
+/// tokenizer: the config and tokenizer recorded in the weights' metadata (runs of earlier versions
+/// have none), the number of blocks and the token embedding's shape.
+fn check_weights_belong(
+    dir: &Path,
+    cfg: &crate::config::ModelConfig,
+    tokenizer: &crate::data::CharTokenizer,
+    tensors: &HashMap<String, Tensor>,
+    metadata: &HashMap<String, String>,
+) -> Result<()> {
+    let different = |what: String| {
+        anyhow::anyhow!(
+            "{}: {what}: config.toml, tokenizer.json and model.safetensors must come from one run",
+            dir.display()
+        )
+    };
+    if let Some(saved) = metadata.get(MODEL_CONFIG_KEY) {
+        let saved = crate::config::ModelConfig::from_toml_str(saved, MODEL_FILE)?;
+        let differences = saved.differences(cfg, ["weights trained with", "config.toml says"]);
+        if !differences.is_empty() {
+            return Err(different(differences.join("; ")));
+        }
+    }
+    if let Some(saved) = metadata.get(TOKENIZER_KEY) {
+        if *saved != tokenizer.fingerprint() {
+            return Err(different(
+                "tokenizer.json is not the vocabulary the weights were trained with".into(),
+            ));
+        }
+    }
+    let layers = tensors
+        .keys()
+        .filter_map(|k| {
+            k.strip_prefix("transformer.h.")?
+                .split('.')
+                .next()?
+                .parse::<usize>()
+                .ok()
+        })
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
+    if layers != cfg.n_layer {
+        return Err(different(format!(
+            "the config says {} layers but the weights have {layers}",
+            cfg.n_layer
+        )));
+    }
+    if let Some(wte) = tensors.get("transformer.wte.weight") {
+        if wte.dims() != [cfg.vocab_size, cfg.n_embd] {
+            return Err(different(format!(
+                "the token embedding has shape {:?} but the config needs [{}, {}]",
+                wte.dims(),
+                cfg.vocab_size,
+                cfg.n_embd
+            )));
+        }
+    }
+    Ok(())
 }

@@ -35,6 +35,18 @@ pub fn to_csv(rows: &[MetricRow]) -> String {
     s
 }
 
+/// Reads a run's metrics.csv; the error names the file.
+pub fn read_metrics(path: &Path) -> Result<Vec<MetricRow>> {
+    let text = crate::files::read_text_limited(path, crate::files::SMALL_FILE_LIMIT)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    from_csv(&text).with_context(|| {
+        format!(
+            "{} is damaged: delete it (the run's losses are then listed from here on)",
+            path.display()
+        )
+    })
+}
+
 /// Parses a metrics CSV written by [`to_csv`].
 pub fn from_csv(text: &str) -> Result<Vec<MetricRow>> {
     text.lines()
@@ -129,5 +141,5 @@ pub fn plot_losses(rows: &[MetricRow], title: &str, path: &Path) -> Result<()> {
         curve("val", |r| r.val_loss),
     ];
     let svg = curves_svg(title, "loss (nats)", &curves)?;
-    crate::train::checkpoint::atomic_write(path, svg.as_bytes())
+    crate::files::atomic_write(path, svg.as_bytes())
 }

@@ -2,11 +2,12 @@
 
 use crate::config::RunConfig;
 use crate::data::{tokenizer::NEWLINE, CharTokenizer, Corpus, Split, Splits};
+use crate::files::atomic_write;
 use crate::model::Gpt;
 use crate::sample::{generate, Generation, Sampling};
 use crate::train::checkpoint::*;
 use crate::train::interrupt;
-use crate::train::metrics::{from_csv, plot_losses, to_csv, MetricRow};
+use crate::train::metrics::{plot_losses, read_metrics, to_csv, MetricRow};
 use crate::train::optim::{clip_scale, AdamW, AdamWParams};
 use crate::train::schedule::learning_rate;
 use crate::train::shards::Shards;
@@ -59,12 +60,57 @@ pub struct TrainOptions {
     pub device: Device,
 }
 
-/// Training state that is not in tensors.
-struct Counters {
+/// Everything a run trains with, set up once: config, data, tokenizer, model and optimiser.
+struct Setup {
+    cfg: RunConfig,
+    run: RunDir,
+    tokenizer: CharTokenizer,
+    splits: Splits,
+    model: Gpt,
+    varmap: candle_nn::VarMap,
+    opt: AdamW,
+    shards: Shards,
+    device: Device,
+}
+
+/// Running sums since the last evaluation.
+#[derive(Debug, Clone, Copy, Default)]
+struct Interval {
+    loss: f64,
+    steps: usize,
+    seconds: f64,
+}
+
+impl Interval {
+    fn mean_loss(&self) -> f64 {
+        self.loss / self.steps as f64
+    }
+}
+
+/// Where a run stands: everything its checkpoint saves besides the tensors.
+struct Progress {
     step: usize,
     best_val: f64,
     elapsed_s: f64,
+    batch_rng: ChaCha8Rng,
+    dropout_rng: ChaCha8Rng,
+    interval: Interval,
+    rows: Vec<MetricRow>,
+    /// The step of the checkpoint in the run directory, if there is one.
+    saved_step: Option<usize>,
 }
+
+/// The metadata keys of the training state, with the progress they hold.
+const STATE_KEYS: [&str; 8] = [
+    "step",
+    "batch_rng_pos",
+    "dropout_rng_pos",
+    "best_val_loss",
+    "elapsed_s",
+    "interval_loss",
+    "interval_steps",
+    "interval_s",
+];
 
 fn rng(seed: u64, stream: u64) -> ChaCha8Rng {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -72,28 +118,18 @@ fn rng(seed: u64, stream: u64) -> ChaCha8Rng {
     rng
 }
 
-/// Mean validation loss over `eval_iters` batches drawn from a fixed RNG, so every evaluation
-/// (and a resumed run) sees the same batches.
-fn evaluate(
-    model: &Gpt,
-    shards: &Shards,
-    splits: &Splits,
-    cfg: &RunConfig,
-    device: &Device,
-) -> Result<f64> {
-    let mut rng = rng(cfg.train.seed, 3);
-    let mut total = 0.0;
-    for _ in 0..cfg.train.eval_iters {
-        let (x, y) = splits.batch(
-            Split::Val,
-            cfg.train.batch_size,
-            cfg.model.block_size,
-            &mut rng,
-            device,
-        )?;
-        total += shards.loss(model, &x, &y)?;
+/// Reads the corpus, saying on stderr how many of its lines were left out.
+fn load_corpus(cfg: &RunConfig, progress: bool) -> Result<Corpus> {
+    let corpus = Corpus::load(Path::new(&cfg.train.corpus))?;
+    if progress && corpus.skipped > 0 {
+        eprintln!(
+            "note: {} of {} lines of {} are not regular verse (4 or 8 lines of 5 or 7 characters, each ended by ，。？！；) and were left out",
+            corpus.skipped,
+            corpus.skipped + corpus.poems.len(),
+            cfg.train.corpus
+        );
     }
-    Ok(total / cfg.train.eval_iters as f64)
+    Ok(corpus)
 }
 
 /// The vocabulary: the run's saved tokenizer when resuming, else one built from the corpus.
@@ -107,18 +143,7 @@ fn tokenizer_for(run: &RunDir, corpus: &Corpus, resume: bool) -> Result<CharToke
 /// Checks that a resume asks for the model saved in the run directory.
 fn check_resume(run: &RunDir, cfg: &RunConfig) -> Result<()> {
     let saved = RunConfig::load(&run.file(CONFIG_FILE))?;
-    let as_table = |m: &crate::config::ModelConfig| toml::Table::try_from(m).unwrap_or_default();
-    let (saved_t, asked_t) = (as_table(&saved.model), as_table(&cfg.model));
-    let differences: Vec<String> = saved_t
-        .iter()
-        .filter(|(k, v)| asked_t.get(*k) != Some(v))
-        .map(|(k, v)| {
-            format!(
-                "{k}: saved {v}, asked {}",
-                asked_t.get(k).map_or("nothing".into(), |a| a.to_string())
-            )
-        })
-        .collect();
+    let differences = saved.model.differences(&cfg.model, ["saved", "asked"]);
     if !differences.is_empty() {
         bail!(
             "the model config differs from the one saved in {} ({}): resume with the saved model settings",
@@ -129,32 +154,68 @@ fn check_resume(run: &RunDir, cfg: &RunConfig) -> Result<()> {
     Ok(())
 }
 
-fn save_state(
-    run: &RunDir,
-    varmap: &candle_nn::VarMap,
-    opt: &AdamW,
-    rngs: [&ChaCha8Rng; 2],
-    c: &Counters,
-) -> Result<()> {
-    let mut tensors: Vec<_> = named_params(varmap, false)
-        .into_iter()
-        .map(|(n, t)| (format!("param.{n}"), t))
-        .collect();
-    tensors.extend(opt.state()?);
-    let metadata = HashMap::from([
-        ("step".to_string(), c.step.to_string()),
-        (
-            "batch_rng_pos".to_string(),
-            rngs[0].get_word_pos().to_string(),
+/// Refuses a config whose training step needs more memory than the machine has available.
+fn check_memory(cfg: &RunConfig) -> Result<()> {
+    let needed = cfg.model.training_bytes(cfg.train.batch_size);
+    let available = crate::machine::available_memory();
+    if needed > available as f64 {
+        bail!(
+            "training this config needs about {} of memory but {} is available: lower batch_size, block_size, n_layer or n_embd",
+            crate::machine::human_bytes(needed),
+            crate::machine::human_bytes(available as f64)
+        );
+    }
+    Ok(())
+}
+
+/// Config, data, tokenizer and a freshly initialised model, with the run directory checked:
+/// a new run needs a directory without a run in it, a resume one with a checkpoint.
+fn set_up(opts: &TrainOptions) -> Result<Setup> {
+    let (run, mut cfg) = (opts.run.clone(), opts.config.clone());
+    if opts.resume {
+        if !run.holds_run() {
+            bail!("{} holds no checkpoint to resume ({STATE_FILE} is missing): start a new run with --out", run.path.display());
+        }
+        run.remove_temporary_files();
+    } else {
+        run.check_fresh()?;
+    }
+    let corpus = load_corpus(&cfg, opts.progress)?;
+    let tokenizer = tokenizer_for(&run, &corpus, opts.resume)?;
+    match cfg.model.vocab_size {
+        0 => cfg.model.vocab_size = tokenizer.vocab_size(),
+        v if v != tokenizer.vocab_size() => bail!(
+            "vocab_size {v} in the config differs from the tokenizer's {}: remove vocab_size from the config",
+            tokenizer.vocab_size()
         ),
-        (
-            "dropout_rng_pos".to_string(),
-            rngs[1].get_word_pos().to_string(),
-        ),
-        ("best_val_loss".to_string(), c.best_val.to_string()),
-        ("elapsed_s".to_string(), c.elapsed_s.to_string()),
-    ]);
-    atomic_write(&run.file(STATE_FILE), &to_safetensors(&tensors, metadata)?)
+        _ => {}
+    }
+    cfg.validate()?;
+    if opts.resume {
+        check_resume(&run, &cfg)?;
+    }
+    let splits = Splits::new(&corpus, &tokenizer, cfg.model.block_size)?;
+    check_memory(&cfg)?;
+    let t = &cfg.train;
+    let (model, varmap) = Gpt::seeded(&cfg.model, t.seed, &opts.device)?;
+    let params = AdamWParams {
+        beta1: t.beta1,
+        beta2: t.beta2,
+        eps: 1e-8,
+        weight_decay: t.weight_decay,
+    };
+    let opt = AdamW::new(varmap.data().lock().expect("parameter map").clone(), params)?;
+    Ok(Setup {
+        shards: Shards::for_device(&opts.device)?,
+        device: opts.device.clone(),
+        cfg,
+        run,
+        tokenizer,
+        splits,
+        model,
+        varmap,
+        opt,
+    })
 }
 
 fn meta<T: std::str::FromStr>(
@@ -173,92 +234,237 @@ fn meta<T: std::str::FromStr>(
         })
 }
 
-/// Trains as `opts` says and returns the summary. The run directory always holds a loadable
-/// checkpoint from the first evaluation on.
-pub fn train(opts: TrainOptions) -> Result<TrainSummary> {
-    let started = Instant::now();
-    let device = opts.device.clone();
-    let mut cfg = opts.config;
-    let run = opts.run;
-    if opts.resume && !run.file(STATE_FILE).exists() {
-        bail!("{} holds no checkpoint to resume ({STATE_FILE} is missing): start a new run with --out", run.path.display());
-    }
-    if !opts.resume && run.holds_run() {
-        bail!(
-            "{} already holds a run: continue it with --resume {0}, or choose another --out",
-            run.path.display()
-        );
-    }
-    let corpus = Corpus::load(Path::new(&cfg.train.corpus))?;
-    let tokenizer = tokenizer_for(&run, &corpus, opts.resume)?;
-    match cfg.model.vocab_size {
-        0 => cfg.model.vocab_size = tokenizer.vocab_size(),
-        v if v != tokenizer.vocab_size() => bail!(
-            "vocab_size {v} in the config differs from the tokenizer's {}: remove vocab_size from the config",
-            tokenizer.vocab_size()
-        ),
-        _ => {}
-    }
-    cfg.validate()?;
-    if opts.resume {
-        check_resume(&run, &cfg)?;
-    }
-    let splits = Splits::new(&corpus, &tokenizer, cfg.model.block_size)?;
-    if opts.progress {
-        eprintln!(
-            "training {} layers × {} heads × {} dims, {} positions, on {} → {}",
-            cfg.model.n_layer,
-            cfg.model.n_head,
-            cfg.model.n_embd,
-            cfg.model.position,
-            cfg.train.corpus,
-            run.path.display()
-        );
-    }
-    let t = &cfg.train;
-    let (model, varmap) = Gpt::seeded(&cfg.model, t.seed, &device)?;
-    let params = AdamWParams {
-        beta1: t.beta1,
-        beta2: t.beta2,
-        eps: 1e-8,
-        weight_decay: t.weight_decay,
-    };
-    let mut opt = AdamW::new(varmap.data().lock().expect("parameter map").clone(), params)?;
-    let shards = Shards::for_device(&device)?;
-    let (mut batch_rng, mut dropout_rng) = (rng(t.seed, 1), rng(t.seed, 2));
-    let mut counters = Counters {
+/// The progress of a new run, or of the checkpoint a resume continues (whose weights and
+/// moments it loads into the model and optimiser).
+fn restore(s: &mut Setup, resume: bool) -> Result<Progress> {
+    let seed = s.cfg.train.seed;
+    let mut p = Progress {
         step: 0,
         best_val: f64::INFINITY,
         elapsed_s: 0.0,
+        batch_rng: rng(seed, 1),
+        dropout_rng: rng(seed, 2),
+        interval: Interval::default(),
+        rows: Vec::new(),
+        saved_step: None,
     };
-    let mut rows = Vec::new();
-
-    if opts.resume {
-        let path = run.file(STATE_FILE);
-        let (tensors, metadata) = read_safetensors(&path)?;
-        load_params(&varmap, &tensors, "param.", &path)?;
-        counters.step = meta(&metadata, "step", &path)?;
-        counters.best_val = meta(&metadata, "best_val_loss", &path)?;
-        counters.elapsed_s = meta(&metadata, "elapsed_s", &path)?;
-        opt.load_state(&tensors, counters.step)?;
-        batch_rng.set_word_pos(meta(&metadata, "batch_rng_pos", &path)?);
-        dropout_rng.set_word_pos(meta(&metadata, "dropout_rng_pos", &path)?);
-        if let Ok(text) = std::fs::read_to_string(run.file(METRICS_FILE)) {
-            rows = from_csv(&text)?
-                .into_iter()
-                .filter(|r| r.step <= counters.step)
-                .collect();
-        }
-    } else {
-        std::fs::create_dir_all(&run.path)
-            .with_context(|| format!("cannot create {}", run.path.display()))?;
-        atomic_write(&run.file(TOKENIZER_FILE), tokenizer.to_json()?.as_bytes())?;
+    if !resume {
+        return Ok(p);
     }
+    let path = s.run.file(STATE_FILE);
+    let (tensors, metadata) = read_safetensors(&path)?;
+    load_params(&s.varmap, &tensors, "param.", &path)?;
+    if let Some(name) = first_non_finite(tensors.iter().map(|(n, t)| (n.as_str(), t)))? {
+        bail!(
+            "{}: {name} holds NaN or infinite values: this checkpoint cannot be resumed",
+            path.display()
+        );
+    }
+    p.step = meta(&metadata, "step", &path)?;
+    p.best_val = meta(&metadata, "best_val_loss", &path)?;
+    p.elapsed_s = meta(&metadata, "elapsed_s", &path)?;
+    p.batch_rng
+        .set_word_pos(meta(&metadata, "batch_rng_pos", &path)?);
+    p.dropout_rng
+        .set_word_pos(meta(&metadata, "dropout_rng_pos", &path)?);
+    // Checkpoints of earlier versions were written at evaluations only, with no running sums.
+    if metadata.contains_key("interval_steps") {
+        p.interval = Interval {
+            loss: meta(&metadata, "interval_loss", &path)?,
+            steps: meta(&metadata, "interval_steps", &path)?,
+            seconds: meta(&metadata, "interval_s", &path)?,
+        };
+    }
+    s.opt.load_state(&tensors, p.step)?;
+    p.saved_step = Some(p.step);
+    if s.run.file(METRICS_FILE).exists() {
+        p.rows = read_metrics(&s.run.file(METRICS_FILE))?;
+        p.rows.retain(|r| r.step <= p.step);
+    }
+    Ok(p)
+}
 
-    let t = &cfg.train;
-    let end = opts.stop_at.map_or(t.max_iters, |s| s.min(t.max_iters));
-    let bar = if opts.progress {
-        ProgressBar::new(t.max_iters as u64)
+/// Mean validation loss over `eval_iters` batches drawn from a fixed RNG, so every evaluation
+/// (and a resumed run) sees the same batches.
+fn evaluate(s: &Setup) -> Result<f64> {
+    let (cfg, mut rng) = (&s.cfg, rng(s.cfg.train.seed, 3));
+    let mut total = 0.0;
+    for _ in 0..cfg.train.eval_iters {
+        let (x, y) = s.splits.batch(
+            Split::Val,
+            cfg.train.batch_size,
+            cfg.model.block_size,
+            &mut rng,
+            &s.device,
+        )?;
+        total += s.shards.loss(&s.model, &x, &y)?;
+    }
+    Ok(total / cfg.train.eval_iters as f64)
+}
+
+/// What to say about the run directory when training must stop on a non-finite number.
+fn what_is_kept(s: &Setup, p: &Progress) -> String {
+    match p.saved_step {
+        Some(step) => format!(
+            "the checkpoint of step {step} in {} is intact; lower --learning-rate (now {}) and --resume {1}",
+            s.run.path.display(),
+            s.cfg.train.learning_rate
+        ),
+        None => format!(
+            "no checkpoint was written yet; restart with a lower --learning-rate (now {})",
+            s.cfg.train.learning_rate
+        ),
+    }
+}
+
+/// One optimiser step; returns its training loss.
+fn train_step(s: &mut Setup, p: &mut Progress) -> Result<f64> {
+    let t = &s.cfg.train;
+    let lr = learning_rate(p.step, t.learning_rate, t.warmup_iters, t.max_iters);
+    let (x, y) = s.splits.batch(
+        Split::Train,
+        t.batch_size,
+        s.cfg.model.block_size,
+        &mut p.batch_rng,
+        &s.device,
+    )?;
+    let (loss, grads) =
+        s.shards
+            .loss_and_gradients(&s.model, &s.opt, &x, &y, &mut p.dropout_rng)?;
+    if !loss.is_finite() {
+        bail!(
+            "the loss became {loss} at step {}: training stopped; {}",
+            p.step + 1,
+            what_is_kept(s, p)
+        );
+    }
+    s.opt
+        .step(&grads, lr, clip_scale(grads.norm(), t.grad_clip))?;
+    p.step += 1;
+    Ok(loss)
+}
+
+/// Writes a checkpoint: at an evaluation (`val` given) its metrics row and, when it is the best
+/// so far, the weights for sampling; always the config, the tokenizer and the training state
+/// (last, so that everything it points to exists once it does). Nothing is written when a weight,
+/// a moment or the validation loss is not finite: the previous checkpoint stays.
+fn save_checkpoint(s: &Setup, p: &mut Progress, val: Option<f64>) -> Result<()> {
+    let params = named_params(&s.varmap, false);
+    let moments = s.opt.state()?;
+    let all = params.iter().chain(&moments).map(|(n, t)| (n.as_str(), t));
+    if let Some(name) = first_non_finite(all)? {
+        bail!(
+            "the update of step {} made {name} NaN or infinite: training stopped; {}",
+            p.step,
+            what_is_kept(s, p)
+        );
+    }
+    if let Some(val) = val {
+        if !val.is_finite() {
+            bail!(
+                "the validation loss became {val} at step {}: training stopped; {}",
+                p.step,
+                what_is_kept(s, p)
+            );
+        }
+        if val < p.best_val {
+            p.best_val = val;
+            let mut metadata = model_metadata(&s.cfg.model, &s.tokenizer)?;
+            metadata.insert("step".into(), p.step.to_string());
+            metadata.insert("val_loss".into(), val.to_string());
+            let weights = named_params(&s.varmap, s.cfg.model.tie_weights);
+            atomic_write(
+                &s.run.file(MODEL_FILE),
+                &to_safetensors(&weights, metadata)?,
+            )?;
+        }
+        atomic_write(&s.run.file(METRICS_FILE), to_csv(&p.rows).as_bytes())?;
+    }
+    if !s.run.file(TOKENIZER_FILE).exists() {
+        atomic_write(
+            &s.run.file(TOKENIZER_FILE),
+            s.tokenizer.to_json()?.as_bytes(),
+        )?;
+    }
+    atomic_write(&s.run.file(CONFIG_FILE), s.cfg.to_toml()?.as_bytes())?;
+    let mut tensors: Vec<_> = params
+        .into_iter()
+        .map(|(n, t)| (format!("param.{n}"), t))
+        .collect();
+    tensors.extend(moments);
+    let i = p.interval;
+    let values = [
+        p.step.to_string(),
+        p.batch_rng.get_word_pos().to_string(),
+        p.dropout_rng.get_word_pos().to_string(),
+        p.best_val.to_string(),
+        p.elapsed_s.to_string(),
+        i.loss.to_string(),
+        i.steps.to_string(),
+        i.seconds.to_string(),
+    ];
+    let metadata = STATE_KEYS
+        .iter()
+        .map(|k| k.to_string())
+        .zip(values)
+        .collect();
+    atomic_write(
+        &s.run.file(STATE_FILE),
+        &to_safetensors(&tensors, metadata)?,
+    )?;
+    p.saved_step = Some(p.step);
+    if val.is_some() {
+        let title = format!("loss of {}", s.run.path.display());
+        plot_losses(&p.rows, &title, &s.run.file(PLOT_FILE))?;
+    }
+    Ok(())
+}
+
+/// Evaluates, records the interval's metrics row and writes the checkpoint.
+fn evaluate_and_save(s: &Setup, p: &mut Progress, bar: &ProgressBar) -> Result<()> {
+    let val = evaluate(s)?;
+    let t = &s.cfg.train;
+    let lr = learning_rate(p.step - 1, t.learning_rate, t.warmup_iters, t.max_iters);
+    let tokens = (t.batch_size * s.cfg.model.block_size * p.interval.steps) as f64;
+    p.rows.push(MetricRow {
+        step: p.step,
+        train_loss: p.interval.mean_loss(),
+        val_loss: val,
+        lr,
+        tokens_per_s: tokens / p.interval.seconds,
+        elapsed_s: p.elapsed_s,
+    });
+    p.interval = Interval::default();
+    save_checkpoint(s, p, Some(val))?;
+    let row = &p.rows[p.rows.len() - 1];
+    bar.suspend(|| {
+        eprintln!(
+            "step {:>6}: train {:.4}, val {val:.4}, lr {lr:.2e}",
+            p.step, row.train_loss
+        )
+    });
+    Ok(())
+}
+
+/// Three poems drawn at temperature 0.8 from the final weights.
+fn final_samples(s: &Setup) -> Result<Vec<String>> {
+    let newline = s
+        .tokenizer
+        .id(NEWLINE)
+        .context("the tokenizer has no newline token")?;
+    let mut sample_rng = rng(s.cfg.train.seed, 4);
+    (0..3)
+        .map(|_| -> Result<String> {
+            let gen = Generation::new(100, Sampling::with_temperature(0.8), Some(newline));
+            let ids = generate(&s.model, &[newline], &gen, &mut sample_rng, &mut |_| {})?;
+            Ok(s.tokenizer.decode(&ids)?.trim_end().to_string())
+        })
+        .collect()
+}
+
+fn progress_bar(show: bool, len: usize, position: usize) -> ProgressBar {
+    let bar = if show {
+        ProgressBar::new(len as u64)
     } else {
         ProgressBar::hidden()
     };
@@ -268,129 +474,93 @@ pub fn train(opts: TrainOptions) -> Result<TrainSummary> {
         )
         .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    bar.set_position(counters.step as u64);
-    let tokens_per_step = (t.batch_size * cfg.model.block_size) as f64;
-    let (mut interval_loss, mut interval_steps, mut interval_time) = (0.0, 0usize, 0.0);
-    let (mut run_tokens, mut run_time) = (0.0, 0.0);
-    // A resumed run starts from its last recorded losses (all of them, if no step is left to run).
-    let (mut last_train, mut last_val) =
-        rows.last().map_or((f64::NAN, f64::NAN), |r: &MetricRow| {
-            (r.train_loss, r.val_loss)
-        });
+    bar.set_position(position as u64);
+    bar
+}
 
-    while counters.step < end {
-        let step_start = Instant::now();
-        let lr = learning_rate(counters.step, t.learning_rate, t.warmup_iters, t.max_iters);
-        let (x, y) = splits.batch(
-            Split::Train,
-            t.batch_size,
-            cfg.model.block_size,
-            &mut batch_rng,
-            &device,
-        )?;
-        let (loss_value, grads) =
-            shards.loss_and_gradients(&model, &opt, &x, &y, &mut dropout_rng)?;
-        if !loss_value.is_finite() {
-            let kept = if run.holds_run() {
-                format!("the last good checkpoint in {} is intact; lower --learning-rate (now {}) and resume, or restart", run.path.display(), t.learning_rate)
-            } else {
-                format!(
-                    "no checkpoint was written yet; restart with a lower --learning-rate (now {})",
-                    t.learning_rate
-                )
-            };
-            bail!(
-                "the loss became {loss_value} at step {}: training stopped; {kept}",
-                counters.step + 1
-            );
-        }
-        opt.step(&grads, lr, clip_scale(grads.norm(), t.grad_clip))?;
-        counters.step += 1;
-        let dt = step_start.elapsed().as_secs_f64();
-        (interval_loss, interval_steps, interval_time) = (
-            interval_loss + loss_value,
-            interval_steps + 1,
-            interval_time + dt,
+/// Trains as `opts` says and returns the summary. The run directory is locked for the whole run
+/// and holds a loadable checkpoint from the first evaluation on. A run stopped between two
+/// evaluations (`stop_at`, Ctrl-C, SIGTERM) saves its training state without evaluating, so that
+/// its resumption gives exactly the metrics of an uninterrupted run.
+pub fn train(opts: TrainOptions) -> Result<TrainSummary> {
+    let (had_dir, had_lock) = (opts.run.path.exists(), opts.run.file(LOCK_FILE).exists());
+    let lock = opts.run.lock()?;
+    let outcome = train_locked(&opts);
+    if outcome.is_err() {
+        drop(lock);
+        opts.run.tidy_after_failure(had_dir, had_lock);
+    }
+    outcome
+}
+
+/// [`train`] with the run directory locked.
+fn train_locked(opts: &TrainOptions) -> Result<TrainSummary> {
+    let started = Instant::now();
+    let mut s = set_up(opts)?;
+    let mut p = restore(&mut s, opts.resume)?;
+    let max_iters = s.cfg.train.max_iters;
+    let end = opts.stop_at.map_or(max_iters, |stop| stop.min(max_iters));
+    if let Some(stop) = opts.stop_at.filter(|&stop| stop <= p.step) {
+        bail!(
+            "--stop-at {stop}: the run is already at step {}; give a later step",
+            p.step
         );
+    }
+    if opts.progress {
+        let m = &s.cfg.model;
+        eprintln!(
+            "training {} layers × {} heads × {} dims, {} positions, on {} → {}",
+            m.n_layer,
+            m.n_head,
+            m.n_embd,
+            m.position,
+            s.cfg.train.corpus,
+            s.run.path.display()
+        );
+    }
+    let bar = progress_bar(opts.progress, max_iters, p.step);
+    let tokens_per_step = (s.cfg.train.batch_size * s.cfg.model.block_size) as f64;
+    let (mut run_tokens, mut run_time) = (0.0, 0.0);
+    while p.step < end {
+        let step_start = Instant::now();
+        let loss = train_step(&mut s, &mut p)?;
+        let dt = step_start.elapsed().as_secs_f64();
+        let i = &mut p.interval;
+        (i.loss, i.steps, i.seconds) = (i.loss + loss, i.steps + 1, i.seconds + dt);
         (run_tokens, run_time) = (run_tokens + tokens_per_step, run_time + dt);
-        counters.elapsed_s += dt;
-        bar.set_position(counters.step as u64);
+        p.elapsed_s += dt;
+        bar.set_position(p.step as u64);
         bar.set_message(format!(
-            "loss {loss_value:.3} | val {last_val:.3} | lr {lr:.1e} | {:.0} tok/s",
-            tokens_per_step * interval_steps as f64 / interval_time
+            "loss {loss:.3} | {:.0} tok/s",
+            tokens_per_step * i.steps as f64 / i.seconds
         ));
-
-        let stopping = counters.step == end || interrupt::requested();
-        if counters.step.is_multiple_of(t.eval_interval) || stopping {
-            last_train = interval_loss / interval_steps as f64;
-            last_val = evaluate(&model, &shards, &splits, &cfg, &device)?;
-            rows.push(MetricRow {
-                step: counters.step,
-                train_loss: last_train,
-                val_loss: last_val,
-                lr,
-                tokens_per_s: tokens_per_step * interval_steps as f64 / interval_time,
-                elapsed_s: counters.elapsed_s,
-            });
-            (interval_loss, interval_steps, interval_time) = (0.0, 0, 0.0);
-            if last_val < counters.best_val {
-                counters.best_val = last_val;
-                let meta = HashMap::from([
-                    ("step".to_string(), counters.step.to_string()),
-                    ("val_loss".to_string(), last_val.to_string()),
-                ]);
-                atomic_write(
-                    &run.file(MODEL_FILE),
-                    &to_safetensors(&named_params(&varmap, cfg.model.tie_weights), meta)?,
-                )?;
-            }
-            // The state last: a run directory is resumable once it exists, and everything it
-            // points to is written by then.
-            atomic_write(&run.file(METRICS_FILE), to_csv(&rows).as_bytes())?;
-            atomic_write(&run.file(CONFIG_FILE), cfg.to_toml()?.as_bytes())?;
-            save_state(&run, &varmap, &opt, [&batch_rng, &dropout_rng], &counters)?;
-            plot_losses(
-                &rows,
-                &format!("loss of {}", run.path.display()),
-                &run.file(PLOT_FILE),
-            )?;
-            bar.suspend(|| {
-                eprintln!(
-                    "step {:>6}: train {last_train:.4}, val {last_val:.4}, lr {lr:.2e}",
-                    counters.step
-                )
-            });
-            if stopping {
-                break;
-            }
+        if p.step.is_multiple_of(s.cfg.train.eval_interval) || p.step == max_iters {
+            evaluate_and_save(&s, &mut p, &bar)?;
+        } else if p.step == end || interrupt::requested() {
+            save_checkpoint(&s, &mut p, None)?;
+        }
+        if interrupt::requested() {
+            break;
         }
     }
     bar.finish_and_clear();
-
-    let newline = tokenizer
-        .id(NEWLINE)
-        .context("the tokenizer has no newline token")?;
-    let mut sample_rng = rng(t.seed, 4);
-    let samples = (0..3)
-        .map(|_| -> Result<String> {
-            let gen = Generation::new(100, Sampling::with_temperature(0.8), Some(newline));
-            let ids = generate(&model, &[newline], &gen, &mut sample_rng, &mut |_| {})?;
-            Ok(tokenizer.decode(&ids)?.trim_end().to_string())
-        })
-        .collect::<Result<_>>()?;
+    let last = p.rows.last();
     Ok(TrainSummary {
-        steps: counters.step,
-        train_loss: last_train,
-        val_loss: last_val,
-        best_val_loss: counters.best_val,
+        steps: p.step,
+        train_loss: match p.interval.steps {
+            0 => last.map_or(f64::NAN, |r| r.train_loss),
+            _ => p.interval.mean_loss(),
+        },
+        val_loss: last.map_or(f64::NAN, |r| r.val_loss),
+        best_val_loss: p.best_val,
         tokens_per_s: if run_time > 0.0 {
             run_tokens / run_time
         } else {
             0.0
         },
         wall_s: started.elapsed().as_secs_f64(),
-        checkpoint: run.path.display().to_string(),
-        samples,
-        interrupted: counters.step < end,
+        checkpoint: s.run.path.display().to_string(),
+        samples: final_samples(&s)?,
+        interrupted: p.step < end,
     })
 }

@@ -1,0 +1,96 @@
+//! Reading and writing the project's files safely: only regular files are read, never more than a
+//! stated size (a FIFO would block forever, /dev/zero would fill the memory), and every write goes
+//! to a uniquely named temporary file that is flushed and then renamed over its target.
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The largest config or ablation spec read (a config is a few hundred bytes).
+pub const CONFIG_LIMIT: u64 = 1 << 20;
+/// The largest corpus read (the shipped one is 4.8 MB).
+pub const CORPUS_LIMIT: u64 = 1 << 30;
+/// The largest tokenizer.json or metrics.csv read.
+pub const SMALL_FILE_LIMIT: u64 = 64 << 20;
+/// The largest safetensors file read (weights, or weights with AdamW's moments).
+pub const WEIGHTS_LIMIT: u64 = 16 << 30;
+
+/// Reads the whole of `path`, which must be a regular file of at most `limit` bytes. The error
+/// says which rule was broken; its caller names the file's role.
+pub fn read_limited(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    let invalid = |m: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, m);
+    let meta = std::fs::metadata(path)?;
+    if !meta.is_file() {
+        return Err(invalid(
+            "it is not a regular file (a directory, FIFO or device): give a file".into(),
+        ));
+    }
+    if meta.len() > limit {
+        return Err(invalid(format!(
+            "it is {} bytes, more than the {limit} this program reads",
+            meta.len()
+        )));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    std::fs::File::open(path)?
+        .take(limit + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(invalid(format!(
+            "it grew past the {limit} bytes this program reads while being read"
+        )));
+    }
+    Ok(bytes)
+}
+
+/// [`read_limited`] as UTF-8 text.
+pub fn read_text_limited(path: &Path, limit: u64) -> std::io::Result<String> {
+    String::from_utf8(read_limited(path, limit)?).map_err(|e| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "it is not UTF-8 text (invalid byte at offset {})",
+                e.utf8_error().valid_up_to()
+            ),
+        )
+    })
+}
+
+/// The suffix every temporary file of [`atomic_write`] ends with.
+pub const TMP_SUFFIX: &str = ".tmp";
+
+/// A temporary name beside `path` that no other write uses: `.NAME.PID.N.tmp`.
+fn temporary_path(path: &Path) -> PathBuf {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let name = path
+        .file_name()
+        .map_or_else(|| "file".into(), |n| n.to_string_lossy());
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    path.with_file_name(format!(".{name}.{}.{n}{TMP_SUFFIX}", std::process::id()))
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file in the same folder, flushed to disk,
+/// then renamed over the target. On failure (a full disk, say) the temporary file is removed and
+/// the target is left as it was.
+pub fn atomic_write(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let tmp = temporary_path(path);
+    let written = (|| -> anyhow::Result<()> {
+        let mut file = std::fs::File::create(&tmp)
+            .with_context(|| format!("cannot create {}", tmp.display()))?;
+        file.write_all(bytes)
+            .with_context(|| format!("cannot write {}", tmp.display()))?;
+        file.sync_all()
+            .with_context(|| format!("cannot flush {}", tmp.display()))?;
+        std::fs::rename(&tmp, path)
+            .with_context(|| format!("cannot move {} to {}", tmp.display(), path.display()))
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written?;
+    if let Some(dir) = path.parent().and_then(|d| std::fs::File::open(d).ok()) {
+        let _ = dir.sync_all();
+    }
+    Ok(())
+}
