@@ -110,7 +110,10 @@ fn a_checkpoint_reloads_to_identical_logits() {
     // means that the file belongs to another model; so does a tied lm_head that is not wte.
     let (_, varmap) = Gpt::seeded(&saved.model, 0, &candle_core::Device::Cpu).unwrap();
     let mut extra = tensors.clone();
-    extra.insert("transformer.wpe2.weight".into(), tensors["transformer.wpe.weight"].clone());
+    extra.insert(
+        "transformer.wpe2.weight".into(),
+        tensors["transformer.wpe.weight"].clone(),
+    );
     let err = load_params(&varmap, &extra, "", &dir.join(MODEL_FILE)).unwrap_err();
     assert!(err.to_string().contains("transformer.wpe2.weight"), "{err}");
     let mut untied = tensors.clone();

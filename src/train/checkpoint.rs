@@ -224,7 +224,6 @@ impl RunDir {
 
     /// Checks that a new run may start here: the directory is absent or holds nothing but what an
     /// earlier run of this program left before its first file (its lock and temporary files).
-    /// Those temporary files are removed; call this holding the lock.
     pub fn check_fresh(&self) -> Result<()> {
         let Ok(entries) = std::fs::read_dir(&self.path) else {
             return Ok(());
@@ -232,9 +231,15 @@ impl RunDir {
         let mut foreign = Vec::new();
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
+            if RUN_FILES.contains(&name.as_str()) && self.holds_run() {
+                bail!(
+                    "{} already holds a run: continue it with --resume {0}, or choose another --out",
+                    self.path.display()
+                );
+            }
             if RUN_FILES.contains(&name.as_str()) {
                 bail!(
-                    "{} already holds a run ({name}): continue it with --resume {0}, or choose another --out",
+                    "{} holds a run's {name} but no training state to resume: move its files elsewhere (they would be written over), or choose another --out",
                     self.path.display()
                 );
             }
@@ -252,7 +257,6 @@ impl RunDir {
                 foreign.join(", ")
             );
         }
-        self.remove_temporary_files();
         Ok(())
     }
 

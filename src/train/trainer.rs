@@ -168,18 +168,19 @@ fn check_memory(cfg: &RunConfig) -> Result<()> {
     Ok(())
 }
 
-/// Config, data, tokenizer and a freshly initialised model, with the run directory checked:
-/// a new run needs a directory without a run in it, a resume one with a checkpoint.
+/// Config, data, tokenizer and a freshly initialised model, with the run directory checked
+/// (a new run needs a directory without a run in it, a resume one with a checkpoint) and the
+/// temporary files of killed processes cleared. Call it holding the directory's lock.
 fn set_up(opts: &TrainOptions) -> Result<Setup> {
     let (run, mut cfg) = (opts.run.clone(), opts.config.clone());
     if opts.resume {
         if !run.holds_run() {
             bail!("{} holds no checkpoint to resume ({STATE_FILE} is missing): start a new run with --out", run.path.display());
         }
-        run.remove_temporary_files();
     } else {
         run.check_fresh()?;
     }
+    run.remove_temporary_files();
     let corpus = load_corpus(&cfg, opts.progress)?;
     let tokenizer = tokenizer_for(&run, &corpus, opts.resume)?;
     match cfg.model.vocab_size {
@@ -483,6 +484,10 @@ fn progress_bar(show: bool, len: usize, position: usize) -> ProgressBar {
 /// evaluations (`stop_at`, Ctrl-C, SIGTERM) saves its training state without evaluating, so that
 /// its resumption gives exactly the metrics of an uninterrupted run.
 pub fn train(opts: TrainOptions) -> Result<TrainSummary> {
+    if !opts.resume {
+        // Checked before the lock too, so that no lock file is left in a directory refused.
+        opts.run.check_fresh()?;
+    }
     let (had_dir, had_lock) = (opts.run.path.exists(), opts.run.file(LOCK_FILE).exists());
     let lock = opts.run.lock()?;
     let outcome = train_locked(&opts);
