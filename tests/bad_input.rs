@@ -861,6 +861,16 @@ fn a_new_run_never_writes_over_files_it_did_not_make() {
     assert!(!left.join(".model.safetensors.999.0.tmp").exists());
 }
 
+/// A child process that is killed when this goes out of scope, even when a test fails.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[test]
 fn a_second_training_process_cannot_write_the_same_run() {
     let tmp = tempfile::tempdir().unwrap();
@@ -868,18 +878,17 @@ fn a_second_training_process_cannot_write_the_same_run() {
     let dir_arg = dir.to_str().unwrap();
     // The first process evaluates only at the end: it holds the directory with nothing written
     // yet, the moment at which two runs used to write the same files.
-    let start_first = |extra: &[&str]| {
+    let start_first = || {
         Command::new(TRAIN)
             .args(["--config", "configs/tiny.toml", "--max-iters", "1000000"])
             .args(["--eval-interval", "1000000", "--out", dir_arg])
-            .args(extra)
             .current_dir(root())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap()
     };
-    let mut first = start_first(&[]);
+    let first = KillOnDrop(start_first());
     let started = Instant::now();
     while !dir.join(".lock").exists() {
         assert!(started.elapsed() < TIME_LIMIT, "no lock");
@@ -906,8 +915,7 @@ fn a_second_training_process_cannot_write_the_same_run() {
         &["--config", "configs/tiny.toml", "--resume", dir_arg],
         &["being written by another training process"],
     );
-    first.kill().unwrap();
-    first.wait().unwrap();
+    drop(first);
     // Once the first process is gone, what it left (its lock file) is no obstacle.
     let (ok, stderr) = run_bin(
         "a new run after the first ended",
