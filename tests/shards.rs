@@ -44,8 +44,8 @@ fn model_and_optimiser(cfg: &ModelConfig) -> (Gpt, AdamW) {
 
 #[test]
 fn shards_give_the_whole_batch_loss_and_gradients() {
-    // RoPE trains through autograd, learned positions through the hand-written step.
-    for position in [Position::Rope, Position::Learned] {
+    // Positions inside attention (RoPE, ALiBi) and added to the embedding (learned).
+    for position in [Position::Rope, Position::Alibi, Position::Learned] {
         let cfg = ModelConfig {
             dropout: 0.0,
             ..common::small_config(30, 2, position)

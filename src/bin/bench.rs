@@ -1,11 +1,12 @@
 //! Prints training, forward and sampling speed and MFU for the default config's model (2 layers)
-//! and the course's (the lesson's 4 layers, vocabulary 6,000).
+//! and the course's (the lesson's 4 layers, vocabulary 6,000), the latter also with RoPE and
+//! ALiBi.
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use serde::Serialize;
 use shige::bench::{bench_model, matmul_ceiling, op_timings, ModelBench, OpTiming};
-use shige::config::{ModelConfig, RunConfig};
+use shige::config::{ModelConfig, Position, RunConfig};
 use shige::machine::Machine;
 use std::path::Path;
 
@@ -58,8 +59,20 @@ fn run() -> Result<()> {
         vocab_size: 6000,
         ..Default::default()
     };
+    // The course model with the positions that act inside attention.
+    let with = |position| ModelConfig {
+        position,
+        ..course.clone()
+    };
+    let (rope, alibi) = (with(Position::Rope), with(Position::Alibi));
     let mut models = Vec::new();
-    for (name, cfg) in [("default", default), ("course", course)] {
+    let configs = [
+        ("default", default),
+        ("course", course),
+        ("course-rope", rope),
+        ("course-alibi", alibi),
+    ];
+    for (name, cfg) in configs {
         if !args.json {
             eprintln!(
                 "measuring {name} ({} layers, n_embd {}, vocab {}) …",
@@ -93,12 +106,12 @@ fn run() -> Result<()> {
     println!("{}", report.machine.describe());
     println!("float32 matmul ceiling {ceiling:.1} GFLOP/s");
     println!(
-        "{:<9}{:>13}{:>11}{:>19}{:>16}{:>7}{:>8}",
+        "{:<13}{:>13}{:>11}{:>19}{:>16}{:>7}{:>8}",
         "config", "train tok/s", "fwd tok/s", "sample, no cache", "sample, cache", "ratio", "MFU"
     );
     for m in &report.models {
         println!(
-            "{:<9}{:>13.0}{:>11.0}{:>19.0}{:>16.0}{:>6.1}×{:>7.1}%",
+            "{:<13}{:>13.0}{:>11.0}{:>19.0}{:>16.0}{:>6.1}×{:>7.1}%",
             m.name,
             m.train_tokens_per_s,
             m.forward_tokens_per_s,

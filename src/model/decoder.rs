@@ -18,7 +18,7 @@
 
 use crate::model::block::Block;
 use crate::model::layers::{LayerNorm, Linear, LN_EPS};
-use crate::model::position::{rope_angles, sinusoidal_table, PositionEncoding};
+use crate::model::position::{rope_angles, rotate_pairs, sinusoidal_table, PositionEncoding};
 use crate::model::team::{lock, Team};
 use crate::model::Gpt;
 use crate::ops::fast_math::{self, DOT_GROUP};
@@ -428,8 +428,8 @@ impl<'m> CpuDecoder<'m> {
             let (k, v) = kv.split_at_mut(d);
             if let Some((cos, sin)) = angles {
                 let pairs = r * d / 2..(r + 1) * d / 2;
-                rotate(q, &cos[pairs.clone()], &sin[pairs.clone()]);
-                rotate(k, &cos[pairs.clone()], &sin[pairs]);
+                rotate_pairs(q, &cos[pairs.clone()], &sin[pairs.clone()], false);
+                rotate_pairs(k, &cos[pairs.clone()], &sin[pairs], false);
             }
             share.keys.extend_from_slice(k);
             share.values.extend_from_slice(v);
@@ -497,16 +497,6 @@ impl<'m> CpuDecoder<'m> {
         let inv_total = 1.0 / fast_math::sum(&scores);
         weighted_sum(&scores, values, y);
         y.iter_mut().for_each(|y| *y *= inv_total);
-    }
-}
-
-/// RoPE: turns the pairs (2i, 2i+1) of one head's x (head_dim) by the angles whose cos and sin
-/// are given (head_dim/2 each).
-fn rotate(x: &mut [f32], cos: &[f32], sin: &[f32]) {
-    for (pair, (cos, sin)) in x.chunks_mut(2).zip(cos.iter().zip(sin)) {
-        let (a, b) = (pair[0], pair[1]);
-        pair[0] = a * cos - b * sin;
-        pair[1] = a * sin + b * cos;
     }
 }
 

@@ -38,6 +38,18 @@ pub fn rope_angles(start: usize, len: usize, head_dim: usize, base: f64) -> (Vec
     (cos, sin)
 }
 
+/// Rotates the pairs (2i, 2i+1) of one row x (head_dim) by the angles whose cosines and sines
+/// are `cos` and `sin` (head_dim/2 each), as RoPE does to q and k; with `inverse`, by the opposite
+/// angles (the rotation's transpose, which carries a gradient back through it).
+pub fn rotate_pairs(x: &mut [f32], cos: &[f32], sin: &[f32], inverse: bool) {
+    let sign = if inverse { -1.0 } else { 1.0 };
+    for (pair, (cos, sin)) in x.chunks_mut(2).zip(cos.iter().zip(sin)) {
+        let (a, b, sin) = (pair[0], pair[1], sign * sin);
+        pair[0] = a * cos - b * sin;
+        pair[1] = a * sin + b * cos;
+    }
+}
+
 /// ALiBi slopes as in Press et al.: for n a power of two, the geometric sequence starting at
 /// 2^(-8/n) with that ratio (8 heads: 1/2, 1/4 … 1/256); otherwise the slopes of the closest
 /// smaller power of two, followed by every other slope of the next one.

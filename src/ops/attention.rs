@@ -53,10 +53,13 @@ fn take(slot: &Mutex<Option<Vec<f32>>>) -> Result<Vec<f32>> {
 
 /// One (batch, head) forward: p (Tq × Tk) = causal softmax of q kᵀ · scale, o (Tq × D) = p v, for
 /// q (Tq × D) and k, v (Tk × D), query i standing at position i + Tk − Tq.
+///
+/// With an ALiBi `slope`, each score is first lowered by slope · (i − j), the distance from the
+/// query's position i to the key's j (a constant: the backward pass is the same).
 fn head_forward(
     (q, k, v): (Operand, Operand, Operand),
     (t_q, t_k, d): (usize, usize, usize),
-    scale: f32,
+    (scale, slope): (f32, Option<f32>),
     p: &mut [f32],
     o: &mut [f32],
 ) {
@@ -65,7 +68,17 @@ fn head_forward(
     for (i, row) in p.chunks_mut(t_k).enumerate() {
         let (seen, masked) = row.split_at_mut(i + offset + 1);
         masked.fill(0.0);
-        let max = super::fast_math::max(seen) * scale;
+        let max = match slope {
+            None => super::fast_math::max(seen) * scale,
+            Some(slope) => {
+                let last = seen.len() - 1;
+                seen.iter_mut()
+                    .enumerate()
+                    .for_each(|(j, s)| *s = *s * scale - slope * (last - j) as f32);
+                super::fast_math::max(seen)
+            }
+        };
+        let scale = if slope.is_some() { 1.0 } else { scale }; // scaled already
         seen.iter_mut()
             .for_each(|s| *s = super::fast_math::exp(*s * scale - max));
         let inv = 1.0 / super::fast_math::sum(seen);
@@ -135,7 +148,7 @@ impl CustomOp3 for CausalAttention {
                     Operand::rows(k[bh], d),
                     Operand::rows(v[bh], d),
                 );
-                head_forward(qkv, (t_q, t_k, d), self.scale, p, o);
+                head_forward(qkv, (t_q, t_k, d), (self.scale, None), p, o);
             });
         keep(&self.weights, weights)?;
         Ok((CpuStorage::F32(out), l1.shape().clone()))
@@ -198,11 +211,13 @@ fn heads(qkv: &[f32], h: usize, c: usize, n_head: usize) -> [Operand<'_>; 3] {
 
 /// Causal attention of every head in qkv (B × T × 3C, sequences of T rows): the heads' outputs
 /// side by side (B × T × C) and the attention weights (B × H × T × T) for [`qkv_backward`].
+/// `slopes` are ALiBi's, one per head, if the scores are biased.
 pub(crate) fn qkv_forward(
     qkv: &[f32],
     (t, c): (usize, usize),
     n_head: usize,
     scale: f32,
+    slopes: Option<&[f32]>,
 ) -> (Vec<f32>, Vec<f32>) {
     let (c3, d) = (3 * c, c / n_head);
     let b = qkv.len() / (t * c3);
@@ -215,7 +230,8 @@ pub(crate) fn qkv_forward(
             let mut o = vec![0f32; t * d];
             for (head, p) in p.chunks_mut(t * t).enumerate() {
                 let [q, k, v] = heads(qkv, head, c, n_head);
-                head_forward((q, k, v), (t, t, d), scale, p, &mut o);
+                let slope = slopes.map(|s| s[head]);
+                head_forward((q, k, v), (t, t, d), (scale, slope), p, &mut o);
                 scatter(&o, out, c, head * d);
             }
         });
@@ -270,7 +286,7 @@ impl CustomOp1 for QkvAttention {
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
         let qkv = contiguous(storage, layout, self.name())?;
         let (b, t, c3) = layout.shape().dims3()?;
-        let (out, weights) = qkv_forward(qkv, (t, c3 / 3), self.n_head, self.scale);
+        let (out, weights) = qkv_forward(qkv, (t, c3 / 3), self.n_head, self.scale, None);
         keep(&self.weights, weights)?;
         Ok((CpuStorage::F32(out), Shape::from((b, t, c3 / 3))))
     }

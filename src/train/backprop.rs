@@ -6,12 +6,12 @@
 //! step. Here the kernels of the fused ops ([`crate::ops`]) are called on plain buffers, block by
 //! block, with the residual stream's gradient accumulated in place and every parameter's gradient
 //! written once. The model is the same; [`supports`] says which configurations this covers
-//! (dropout off, positions added to the embedding or none), the others train through candle's
-//! autograd. The tests check both give the same loss and gradients.
+//! (every positional scheme, dropout off), the others train through candle's autograd. The tests
+//! check both give the same loss and gradients.
 
 use crate::model::block::Block;
 use crate::model::layers::{LayerNorm, Linear, LN_EPS};
-use crate::model::position::{sinusoidal_table, PositionEncoding};
+use crate::model::position::{rope_angles, rotate_pairs, sinusoidal_table, PositionEncoding};
 use crate::model::Gpt;
 use crate::ops::{attention, contiguous, gelu, layer_norm, linear, lm_head_loss};
 use candle_core::{bail, Layout, Result, Storage, StorageRef, Tensor, TensorId};
@@ -20,16 +20,58 @@ use std::collections::HashMap;
 /// Each parameter's gradient, flat, by the parameter's tensor.
 pub type ParamGrads = HashMap<TensorId, Vec<f32>>;
 
-/// Whether [`loss_and_gradients`] handles `model`: f32 on the CPU with the fused kernels on, no
-/// dropout, and positions that are added to the embedding (learned, sinusoidal) or none.
+/// Whether [`loss_and_gradients`] handles `model`: f32 on the CPU with the fused kernels on, and
+/// no dropout.
 pub fn supports(model: &Gpt) -> bool {
-    let additive = matches!(
-        model.position,
-        PositionEncoding::None
-            | PositionEncoding::Learned { .. }
-            | PositionEncoding::Sinusoidal { .. }
-    );
-    additive && model.config().dropout == 0.0 && crate::ops::fused_for(model.wte.embeddings())
+    model.config().dropout == 0.0 && crate::ops::fused_for(model.wte.embeddings())
+}
+
+/// How the positional scheme acts inside attention, computed once per step for T positions.
+enum InAttention {
+    /// Nothing (none, learned, sinusoidal).
+    Nothing,
+    /// RoPE's cos and sin of positions 0..T (T × head_dim/2 each).
+    Rotations(Vec<f32>, Vec<f32>),
+    /// ALiBi's slope per head.
+    Slopes(Vec<f32>),
+}
+
+impl InAttention {
+    fn new(position: &PositionEncoding, t: usize) -> Self {
+        match position {
+            PositionEncoding::Rope { head_dim, base } => {
+                let (cos, sin) = rope_angles(0, t, *head_dim, *base);
+                InAttention::Rotations(cos, sin)
+            }
+            PositionEncoding::Alibi { slopes } => {
+                InAttention::Slopes(slopes.iter().map(|&s| s as f32).collect())
+            }
+            _ => InAttention::Nothing,
+        }
+    }
+
+    /// Rotates (or, with `inverse`, turns back) the q and k of every head in qkv (N × 3C,
+    /// sequences of `t` rows) for RoPE; turning back carries their gradients to c_attn.
+    fn rotate(&self, qkv: &mut [f32], (t, c): (usize, usize), head_dim: usize, inverse: bool) {
+        let InAttention::Rotations(cos, sin) = self else {
+            return;
+        };
+        let half = head_dim / 2;
+        for (r, row) in qkv.chunks_mut(3 * c).enumerate() {
+            let pairs = r % t * half..(r % t + 1) * half;
+            let (cos, sin) = (&cos[pairs.clone()], &sin[pairs]);
+            for head in row[..2 * c].chunks_mut(head_dim) {
+                rotate_pairs(head, cos, sin, inverse);
+            }
+        }
+    }
+
+    fn slopes(&self) -> Option<&[f32]> {
+        match self {
+            InAttention::Slopes(slopes) => Some(slopes),
+            _ => None,
+        }
+    }
 }
 
 /// A CPU tensor's values, read in place while this lives.
@@ -130,7 +172,7 @@ struct BlockActivations {
     x: Vec<f32>,
     /// ln_1(x) (C).
     ln_1: Vec<f32>,
-    /// The fused projection's q | k | v (3C).
+    /// The fused projection's q | k | v (3C), q and k rotated for RoPE.
     qkv: Vec<f32>,
     /// The attention weights (B × H × T × T).
     weights: Vec<f32>,
@@ -147,13 +189,20 @@ struct BlockActivations {
 }
 
 /// One block over x (N × C, sequences of `t` rows): its output and what its backward pass needs.
-fn block_forward(block: &Block, x: Vec<f32>, t: usize) -> Result<(Vec<f32>, BlockActivations)> {
+fn block_forward(
+    block: &Block,
+    x: Vec<f32>,
+    t: usize,
+    positions: &InAttention,
+) -> Result<(Vec<f32>, BlockActivations)> {
     let attn = &block.attn;
     let c = attn.n_head * attn.head_dim;
     let ln_1 = norm_forward(&block.ln_1, &x)?; // (N, C)
-    let qkv = linear_forward(&attn.c_attn, &ln_1, None)?; // (N, 3C)
+    let mut qkv = linear_forward(&attn.c_attn, &ln_1, None)?; // (N, 3C)
+    positions.rotate(&mut qkv, (t, c), attn.head_dim, false);
     let scale = attn.scale() as f32;
-    let (heads, weights) = attention::qkv_forward(&qkv, (t, c), attn.n_head, scale); // (N, C), (B, H, T, T)
+    let slopes = positions.slopes();
+    let (heads, weights) = attention::qkv_forward(&qkv, (t, c), attn.n_head, scale, slopes); // (N, C), (B, H, T, T)
     let mid = linear_forward(&attn.c_proj, &heads, Some(x.clone()))?; // (N, C)
     let ln_2 = norm_forward(&block.ln_2, &mid)?; // (N, C)
     let fc = linear_forward(&block.mlp.c_fc, &ln_2, None)?; // (N, 4C)
@@ -178,7 +227,7 @@ fn block_forward(block: &Block, x: Vec<f32>, t: usize) -> Result<(Vec<f32>, Bloc
 fn block_backward(
     block: &Block,
     a: &BlockActivations,
-    t: usize,
+    (t, positions): (usize, &InAttention),
     d_out: Vec<f32>,
     grads: &mut ParamGrads,
 ) -> Result<Vec<f32>> {
@@ -193,7 +242,9 @@ fn block_backward(
                                                                      // mid = x + c_proj(attention(c_attn(ln_1(x)))).
     let d_heads = linear_backward(&attn.c_proj, &a.heads, &d_mid, grads)?; // (N, C)
     let scale = attn.scale() as f32;
-    let d_qkv = attention::qkv_backward(&a.qkv, &d_heads, &a.weights, (t, c), attn.n_head, scale); // (N, 3C)
+    let mut d_qkv =
+        attention::qkv_backward(&a.qkv, &d_heads, &a.weights, (t, c), attn.n_head, scale); // (N, 3C)
+    positions.rotate(&mut d_qkv, (t, c), attn.head_dim, true);
     let d_ln_1 = linear_backward(&attn.c_attn, &a.ln_1, &d_qkv, grads)?; // (N, C)
     let mut d_x = d_mid;
     norm_backward(&block.ln_1, &a.x, &d_ln_1, &mut d_x, grads)?; // (N, C)
@@ -281,9 +332,10 @@ pub fn loss_and_gradients(model: &Gpt, x: &Tensor, y: &Tensor) -> Result<(f64, P
     let mut grads = ParamGrads::new();
     // Forward.
     let mut h = embed(model, &ids, t)?; // (N, C)
+    let positions = InAttention::new(&model.position, t);
     let mut kept = Vec::with_capacity(model.h.len());
     for block in &model.h {
-        let (out, activations) = block_forward(block, h, t)?; // (N, C)
+        let (out, activations) = block_forward(block, h, t, &positions)?; // (N, C)
         kept.push(activations);
         h = out;
     }
@@ -300,7 +352,8 @@ pub fn loss_and_gradients(model: &Gpt, x: &Tensor, y: &Tensor) -> Result<(f64, P
     let mut d_h = vec![0f32; h.len()];
     norm_backward(&model.ln_f, &h, &d_h_f, &mut d_h, &mut grads)?; // (N, C)
     for (block, activations) in model.h.iter().zip(&kept).rev() {
-        d_h = block_backward(block, activations, t, d_h, &mut grads)?; // (N, C)
+        d_h = block_backward(block, activations, (t, &positions), d_h, &mut grads)?;
+        // (N, C)
     }
     embed_backward(model, &ids, t, &d_h, &mut grads)?;
     Ok((loss, grads))
