@@ -145,3 +145,25 @@ fn a_byte_order_mark_does_not_cost_the_first_poem() {
     assert_eq!(corpus.skipped, 0);
     assert!(corpus.poems[0].starts_with('白'));
 }
+
+#[test]
+fn windows_of_a_split_predict_every_token_once() {
+    let corpus = common::tiny_corpus();
+    let tokenizer = common::tiny_tokenizer();
+    let splits = Splits::new(&corpus, &tokenizer, 32).unwrap();
+    let val = splits.tokens(Split::Val);
+    let batches = splits.windows(Split::Val, 5, 32, &Device::Cpu).unwrap();
+    let (mut xs, mut ys) = (Vec::new(), Vec::new());
+    for (x, y) in &batches {
+        assert!(x.dim(0).unwrap() <= 5 && x.dims() == y.dims());
+        xs.extend(x.flatten_all().unwrap().to_vec1::<u32>().unwrap());
+        ys.extend(y.flatten_all().unwrap().to_vec1::<u32>().unwrap());
+    }
+    // The inputs are the split but its last token, the targets the split but its first.
+    assert_eq!(xs, val[..val.len() - 1]);
+    assert_eq!(ys, val[1..]);
+    assert!(
+        (val.len() - 1) % 32 != 0,
+        "the tiny split ends in a shorter window"
+    );
+}

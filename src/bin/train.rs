@@ -164,6 +164,7 @@ fn run() -> Result<()> {
             .unwrap_or_else(|| default_run_dir(&config_path)),
     );
     shige::train::interrupt::catch_ctrl_c();
+    let cfg_eval_iters = cfg.train.eval_iters;
     let options = TrainOptions {
         config: cfg,
         run,
@@ -187,9 +188,10 @@ fn run() -> Result<()> {
         );
     } else {
         println!(
-            "done: {} steps, train loss {:.4}, val loss {:.4} (best {:.4}), {:.0} tokens/s, {:.0} s\ncheckpoint: {}\nsamples:",
-            summary.steps, summary.train_loss, summary.val_loss, summary.best_val_loss, summary.tokens_per_s, summary.wall_s,
-            summary.checkpoint
+            "done: {} steps, train loss {:.4}, val loss {:.4} (best {:.4}; {} fixed batches), {:.0} tokens/s, {:.0} s\n\
+             val loss of the final weights over the whole validation split: {:.4}\ncheckpoint: {}\nsamples:",
+            summary.steps, summary.train_loss, summary.val_loss, summary.best_val_loss, cfg_eval_iters,
+            summary.tokens_per_s, summary.wall_s, summary.val_loss_whole, summary.checkpoint
         );
         for s in &summary.samples {
             println!("  {s}");

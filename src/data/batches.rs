@@ -80,4 +80,48 @@ impl Splits {
             Tensor::from_vec(y, (batch_size, block_size), device)?, // (B, T)
         ))
     }
+
+    /// The whole split in consecutive windows of `block_size` tokens, so that every token but the
+    /// first is predicted exactly once: batches of up to `batch_size` windows as (x, y), each
+    /// (B, T) u32, the last window shorter when the split does not divide evenly.
+    pub fn windows(
+        &self,
+        split: Split,
+        batch_size: usize,
+        block_size: usize,
+        device: &Device,
+    ) -> Result<Vec<(Tensor, Tensor)>> {
+        let tokens = self.tokens(split);
+        let predicted = tokens.len().saturating_sub(1);
+        let (full, rest) = (predicted / block_size, predicted % block_size);
+        let window = |i: usize, len: usize| -> (&[u32], &[u32]) {
+            let start = i * block_size;
+            (
+                &tokens[start..start + len],
+                &tokens[start + 1..start + len + 1],
+            )
+        };
+        let mut batches = Vec::new();
+        for first in (0..full).step_by(batch_size.max(1)) {
+            let rows = batch_size.max(1).min(full - first);
+            let (mut x, mut y) = (Vec::new(), Vec::new());
+            for i in first..first + rows {
+                let (wx, wy) = window(i, block_size);
+                x.extend_from_slice(wx);
+                y.extend_from_slice(wy);
+            }
+            batches.push((
+                Tensor::from_vec(x, (rows, block_size), device)?, // (B, T)
+                Tensor::from_vec(y, (rows, block_size), device)?, // (B, T)
+            ));
+        }
+        if rest > 0 {
+            let (wx, wy) = window(full, rest);
+            batches.push((
+                Tensor::from_slice(wx, (1, rest), device)?, // (1, T')
+                Tensor::from_slice(wy, (1, rest), device)?, // (1, T')
+            ));
+        }
+        Ok(batches)
+    }
 }

@@ -28,8 +28,12 @@ pub struct TrainSummary {
     pub steps: usize,
     /// Mean training loss over the last evaluation interval.
     pub train_loss: f64,
-    /// Validation loss at the last evaluation.
+    /// Validation loss at the last evaluation: the mean over `eval_iters` fixed random batches,
+    /// an estimate that training uses to pick its best weights.
     pub val_loss: f64,
+    /// Validation loss of the final weights over the whole validation split, every token
+    /// predicted once (windows of block_size): the exact figure to compare runs by.
+    pub val_loss_whole: f64,
     /// Best validation loss (the weights in model.safetensors).
     pub best_val_loss: f64,
     /// Training tokens per second over this invocation.
@@ -303,6 +307,27 @@ fn evaluate(s: &Setup) -> Result<f64> {
     Ok(total / cfg.train.eval_iters as f64)
 }
 
+/// Windows of the whole validation split per batch in [`evaluate_whole`].
+const WHOLE_EVAL_BATCH: usize = 32;
+
+/// The mean cross-entropy of the model over the whole validation split, every token but the
+/// first predicted once, each in a window of block_size consecutive tokens.
+fn evaluate_whole(s: &Setup) -> Result<f64> {
+    let windows = s.splits.windows(
+        Split::Val,
+        WHOLE_EVAL_BATCH,
+        s.cfg.model.block_size,
+        &s.device,
+    )?;
+    let (mut total, mut count) = (0.0, 0);
+    for (x, y) in &windows {
+        let tokens = x.elem_count();
+        total += s.shards.loss(&s.model, x, y)? * tokens as f64;
+        count += tokens;
+    }
+    Ok(total / count as f64)
+}
+
 /// What to say about the run directory when training must stop on a non-finite number.
 fn what_is_kept(s: &Setup, p: &Progress) -> String {
     match p.saved_step {
@@ -557,6 +582,7 @@ fn train_locked(opts: &TrainOptions) -> Result<TrainSummary> {
             _ => p.interval.mean_loss(),
         },
         val_loss: last.map_or(f64::NAN, |r| r.val_loss),
+        val_loss_whole: evaluate_whole(&s)?,
         best_val_loss: p.best_val,
         tokens_per_s: if run_time > 0.0 {
             run_tokens / run_time
