@@ -1,21 +1,32 @@
 //! The composite path (candle's own ops, which GPU builds run since the fused kernels are CPU
-//! code), forced on the CPU: it trains like the fused path and samples the same with and without
-//! the key/value cache. One test, because the switch is process-wide.
+//! code), chosen for a model on the CPU: it trains like the fused path and samples the same with
+//! and without the key/value cache.
 
 mod common;
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use shige::config::Position;
+use shige::ops::Kernels;
 use shige::sample::{generate, Generation, Sampling};
-use shige::train::checkpoint::load_run;
+use shige::train::checkpoint::{load_run, RunDir};
+use shige::train::{train, TrainOptions};
 use std::path::Path;
 
-/// (step, train loss, val loss) of each evaluation of a tiny run with `position`.
-fn tiny_curve(position: Position, dir: &Path) -> Vec<(usize, f64, f64)> {
-    let mut cfg = common::tiny_config();
-    cfg.model.position = position;
-    common::run(&cfg, dir, false, None).unwrap();
+/// (step, train loss, val loss) of each evaluation of a tiny run with `position` on `kernels`.
+fn tiny_curve(position: Position, kernels: Kernels, dir: &Path) -> Vec<(usize, f64, f64)> {
+    let mut config = common::tiny_config();
+    config.model.position = position;
+    train(TrainOptions {
+        device: candle_core::Device::Cpu,
+        config,
+        run: RunDir::new(dir),
+        resume: false,
+        stop_at: None,
+        progress: false,
+        kernels,
+    })
+    .unwrap();
     common::curve(dir)
 }
 
@@ -23,11 +34,10 @@ fn tiny_curve(position: Position, dir: &Path) -> Vec<(usize, f64, f64)> {
 fn composite_ops_train_and_sample_like_the_fused_kernels() {
     let tmp = tempfile::tempdir().unwrap();
     for position in [Position::Learned, Position::Rope, Position::Alibi] {
-        shige::ops::set_fused(true);
-        let fused = tiny_curve(position, &tmp.path().join(format!("{position}-fused")));
-        shige::ops::set_fused(false);
+        let fused_dir = tmp.path().join(format!("{position}-fused"));
+        let fused = tiny_curve(position, Kernels::Fused, &fused_dir);
         let dir = tmp.path().join(format!("{position}-composite"));
-        let composite = tiny_curve(position, &dir);
+        let composite = tiny_curve(position, Kernels::Composite, &dir);
         let (first, last) = (composite[0], composite[composite.len() - 1]);
         assert!(
             last.1 < first.1 - 0.3,
@@ -40,7 +50,7 @@ fn composite_ops_train_and_sample_like_the_fused_kernels() {
         // Training is deterministic, so bit-identical weights would mean one path ran twice.
         assert!(
             weights("fused") != weights("composite"),
-            "{position}: the switch left the fused kernels on"
+            "{position}: the composite model ran the fused kernels"
         );
         for (f, c) in fused.iter().zip(&composite) {
             assert_eq!(f.0, c.0);
@@ -51,7 +61,8 @@ fn composite_ops_train_and_sample_like_the_fused_kernels() {
             );
         }
         // Cached and recomputed sampling agree on the composite path too.
-        let run = load_run(&dir).unwrap();
+        let mut run = load_run(&dir).unwrap();
+        run.model = run.model.with_kernels(Kernels::Composite);
         let prompt = run.tokenizer.encode("\n白日").unwrap();
         let draw = |use_cache| {
             let mut gen = Generation::new(40, Sampling::with_temperature(0.8), None);
@@ -65,5 +76,4 @@ fn composite_ops_train_and_sample_like_the_fused_kernels() {
             "{position}: cache changes the text"
         );
     }
-    shige::ops::set_fused(true);
 }

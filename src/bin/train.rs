@@ -139,7 +139,6 @@ fn run() -> Result<()> {
         (None, None) => PathBuf::from("configs/default.toml"),
     };
     let device = shige::device::open(&args.device)?;
-    shige::ops::set_fused(!args.no_fused);
     let mut cfg = RunConfig::load(&config_path)?;
     let (m, t) = (&mut cfg.model, &mut cfg.train);
     set(&mut t.max_iters, args.max_iters);
@@ -172,6 +171,10 @@ fn run() -> Result<()> {
         stop_at: args.stop_at,
         progress: true,
         device,
+        kernels: match args.no_fused {
+            true => shige::ops::Kernels::Composite,
+            false => shige::ops::Kernels::Fused,
+        },
     };
     // On a worker of the thread pool, the ops' parallel loops start without a hand-over.
     let summary = rayon::scope(|_| train(options))?;

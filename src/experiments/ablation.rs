@@ -246,6 +246,7 @@ pub fn run(opts: &AblationOptions) -> Result<Vec<VariantResult>> {
                 resume,
                 stop_at: None,
                 progress: opts.progress,
+                kernels: crate::ops::Kernels::Fused,
             })
             .with_context(|| format!("variant `{}`", variant.name))?;
         }

@@ -4,6 +4,7 @@ use crate::config::ModelConfig;
 use crate::model::cache::LayerCache;
 use crate::model::layers::{Dropout, Linear, Mode, INIT_STD};
 use crate::model::position::PositionEncoding;
+use crate::ops::Kernels;
 use candle_core::{Module, Result, Tensor};
 use candle_nn::VarBuilder;
 
@@ -16,6 +17,7 @@ pub struct CausalSelfAttention {
     resid_dropout: Dropout,
     pub(crate) n_head: usize,
     pub(crate) head_dim: usize,
+    kernels: Kernels,
 }
 
 impl CausalSelfAttention {
@@ -31,7 +33,13 @@ impl CausalSelfAttention {
             resid_dropout: Dropout::new(cfg.dropout),
             n_head: cfg.n_head,
             head_dim: cfg.head_dim(),
+            kernels: Kernels::Fused,
         })
+    }
+
+    /// Runs every op on `kernels`.
+    pub fn set_kernels(&mut self, kernels: Kernels) {
+        (self.kernels, self.c_attn.kernels, self.c_proj.kernels) = (kernels, kernels, kernels);
     }
 
     /// Splits (B, T, C) into heads: (B, n_head, T, head_dim).
@@ -70,7 +78,11 @@ impl CausalSelfAttention {
         if let Some(bias) = pos.score_bias(t_q, t_k, &scores)? {
             scores = scores.broadcast_add(&bias)?; // (B, H, Tq, Tk)
         }
-        crate::ops::softmax::softmax(&scores, true) // (B, H, Tq, Tk), zero above the diagonal
+        // (B, H, Tq, Tk), zero above the diagonal
+        match self.kernels {
+            Kernels::Fused => crate::ops::softmax::softmax(&scores, true),
+            Kernels::Composite => crate::ops::softmax::softmax_reference(&scores, true),
+        }
     }
 
     /// softmax(q kᵀ/√d + mask) v for q (B, H, Tq, D) and k, v (B, H, Tk, D), the queries being the
@@ -83,7 +95,8 @@ impl CausalSelfAttention {
         pos: &PositionEncoding,
         mode: &mut Mode,
     ) -> Result<Tensor> {
-        if !pos.biases_scores() && !self.attn_dropout.is_active(mode) {
+        let fused = self.kernels == Kernels::Fused;
+        if fused && !pos.biases_scores() && !self.attn_dropout.is_active(mode) {
             // No score bias and no dropout on the weights: the fused kernel does it all.
             crate::ops::attention::causal_attention(q, k, v, self.scale()) // (B, H, Tq, D)
         } else {
@@ -106,7 +119,8 @@ impl CausalSelfAttention {
 
     /// y = c_proj(concat_heads(softmax(q kᵀ/√d + mask) v)) for x (B, T, C).
     pub fn forward(&self, x: &Tensor, pos: &PositionEncoding, mode: &mut Mode) -> Result<Tensor> {
-        if !pos.acts_in_attention() && !self.attn_dropout.is_active(mode) {
+        let fused = self.kernels == Kernels::Fused;
+        if fused && !pos.acts_in_attention() && !self.attn_dropout.is_active(mode) {
             // Plain causal attention: one fused op reads the heads from c_attn's output in place.
             let qkv = self.c_attn.forward(x)?; // (B, T, 3C)
             let y = crate::ops::attention::causal_attention_qkv(&qkv, self.n_head, self.scale())?; // (B, T, C)

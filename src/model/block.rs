@@ -5,6 +5,7 @@ use crate::model::attention::CausalSelfAttention;
 use crate::model::cache::LayerCache;
 use crate::model::layers::{Dropout, LayerNorm, Linear, Mode, INIT_STD};
 use crate::model::position::PositionEncoding;
+use crate::ops::Kernels;
 use candle_core::{Module, Result, Tensor};
 use candle_nn::VarBuilder;
 
@@ -13,6 +14,7 @@ pub struct Mlp {
     pub(crate) c_fc: Linear,
     pub(crate) c_proj: Linear,
     dropout: Dropout,
+    kernels: Kernels,
 }
 
 impl Mlp {
@@ -24,12 +26,22 @@ impl Mlp {
             c_fc: Linear::new(vb.pp("c_fc"), c, 4 * c, cfg.bias, INIT_STD)?,
             c_proj: Linear::new(vb.pp("c_proj"), 4 * c, c, cfg.bias, residual_std)?,
             dropout: Dropout::new(cfg.dropout),
+            kernels: Kernels::Fused,
         })
+    }
+
+    /// Runs every op on `kernels`.
+    pub fn set_kernels(&mut self, kernels: Kernels) {
+        (self.kernels, self.c_fc.kernels, self.c_proj.kernels) = (kernels, kernels, kernels);
     }
 
     /// x (B, T, C) → (B, T, C).
     pub fn forward(&self, x: &Tensor, mode: &mut Mode) -> Result<Tensor> {
-        let h = crate::ops::gelu::gelu(&self.c_fc.forward(x)?)?; // (B, T, 4C)
+        let fc = self.c_fc.forward(x)?; // (B, T, 4C)
+        let h = match self.kernels {
+            Kernels::Fused => crate::ops::gelu::gelu(&fc)?, // (B, T, 4C)
+            Kernels::Composite => crate::ops::gelu::gelu_reference(&fc)?, // (B, T, 4C)
+        };
         self.dropout.forward(&self.c_proj.forward(&h)?, mode) // (B, T, C)
     }
 }
@@ -52,6 +64,13 @@ impl Block {
             ln_2: LayerNorm::new(vb.pp("ln_2"), cfg.n_embd, cfg.bias)?,
             mlp: Mlp::new(vb.pp("mlp"), cfg)?,
         })
+    }
+
+    /// Runs every op on `kernels`.
+    pub fn set_kernels(&mut self, kernels: Kernels) {
+        (self.ln_1.kernels, self.ln_2.kernels) = (kernels, kernels);
+        self.attn.set_kernels(kernels);
+        self.mlp.set_kernels(kernels);
     }
 
     /// The input the attention reads: ln_1(x).

@@ -261,7 +261,7 @@ impl<'m> CpuDecoder<'m> {
     /// A decoder for `model` (packing its weight matrices), or `None` when its tensors do not
     /// take the fused CPU path (another device or dtype, or fused kernels turned off).
     pub fn new(model: &'m Gpt) -> Result<Option<Self>> {
-        if !crate::ops::fused_for(model.wte.embeddings()) {
+        if !model.runs_fused_kernels() {
             return Ok(None);
         }
         let cfg = model.config();

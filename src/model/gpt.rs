@@ -6,6 +6,7 @@ use crate::model::cache::GenerationCache;
 use crate::model::init::seeded_var_builder;
 use crate::model::layers::{Dropout, LayerNorm, Linear, Mode, INIT_STD};
 use crate::model::position::PositionEncoding;
+use crate::ops::Kernels;
 use candle_core::{Device, Module, Result, Tensor};
 use candle_nn::{Embedding, Init, VarBuilder, VarMap};
 
@@ -20,6 +21,7 @@ pub struct Gpt {
     pub(crate) ln_f: LayerNorm,
     pub(crate) lm_head: Linear,
     cfg: ModelConfig,
+    kernels: Kernels,
 }
 
 impl Gpt {
@@ -60,7 +62,24 @@ impl Gpt {
             ln_f,
             lm_head,
             cfg: cfg.clone(),
+            kernels: Kernels::Fused,
         })
+    }
+
+    /// The same model with every op on `kernels` (the fused ones by default); models with
+    /// different kernels can run side by side.
+    pub fn with_kernels(mut self, kernels: Kernels) -> Self {
+        self.kernels = kernels;
+        (self.ln_f.kernels, self.lm_head.kernels) = (kernels, kernels);
+        self.h
+            .iter_mut()
+            .for_each(|block| block.set_kernels(kernels));
+        self
+    }
+
+    /// Whether the model's ops run the fused kernels: chosen, and f32 tensors on the CPU.
+    pub fn runs_fused_kernels(&self) -> bool {
+        self.kernels == Kernels::Fused && crate::ops::fused_for(self.wte.embeddings())
     }
 
     /// A fresh model whose parameters are drawn from `seed` (GPT-2's initialisation), with the
@@ -144,11 +163,18 @@ impl Gpt {
         let h = self.hidden(idx, mode)?; // (B, T, C)
         let (b, t, c) = h.dims3()?;
         let training = matches!(mode, Mode::Train(_));
-        crate::ops::lm_head_loss::lm_head_cross_entropy(
+        let (h, w, targets) = (
             &h.reshape((b * t, c))?,
             self.lm_head.weight(),
             &targets.reshape(b * t)?,
-            training,
-        )
+        );
+        match self.kernels {
+            Kernels::Fused => {
+                crate::ops::lm_head_loss::lm_head_cross_entropy(h, w, targets, training)
+            }
+            Kernels::Composite => {
+                crate::ops::lm_head_loss::lm_head_cross_entropy_reference(h, w, targets)
+            }
+        }
     }
 }

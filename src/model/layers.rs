@@ -1,5 +1,6 @@
 //! The smallest pieces of the model: Linear, LayerNorm, dropout and the forward mode.
 
+use crate::ops::Kernels;
 use candle_core::{Module, Result, Tensor};
 use candle_nn::{Init, VarBuilder};
 use rand::Rng;
@@ -23,6 +24,7 @@ pub enum Mode<'a> {
 pub struct Linear {
     pub(crate) weight: Tensor,
     pub(crate) bias: Option<Tensor>,
+    pub(crate) kernels: Kernels,
 }
 
 impl Linear {
@@ -47,7 +49,11 @@ impl Linear {
         } else {
             None
         };
-        Ok(Linear { weight, bias })
+        Ok(Linear {
+            weight,
+            bias,
+            kernels: Kernels::Fused,
+        })
     }
 
     /// The weight, (out, in).
@@ -57,13 +63,21 @@ impl Linear {
 
     /// A bias-free layer that shares `weight` (weight tying).
     pub fn tied(weight: Tensor) -> Self {
-        Linear { weight, bias: None }
+        Linear {
+            weight,
+            bias: None,
+            kernels: Kernels::Fused,
+        }
     }
 }
 
 impl Module for Linear {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::ops::linear::linear(x, &self.weight, self.bias.as_ref()) // (.., out)
+        let (w, b) = (&self.weight, self.bias.as_ref());
+        match self.kernels {
+            Kernels::Fused => crate::ops::linear::linear(x, w, b), // (.., out)
+            Kernels::Composite => crate::ops::linear::linear_reference(x, w, b), // (.., out)
+        }
     }
 }
 
@@ -73,6 +87,7 @@ pub struct LayerNorm {
     pub(crate) weight: Tensor,
     /// A parameter when `bias` is on, else constant zeros.
     pub(crate) bias: Tensor,
+    pub(crate) kernels: Kernels,
 }
 
 impl LayerNorm {
@@ -84,13 +99,21 @@ impl LayerNorm {
         } else {
             weight.zeros_like()?
         };
-        Ok(LayerNorm { weight, bias })
+        Ok(LayerNorm {
+            weight,
+            bias,
+            kernels: Kernels::Fused,
+        })
     }
 }
 
 impl Module for LayerNorm {
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        crate::ops::layer_norm::layer_norm(x, &self.weight, &self.bias, LN_EPS) // (.., C)
+        let (w, b) = (&self.weight, &self.bias);
+        match self.kernels {
+            Kernels::Fused => crate::ops::layer_norm::layer_norm(x, w, b, LN_EPS), // (.., C)
+            Kernels::Composite => crate::ops::layer_norm::layer_norm_reference(x, w, b, LN_EPS), // (.., C)
+        }
     }
 }
 

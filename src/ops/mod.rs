@@ -17,20 +17,22 @@ use candle_core::{bail, CpuStorage, DType, Layout, Result, Tensor};
 use fast_math::DOT_GROUP;
 use gemm::{gemm, Parallelism};
 use rayon::prelude::*;
-use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Whether CPU tensors go through the fused kernels (on by default).
-static FUSED: AtomicBool = AtomicBool::new(true);
-
-/// Turns the fused kernels off (or on again) for the whole process: every op then takes its
-/// composite reference, the path other devices take. For comparisons and tests of that path.
-pub fn set_fused(enabled: bool) {
-    FUSED.store(enabled, Ordering::Relaxed);
+/// Which implementation a model's ops take; each model has its own (see `Gpt::with_kernels`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Kernels {
+    /// The fused kernels where the tensors allow them (f32 on the CPU), the composite reference
+    /// elsewhere.
+    #[default]
+    Fused,
+    /// Always the composite reference: candle's tensor ops, the path other devices take. For
+    /// comparisons and tests of that path on the CPU.
+    Composite,
 }
 
-/// Whether an op on `t` runs its fused kernel: f32 on the CPU, unless turned off by [`set_fused`].
+/// Whether an op on `t` can run its fused kernel: f32 on the CPU.
 pub(crate) fn fused_for(t: &Tensor) -> bool {
-    FUSED.load(Ordering::Relaxed) && t.device().is_cpu() && t.dtype() == DType::F32
+    t.device().is_cpu() && t.dtype() == DType::F32
 }
 
 /// Rows per rayon task: enough work to amortise the scheduling.
@@ -68,6 +70,19 @@ impl<'a> Operand<'a> {
             row_stride: cols,
             col_stride: 1,
         }
+    }
+
+    /// Whether every element (i, j) of a rows × cols matrix read through these strides lies
+    /// inside the data (an empty matrix reads nothing).
+    fn covers(&self, rows: usize, cols: usize) -> bool {
+        if rows == 0 || cols == 0 {
+            return true;
+        }
+        let last = (rows - 1)
+            .checked_mul(self.row_stride)
+            .zip((cols - 1).checked_mul(self.col_stride))
+            .and_then(|(r, c)| r.checked_add(c));
+        last.is_some_and(|last| last < self.data.len())
     }
 
     /// The transposed operand (the same values, strides swapped).
@@ -122,7 +137,16 @@ pub(crate) fn matmul_on(
     } else {
         Parallelism::None
     };
-    assert!(dst.len() >= m * n, "matmul destination too small");
+    // The checks that make the gemm call below sound for any input: every element it reads or
+    // writes lies inside its buffer.
+    assert!(
+        m.checked_mul(n).is_some_and(|mn| dst.len() >= mn),
+        "matmul destination too small"
+    );
+    assert!(
+        lhs.covers(m, k) && rhs.covers(k, n),
+        "matmul operand smaller than its shape and strides"
+    );
     if m <= DOT_ROWS && lhs.col_stride == 1 && rhs.row_stride == 1 {
         // Each output is the dot product of an lhs row and a contiguous rhs column.
         for (i, dst_row) in dst.chunks_mut(n).take(m).enumerate() {
@@ -158,8 +182,9 @@ pub(crate) fn matmul_on(
         }
         return;
     }
-    // SAFETY: the pointers and strides describe buffers of at least m×k, k×n and m×n elements,
-    // checked by the callers from the tensors' shapes.
+    // SAFETY: the assertions above check that every element gemm reads (lhs (i, l) at
+    // i·row_stride + l·col_stride, rhs likewise) and writes (dst (i, j) at i·n + j) is inside
+    // its slice; dst is borrowed mutably, so nothing else reads it meanwhile.
     unsafe {
         gemm(
             m,
@@ -182,5 +207,45 @@ pub(crate) fn matmul_on(
             false,
             parallelism,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn products_with_operands_too_small_for_their_strides_panic_instead_of_reading_past_them() {
+        let (a, b) = (vec![1f32; 6], vec![1f32; 6]);
+        let mut dst = vec![0f32; 9];
+        // 3 × 2 by 2 × 3 fits.
+        matmul_on(
+            &mut dst,
+            3,
+            3,
+            2,
+            Operand::rows(&a, 2),
+            Operand::rows(&b, 3),
+            false,
+            1,
+        );
+        assert_eq!(dst, vec![2.0; 9]);
+        let too_long_rows = Operand {
+            data: &a,
+            row_stride: 4,
+            col_stride: 1,
+        };
+        let cases: [(usize, Operand, Operand); 3] = [
+            (3, too_long_rows, Operand::rows(&b, 3)),
+            (3, Operand::rows(&a, 2), Operand::rows(&b[..5], 3)),
+            (6, Operand::rows(&a, 2), Operand::rows(&b, 3)),
+        ];
+        for (m, lhs, rhs) in cases {
+            let mut dst = vec![0f32; 3 * m];
+            let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                matmul_on(&mut dst, m, 3, 2, lhs, rhs, false, 1)
+            }));
+            assert!(run.is_err(), "an out-of-bounds product ran (m = {m})");
+        }
     }
 }

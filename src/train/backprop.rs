@@ -23,7 +23,7 @@ pub type ParamGrads = HashMap<TensorId, Vec<f32>>;
 /// Whether [`loss_and_gradients`] handles `model`: f32 on the CPU with the fused kernels on, and
 /// no dropout.
 pub fn supports(model: &Gpt) -> bool {
-    model.config().dropout == 0.0 && crate::ops::fused_for(model.wte.embeddings())
+    model.config().dropout == 0.0 && model.runs_fused_kernels()
 }
 
 /// How the positional scheme acts inside attention, computed once per step for T positions.

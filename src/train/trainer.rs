@@ -62,6 +62,8 @@ pub struct TrainOptions {
     pub progress: bool,
     /// Where the model runs (see [`crate::device::open`]).
     pub device: Device,
+    /// The fused kernels, or the composite ops other devices take.
+    pub kernels: crate::ops::Kernels,
 }
 
 /// Everything a run trains with, set up once: config, data, tokenizer, model and optimiser.
@@ -203,6 +205,7 @@ fn set_up(opts: &TrainOptions) -> Result<Setup> {
     check_memory(&cfg)?;
     let t = &cfg.train;
     let (model, varmap) = Gpt::seeded(&cfg.model, t.seed, &opts.device)?;
+    let model = model.with_kernels(opts.kernels);
     let params = AdamWParams {
         beta1: t.beta1,
         beta2: t.beta2,

@@ -32,6 +32,7 @@ pub fn run(
         resume,
         stop_at,
         progress: false,
+        kernels: shige::ops::Kernels::Fused,
     })
 }
 
