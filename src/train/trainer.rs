@@ -261,8 +261,9 @@ fn restore(s: &mut Setup, resume: bool) -> Result<Progress> {
     }
     let path = s.run.file(STATE_FILE);
     let (tensors, metadata) = read_safetensors(&path)?;
-    load_params(&s.varmap, &tensors, "param.", &path)?;
-    if let Some(name) = first_non_finite(tensors.iter().map(|(n, t)| (n.as_str(), t)))? {
+    load_params(&s.varmap, &tensors, "param.", &path)?; // checks the weights are finite
+    let moments = tensors.iter().filter(|(n, _)| !n.starts_with("param."));
+    if let Some(name) = first_non_finite(moments.map(|(n, t)| (n.as_str(), t)))? {
         bail!(
             "{}: {name} holds NaN or infinite values: this checkpoint cannot be resumed",
             path.display()
