@@ -117,7 +117,10 @@ fn a_signal_saves_a_checkpoint_before_exiting(signal: libc::c_int) {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("run");
     let child = start(&dir);
-    // Wait for the first checkpoint, then a little more, so that the signal lands mid-interval.
+    // Wait for the first checkpoint, then a little more, so that the signal usually lands
+    // mid-interval. On a loaded machine it may land before the next step ends: then the state is
+    // saved again at the checkpoint's step, which is as correct (the exact resume from a
+    // mid-interval stop is tested with --stop-at below).
     let started = Instant::now();
     while !dir.join(STATE_FILE).exists() {
         assert!(started.elapsed() < Duration::from_secs(60), "no checkpoint");
@@ -138,7 +141,7 @@ fn a_signal_saves_a_checkpoint_before_exiting(signal: libc::c_int) {
     );
     let step = state_step(&dir);
     assert!(
-        step > saved_before && step < 300,
+        step >= saved_before && step < 300,
         "saved at {step}, before {saved_before}"
     );
     assert!(
