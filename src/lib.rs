@@ -5,6 +5,7 @@ pub mod cli;
 pub mod config;
 pub mod data;
 pub mod device;
+pub mod engine;
 pub mod experiments;
 pub mod files;
 pub mod machine;

@@ -6,11 +6,10 @@ mod common;
 use candle_core::{Device, Tensor};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use shige::config::ModelConfig;
 use shige::config::Position;
 use shige::data::poem::{regular_form, Form};
 use shige::data::tokenizer::NEWLINE;
-use shige::model::{CpuDecoder, Gpt, Mode};
+use shige::model::{Gpt, Mode};
 use shige::sample::{
     generate, is_well_formed, Generation, Generator, PoemConstraint, SampleError, Sampling,
 };
@@ -253,74 +252,6 @@ fn a_reused_generator_gives_what_fresh_generations_give() {
             assert_eq!(reused, fresh, "{position}, prompt {prompt:?}");
         }
     }
-}
-
-#[test]
-fn the_cpu_decoder_computes_the_models_logits_for_every_scheme() {
-    let vocab = 40;
-    let ids: Vec<u32> = (0..14).map(|i| (i * 5 % vocab) as u32).collect();
-    // Heads of 8 dims, and of 24 (one strip of 16 summed in registers, then 8 more).
-    let shapes = [(32, 4), (48, 2)];
-    let settings = [(false, false), (true, false), (false, true)];
-    for position in Position::ALL {
-        for ((n_embd, n_head), (bias, tie_weights)) in shapes
-            .into_iter()
-            .flat_map(|shape| settings.map(|setting| (shape, setting)))
-        {
-            let cfg = ModelConfig {
-                bias,
-                tie_weights,
-                n_embd,
-                n_head,
-                ..common::small_config(vocab, 2, position) // block_size 16
-            };
-            let (model, varmap) = Gpt::seeded(&cfg, 12, &Device::Cpu).unwrap();
-            if bias {
-                // Biases start at zero: make them count.
-                for (name, var) in varmap.data().lock().unwrap().iter() {
-                    if name.ends_with("bias") {
-                        let shifted = (var.as_tensor() + 0.1).unwrap();
-                        var.set(&shifted).unwrap();
-                    }
-                }
-            }
-            let full = full_logits(&model, &ids);
-            let decoder = CpuDecoder::new(&model).unwrap().expect("f32 on the CPU");
-            let mut state = decoder.new_state();
-            // A prompt of 6 positions at once, then one position at a time.
-            let mut rows = vec![decoder.forward(&ids[..6], &mut state).unwrap()];
-            for &id in &ids[6..] {
-                rows.push(decoder.forward(&[id], &mut state).unwrap());
-            }
-            assert_eq!(state.len(), ids.len());
-            for (i, row) in rows.iter().enumerate() {
-                let diff = max_diff(row, &full[5 + i]);
-                assert!(
-                    diff < 1e-4,
-                    "{position} {n_head}×{} bias {bias} tied {tie_weights}: position {} differs by {diff}",
-                    n_embd / n_head,
-                    5 + i
-                );
-            }
-        }
-    }
-    // Past the learned table, and outside the vocabulary: errors, not panics.
-    let (model, _) = Gpt::seeded(
-        &common::small_config(vocab, 1, Position::Learned),
-        1,
-        &Device::Cpu,
-    )
-    .unwrap();
-    let decoder = CpuDecoder::new(&model).unwrap().unwrap();
-    let mut state = decoder.new_state();
-    assert!(decoder.forward(&[0; 17], &mut state).is_err());
-    assert!(decoder
-        .forward(&[vocab as u32], &mut decoder.new_state())
-        .is_err());
-    drop(decoder);
-    // A model on the composite ops (the path of other devices) generates with its own tensors.
-    let composite = model.with_kernels(shige::ops::Kernels::Composite);
-    assert!(CpuDecoder::new(&composite).unwrap().is_none());
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! Prints training, forward and sampling speed and MFU for the default config's model (2 layers)
-//! and the course's (the lesson's 4 layers, vocabulary 6,000), the latter also with RoPE and
-//! ALiBi.
+//! and the course's (the lesson's 4 layers, vocabulary 6,000), the latter also with RoPE, with
+//! ALiBi and with dropout.
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
@@ -65,12 +65,17 @@ fn run() -> Result<()> {
         ..course.clone()
     };
     let (rope, alibi) = (with(Position::Rope), with(Position::Alibi));
+    let dropout = ModelConfig {
+        dropout: 0.1,
+        ..course.clone()
+    };
     let mut models = Vec::new();
     let configs = [
         ("default", default),
         ("course", course),
         ("course-rope", rope),
         ("course-alibi", alibi),
+        ("course-dropout", dropout),
     ];
     for (name, cfg) in configs {
         if !args.json {
@@ -106,12 +111,12 @@ fn run() -> Result<()> {
     println!("{}", report.machine.describe());
     println!("float32 matmul ceiling {ceiling:.1} GFLOP/s");
     println!(
-        "{:<13}{:>13}{:>11}{:>19}{:>16}{:>7}{:>8}",
+        "{:<15}{:>13}{:>11}{:>19}{:>16}{:>7}{:>8}",
         "config", "train tok/s", "fwd tok/s", "sample, no cache", "sample, cache", "ratio", "MFU"
     );
     for m in &report.models {
         println!(
-            "{:<13}{:>13.0}{:>11.0}{:>19.0}{:>16.0}{:>6.1}×{:>7.1}%",
+            "{:<15}{:>13.0}{:>11.0}{:>19.0}{:>16.0}{:>6.1}×{:>7.1}%",
             m.name,
             m.train_tokens_per_s,
             m.forward_tokens_per_s,

@@ -140,18 +140,19 @@ impl Dropout {
             Mode::Train(rng) if self.p > 0.0 => rng,
             _ => return Ok(x.clone()),
         };
-        let scale = (1.0 / (1.0 - self.p)) as f32;
-        let mask: Vec<f32> = (0..x.elem_count())
-            .map(|_| {
-                if rng.random::<f64>() < self.p {
-                    0.0
-                } else {
-                    scale
-                }
-            })
-            .collect();
+        let mask = dropout_mask(self.p, x.elem_count(), rng);
         x.mul(&f32_tensor(mask, x.shape(), x)?)
     }
+}
+
+/// A dropout mask of `len` elements drawn from `rng`, one draw each in order: 0 with probability
+/// `p`, else 1/(1 − p). The candle graph and the CPU engine draw theirs here, in the same order,
+/// so that both give the same training step from the same RNG.
+pub fn dropout_mask(p: f64, len: usize, rng: &mut ChaCha8Rng) -> Vec<f32> {
+    let scale = (1.0 / (1.0 - p)) as f32;
+    (0..len)
+        .map(|_| if rng.random::<f64>() < p { 0.0 } else { scale })
+        .collect()
 }
 
 /// A tensor from f32 values on the device and in the dtype of `like`.

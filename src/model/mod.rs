@@ -1,17 +1,15 @@
-//! The GPT, smallest piece first: layers, positions, attention, blocks, the whole model; then its
-//! one-position decoder for generation on the CPU.
+//! The GPT as a candle graph, smallest piece first: layers, positions, attention, blocks, the
+//! whole model. It is the readable reference and the path of other devices; on the CPU, training
+//! and generation run on [`crate::engine`].
 
 pub mod attention;
 pub mod block;
 pub mod cache;
-pub mod decoder;
 pub mod gpt;
 pub mod init;
 pub mod layers;
 pub mod position;
-pub(crate) mod team;
 
 pub use cache::GenerationCache;
-pub use decoder::{CpuDecoder, DecodeState};
 pub use gpt::Gpt;
 pub use layers::Mode;

@@ -55,11 +55,13 @@ fn take(slot: &Mutex<Option<Vec<f32>>>) -> Result<Vec<f32>> {
 /// q (Tq × D) and k, v (Tk × D), query i standing at position i + Tk − Tq.
 ///
 /// With an ALiBi `slope`, each score is first lowered by slope · (i − j), the distance from the
-/// query's position i to the key's j (a constant: the backward pass is the same).
+/// query's position i to the key's j (a constant: the backward pass is the same). With a dropout
+/// `mask` (Tq × Tk: 0 or 1/(1 − p)), o = (p ⊙ mask) v; p is kept undropped for the backward pass.
 fn head_forward(
     (q, k, v): (Operand, Operand, Operand),
     (t_q, t_k, d): (usize, usize, usize),
     (scale, slope): (f32, Option<f32>),
+    mask: Option<&[f32]>,
     p: &mut [f32],
     o: &mut [f32],
 ) {
@@ -68,39 +70,61 @@ fn head_forward(
     for (i, row) in p.chunks_mut(t_k).enumerate() {
         let (seen, masked) = row.split_at_mut(i + offset + 1);
         masked.fill(0.0);
-        let max = match slope {
-            None => super::fast_math::max(seen) * scale,
-            Some(slope) => {
-                let last = seen.len() - 1;
-                seen.iter_mut()
-                    .enumerate()
-                    .for_each(|(j, s)| *s = *s * scale - slope * (last - j) as f32);
-                super::fast_math::max(seen)
-            }
-        };
-        let scale = if slope.is_some() { 1.0 } else { scale }; // scaled already
-        seen.iter_mut()
-            .for_each(|s| *s = super::fast_math::exp(*s * scale - max));
-        let inv = 1.0 / super::fast_math::sum(seen);
-        seen.iter_mut().for_each(|s| *s *= inv);
+        let last = seen.len() - 1;
+        match slope {
+            None => seen.iter_mut().for_each(|s| *s *= scale),
+            Some(slope) => seen
+                .iter_mut()
+                .enumerate()
+                .for_each(|(j, s)| *s = *s * scale - slope * (last - j) as f32),
+        }
+        super::fast_math::softmax_in_place(seen);
     }
-    matmul_on(o, t_q, d, t_k, Operand::rows(p, t_k), v, false, 1); // p v
+    match mask {
+        None => matmul_on(o, t_q, d, t_k, Operand::rows(p, t_k), v, false, 1), // p v
+        Some(mask) => {
+            let dropped = dropped(p, mask); // (Tq, Tk)
+            matmul_on(o, t_q, d, t_k, Operand::rows(&dropped, t_k), v, false, 1)
+        }
+    }
+}
+
+/// p ⊙ mask.
+fn dropped(p: &[f32], mask: &[f32]) -> Vec<f32> {
+    p.iter().zip(mask).map(|(p, m)| p * m).collect()
 }
 
 /// One (batch, head) backward for T queries of T keys: dq, dk, dv (each T × D) from the weights p
-/// (T × T) of [`head_forward`] and the output's gradient g (T × D); `ds` is T × T scratch.
+/// (T × T) and dropout `mask` of [`head_forward`] and the output's gradient g (T × D); `ds` is
+/// T × T scratch.
 fn head_backward(
     (q, k, v, g): (Operand, Operand, Operand, Operand),
     (t, d): (usize, usize),
-    scale: f32,
+    (scale, mask): (f32, Option<&[f32]>),
     p: &[f32],
     ds: &mut [f32],
     (dq, dk, dv): (&mut [f32], &mut [f32], &mut [f32]),
 ) {
-    // dV = pᵀ dO.
-    matmul_on(dv, t, d, t, Operand::rows(p, t).t(), g, false, 1);
-    // dP = dO vᵀ, then dS = p ⊙ (dP − Σ_j p dP) · scale (zero where p is: above the diagonal).
+    // dV = (p ⊙ mask)ᵀ dO.
+    match mask {
+        None => matmul_on(dv, t, d, t, Operand::rows(p, t).t(), g, false, 1),
+        Some(mask) => matmul_on(
+            dv,
+            t,
+            d,
+            t,
+            Operand::rows(&dropped(p, mask), t).t(),
+            g,
+            false,
+            1,
+        ),
+    }
+    // dP = (dO vᵀ) ⊙ mask, then dS = p ⊙ (dP − Σ_j p dP) · scale (zero where p is: above the
+    // diagonal).
     matmul_on(ds, t, t, d, g, v.t(), false, 1);
+    if let Some(mask) = mask {
+        ds.iter_mut().zip(mask).for_each(|(s, m)| *s *= m);
+    }
     for (pi, dsi) in p.chunks(t).zip(ds.chunks_mut(t)) {
         let weighted = super::fast_math::dot(pi, dsi);
         dsi.iter_mut()
@@ -148,7 +172,7 @@ impl CustomOp3 for CausalAttention {
                     Operand::rows(k[bh], d),
                     Operand::rows(v[bh], d),
                 );
-                head_forward(qkv, (t_q, t_k, d), (self.scale, None), p, o);
+                head_forward(qkv, (t_q, t_k, d), (self.scale, None), None, p, o);
             });
         keep(&self.weights, weights)?;
         Ok((CpuStorage::F32(out), l1.shape().clone()))
@@ -185,7 +209,14 @@ impl CustomOp3 for CausalAttention {
                 );
                 let p = &p[bh * t * t..(bh + 1) * t * t];
                 let mut ds = vec![0f32; t * t];
-                head_backward(operands, (t, d), self.scale, p, &mut ds, (dq, dk, dv));
+                head_backward(
+                    operands,
+                    (t, d),
+                    (self.scale, None),
+                    p,
+                    &mut ds,
+                    (dq, dk, dv),
+                );
             });
         let make = |x: Vec<f32>| Tensor::from_vec(x, q.shape(), q.device());
         Ok((Some(make(dq)?), Some(make(dk)?), Some(make(dv)?)))
@@ -204,34 +235,45 @@ struct QkvAttention {
 
 /// Head h's q, k and v in batch row `qkv` (T × 3C) of `n_head` heads: T × D operands with row
 /// stride 3C.
-fn heads(qkv: &[f32], h: usize, c: usize, n_head: usize) -> [Operand<'_>; 3] {
+fn head_operands(qkv: &[f32], h: usize, c: usize, n_head: usize) -> [Operand<'_>; 3] {
     let d = c / n_head;
     [0, c, 2 * c].map(|part| Operand::rows(&qkv[part + h * d..], 3 * c))
 }
 
+/// How the heads of one layer attend.
+pub(crate) struct Heads<'a> {
+    pub n_head: usize,
+    /// The scores' scale, 1/√head_dim.
+    pub scale: f32,
+    /// ALiBi's slopes, one per head, if the scores are biased.
+    pub slopes: Option<&'a [f32]>,
+    /// Dropout's masks on the attention weights (B × H × T × T: 0 or 1/(1 − p)), if any.
+    pub masks: Option<&'a [f32]>,
+}
+
 /// Causal attention of every head in qkv (B × T × 3C, sequences of T rows): the heads' outputs
-/// side by side (B × T × C) and the attention weights (B × H × T × T) for [`qkv_backward`].
-/// `slopes` are ALiBi's, one per head, if the scores are biased.
+/// side by side (B × T × C) and the attention weights before dropout (B × H × T × T) for
+/// [`qkv_backward`].
 pub(crate) fn qkv_forward(
     qkv: &[f32],
     (t, c): (usize, usize),
-    n_head: usize,
-    scale: f32,
-    slopes: Option<&[f32]>,
+    heads: &Heads,
 ) -> (Vec<f32>, Vec<f32>) {
-    let (c3, d) = (3 * c, c / n_head);
-    let b = qkv.len() / (t * c3);
+    let (c3, n_head) = (3 * c, heads.n_head);
+    let (b, d) = (qkv.len() / (t * c3), c / n_head);
     let mut out = vec![0f32; b * t * c];
     let mut weights = vec![0f32; b * n_head * t * t];
     out.par_chunks_mut(t * c)
         .zip(weights.par_chunks_mut(n_head * t * t))
         .zip(qkv.par_chunks(t * c3))
-        .for_each(|((out, p), qkv)| {
+        .enumerate()
+        .for_each(|(row, ((out, p), qkv))| {
             let mut o = vec![0f32; t * d];
             for (head, p) in p.chunks_mut(t * t).enumerate() {
-                let [q, k, v] = heads(qkv, head, c, n_head);
-                let slope = slopes.map(|s| s[head]);
-                head_forward((q, k, v), (t, t, d), (scale, slope), p, &mut o);
+                let [q, k, v] = head_operands(qkv, head, c, n_head);
+                let slope = heads.slopes.map(|s| s[head]);
+                let mask = heads.mask(row * n_head + head, t);
+                head_forward((q, k, v), (t, t, d), (heads.scale, slope), mask, p, &mut o);
                 scatter(&o, out, c, head * d);
             }
         });
@@ -245,23 +287,32 @@ pub(crate) fn qkv_backward(
     g: &[f32],
     p: &[f32],
     (t, c): (usize, usize),
-    n_head: usize,
-    scale: f32,
+    heads: &Heads,
 ) -> Vec<f32> {
-    let (c3, d) = (3 * c, c / n_head);
+    let (c3, n_head) = (3 * c, heads.n_head);
+    let d = c / n_head;
     let mut dqkv = vec![0f32; qkv.len()];
     dqkv.par_chunks_mut(t * c3)
         .zip(qkv.par_chunks(t * c3))
         .zip(g.par_chunks(t * c))
         .zip(p.par_chunks(n_head * t * t))
-        .for_each(|(((dqkv, qkv), g), p)| {
+        .enumerate()
+        .for_each(|(row, (((dqkv, qkv), g), p))| {
             let mut ds = vec![0f32; t * t];
             let mut grads = [vec![0f32; t * d], vec![0f32; t * d], vec![0f32; t * d]];
             for (head, p) in p.chunks(t * t).enumerate() {
-                let [q, k, v] = heads(qkv, head, c, n_head);
+                let [q, k, v] = head_operands(qkv, head, c, n_head);
                 let g = Operand::rows(&g[head * d..], c);
+                let mask = heads.mask(row * n_head + head, t);
                 let [dq, dk, dv] = &mut grads;
-                head_backward((q, k, v, g), (t, d), scale, p, &mut ds, (dq, dk, dv));
+                head_backward(
+                    (q, k, v, g),
+                    (t, d),
+                    (heads.scale, mask),
+                    p,
+                    &mut ds,
+                    (dq, dk, dv),
+                );
                 for (part, grad) in grads.iter().enumerate() {
                     scatter(grad, dqkv, c3, part * c + head * d);
                 }
@@ -270,11 +321,30 @@ pub(crate) fn qkv_backward(
     dqkv
 }
 
+impl Heads<'_> {
+    /// The dropout mask (T × T) of (batch row, head) number `bh`, if any.
+    fn mask(&self, bh: usize, t: usize) -> Option<&[f32]> {
+        self.masks.map(|m| &m[bh * t * t..(bh + 1) * t * t])
+    }
+}
+
 /// Copies the rows of `head` (T × D) into columns `offset..offset + D` of `dst` (T × width).
 fn scatter(head: &[f32], dst: &mut [f32], width: usize, offset: usize) {
     let d = head.len() / (dst.len() / width);
     for (src, row) in head.chunks(d).zip(dst.chunks_mut(width)) {
         row[offset..offset + d].copy_from_slice(src);
+    }
+}
+
+impl QkvAttention {
+    /// Plain causal attention: no score bias, no dropout.
+    fn heads(&self) -> Heads<'static> {
+        Heads {
+            n_head: self.n_head,
+            scale: self.scale,
+            slopes: None,
+            masks: None,
+        }
     }
 }
 
@@ -286,7 +356,7 @@ impl CustomOp1 for QkvAttention {
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
         let qkv = contiguous(storage, layout, self.name())?;
         let (b, t, c3) = layout.shape().dims3()?;
-        let (out, weights) = qkv_forward(qkv, (t, c3 / 3), self.n_head, self.scale, None);
+        let (out, weights) = qkv_forward(qkv, (t, c3 / 3), &self.heads());
         keep(&self.weights, weights)?;
         Ok((CpuStorage::F32(out), Shape::from((b, t, c3 / 3))))
     }
@@ -298,7 +368,7 @@ impl CustomOp1 for QkvAttention {
             qkv.flatten_all()?.to_vec1::<f32>()?,
             d_out.flatten_all()?.to_vec1::<f32>()?,
         );
-        let dqkv = qkv_backward(&qkv_v, &g_v, &p, (t, c3 / 3), self.n_head, self.scale);
+        let dqkv = qkv_backward(&qkv_v, &g_v, &p, (t, c3 / 3), &self.heads());
         Ok(Some(Tensor::from_vec(dqkv, qkv.shape(), qkv.device())?))
     }
 }

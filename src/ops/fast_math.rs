@@ -208,6 +208,14 @@ pub fn exp_in_place(values: &mut [f32], shift: f32) -> f32 {
     total
 }
 
+/// Replaces `values` by their softmax: e^(v − max) / Σ e^(v − max).
+#[inline(always)]
+pub fn softmax_in_place(values: &mut [f32]) {
+    let max = max(values);
+    let inv_total = 1.0 / exp_in_place(values, max);
+    values.iter_mut().for_each(|v| *v *= inv_total);
+}
+
 /// Σ e^(v − shift). The exponentials go through a block buffer first: a plain map loop is what
 /// the compiler vectorises (fused into the lane sums, the exp stayed scalar, 7× slower).
 #[inline(always)]

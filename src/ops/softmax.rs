@@ -41,13 +41,8 @@ impl CustomOp1 for Softmax {
                     let row = task * ROWS_PER_TASK + r;
                     let n = visible(row, t_q, t_k, self.causal);
                     let x_row = &x[row * t_k..row * t_k + n];
-                    let max = fast_math::max(x_row);
-                    for (o, &v) in out_row[..n].iter_mut().zip(x_row) {
-                        *o = fast_math::exp(v - max);
-                    }
-                    let sum = fast_math::sum(&out_row[..n]);
-                    let inv = 1.0 / sum;
-                    out_row[..n].iter_mut().for_each(|o| *o *= inv);
+                    out_row[..n].copy_from_slice(x_row);
+                    fast_math::softmax_in_place(&mut out_row[..n]);
                 }
             });
         Ok((CpuStorage::F32(y), layout.shape().clone()))

@@ -9,7 +9,8 @@ pub use draw::Sampling;
 
 use crate::config::Position;
 use crate::data::DataError;
-use crate::model::{CpuDecoder, DecodeState, GenerationCache, Gpt};
+use crate::engine::{CpuDecoder, DecodeState};
+use crate::model::{GenerationCache, Gpt};
 use candle_core::{bail, Result, Tensor};
 use rand_chacha::ChaCha8Rng;
 

@@ -1,6 +1,5 @@
 //! Training: the optimiser, the schedule, checkpoints, metrics and the loop.
 
-pub mod backprop;
 pub mod checkpoint;
 pub mod interrupt;
 pub mod metrics;

@@ -1,7 +1,7 @@
 //! AdamW with decoupled weight decay on matrices only, global gradient-norm clipping, and state
 //! that can be saved and restored for exact resumption.
 
-use super::backprop::ParamGrads;
+use crate::engine::ParamGrads;
 use candle_core::{backprop::GradStore, Result, Tensor, Var};
 use rayon::prelude::*;
 use std::collections::HashMap;

@@ -11,8 +11,8 @@
 //! draws its masks from its own seed, taken from the step's RNG. It depends on the number of
 //! shards (the threads), never on timing.
 
-use super::backprop;
 use super::optim::{AdamW, Gradients};
+use crate::engine;
 use crate::model::{Gpt, Mode};
 use candle_core::{Device, Error, Result, Tensor};
 use rand::{Rng, SeedableRng};
@@ -72,8 +72,8 @@ impl Shards {
         rng: &mut ChaCha8Rng,
     ) -> Result<(f64, Gradients)> {
         let backward = |x: &Tensor, y: &Tensor, rng: &mut ChaCha8Rng| -> Result<(f64, Gradients)> {
-            if backprop::supports(model) {
-                let (loss, grads) = backprop::loss_and_gradients(model, x, y)?;
+            if engine::supports(model) {
+                let (loss, grads) = engine::loss_and_gradients(model, x, y, &mut Mode::Train(rng))?;
                 return Ok((loss, opt.gradients_from(grads)));
             }
             let loss = model.loss(x, y, &mut Mode::Train(rng))?;

@@ -3,7 +3,8 @@
 //! With the key/value cache a step computes a single position: a few matrix-vector products and
 //! short loops. Run as tensor ops, each of its ~20 ops per layer pays for an allocation and a
 //! dispatch that cost more than its arithmetic; here the step is the arithmetic alone. The model
-//! and the numbers are those of [`Gpt::forward_cached`] (tested to 1e-4 for every scheme).
+//! is the candle graph's: tests/engine.rs checks prefill and cached steps against the full
+//! forward pass for every scheme and layout.
 //!
 //! The step is bound by reading the weights, so the weight matrices are packed once per decoder
 //! into panels (`ops::matvec`), which stream faster than rows; embeddings, LayerNorms and the
@@ -16,50 +17,19 @@
 //! decoder's own [`Team`] of threads, whose hand-over is faster than rayon's. The shares are
 //! summed in a fixed order, so the logits do not depend on the thread count.
 
+use super::positions::{Positions, Rotations};
+use super::team::{lock, Team};
+use super::weights::{Norm, Values};
 use crate::model::block::Block;
-use crate::model::layers::{LayerNorm, Linear, LN_EPS};
-use crate::model::position::{rope_angles, rotate_pairs, sinusoidal_table, PositionEncoding};
-use crate::model::team::{lock, Team};
+use crate::model::layers::Linear;
 use crate::model::Gpt;
 use crate::ops::fast_math::{self, DOT_GROUP};
+use crate::ops::gelu::gelu_value;
 use crate::ops::matvec::PackedMatrix;
-use crate::ops::{gelu::gelu_value, layer_norm::normalize_row};
-use candle_core::{bail, CpuStorage, Result, Storage, StorageRef, Tensor};
+use candle_core::{bail, Result};
 use rayon::prelude::*;
 use std::ops::Range;
 use std::sync::Mutex;
-
-/// The f32 values of a contiguous CPU tensor (row-major), borrowed from its storage: the tensor
-/// cannot change while the decoder holds them.
-struct Values<'m> {
-    storage: StorageRef<'m>,
-    range: Range<usize>,
-}
-
-impl<'m> Values<'m> {
-    /// The values of `t`; an error unless it is a contiguous f32 CPU tensor.
-    fn new(t: &'m Tensor) -> Result<Self> {
-        let (storage, layout) = t.storage_and_layout();
-        let Some((start, end)) = layout.contiguous_offsets() else {
-            bail!("the CPU decoder needs contiguous weights")
-        };
-        if !matches!(&*storage, Storage::Cpu(CpuStorage::F32(_))) {
-            bail!("the CPU decoder needs f32 weights on the CPU")
-        }
-        Ok(Values {
-            storage,
-            range: start..end,
-        })
-    }
-
-    /// The values.
-    fn get(&self) -> &[f32] {
-        match &*self.storage {
-            Storage::Cpu(CpuStorage::F32(v)) => &v[self.range.clone()],
-            _ => unreachable!("Values::new accepts only f32 CPU storage"),
-        }
-    }
-}
 
 /// A part of a Linear layer, packed: some of its outputs (rows of W), restricted to some of its
 /// inputs, with those outputs' biases.
@@ -126,29 +96,6 @@ struct MlpShareWeights {
     proj: PackedLinear,
 }
 
-/// A LayerNorm's weight and bias.
-struct Norm<'m> {
-    weight: Values<'m>,
-    bias: Values<'m>,
-}
-
-impl<'m> Norm<'m> {
-    fn new(ln: &'m LayerNorm) -> Result<Self> {
-        Ok(Norm {
-            weight: Values::new(&ln.weight)?,
-            bias: Values::new(&ln.bias)?,
-        })
-    }
-
-    /// out = LayerNorm(x), row by row.
-    fn forward(&self, x: &[f32], out: &mut [f32]) {
-        let (weight, bias) = (self.weight.get(), self.bias.get());
-        for (x, out) in x.chunks(weight.len()).zip(out.chunks_mut(weight.len())) {
-            normalize_row(x, weight, bias, LN_EPS, out)
-        }
-    }
-}
-
 /// One block's weights, by head and by share of the MLP.
 struct BlockWeights<'m> {
     ln_1: Norm<'m>,
@@ -197,20 +144,6 @@ impl<'m> BlockWeights<'m> {
             mlp_proj_bias: bias(&mlp.c_proj)?,
         })
     }
-}
-
-/// The positional scheme, with the learned table as plain values.
-enum Positions<'m> {
-    /// No positions.
-    None,
-    /// The learned table (block_size × n_embd), added to the embeddings.
-    Learned(Values<'m>),
-    /// The sin/cos table, computed per position and added to the embeddings.
-    Sinusoidal,
-    /// Rotation of q and k with this base.
-    Rope(f64),
-    /// Per-head slopes of the distance penalty on the scores.
-    Alibi(Vec<f64>),
 }
 
 /// Keys and values of the positions seen so far, per layer and head (`layer * n_head + head`),
@@ -269,16 +202,9 @@ impl<'m> CpuDecoder<'m> {
             Some(block) => &block.attn,
             None => bail!("the model has no layer"),
         };
-        let positions = match &model.position {
-            PositionEncoding::None => Positions::None,
-            PositionEncoding::Learned { table } => Positions::Learned(Values::new(table)?),
-            PositionEncoding::Sinusoidal { .. } => Positions::Sinusoidal,
-            PositionEncoding::Rope { base, .. } => Positions::Rope(*base),
-            PositionEncoding::Alibi { slopes } => Positions::Alibi(slopes.clone()),
-        };
         Ok(Some(CpuDecoder {
             wte: Values::new(model.wte.embeddings())?,
-            positions,
+            positions: Positions::new(&model.position)?,
             blocks: model
                 .h
                 .iter()
@@ -312,14 +238,12 @@ impl<'m> CpuDecoder<'m> {
         if t == 0 {
             bail!("the decoder needs at least one new token")
         }
-        let mut x = self.embed(tokens, start)?; // (T, C)
+        let mut x = self
+            .positions
+            .embed((self.wte.get(), c), tokens, (start, t))?; // (T, C)
         let mut h = vec![0f32; t * c]; // (T, C)
-
-        // RoPE's cos and sin of positions start..start+T (T × head_dim/2 each), for every block.
-        let angles = match self.positions {
-            Positions::Rope(base) => Some(rope_angles(start, t, self.head_dim, base)),
-            _ => None,
-        };
+                                       // RoPE's rotations of positions start..start+T, for every block.
+        let rotations = self.positions.rotations(start, t);
 
         // The outputs of a phase's heads or shares, one (T, C) each.
         let mut outs = vec![0f32; self.n_head.max(MLP_SHARES) * t * c];
@@ -328,7 +252,7 @@ impl<'m> CpuDecoder<'m> {
             // there the other positions skip attention and MLP.
             let first = if i + 1 == self.blocks.len() { t - 1 } else { 0 };
             let out_len = (t - first) * c;
-            block.ln_1.forward(&x, &mut h);
+            block.ln_1.forward_into(&x, &mut h);
             let layer = i * self.n_head..(i + 1) * self.n_head;
             let caches = state.keys[layer.clone()]
                 .iter_mut()
@@ -347,12 +271,12 @@ impl<'m> CpuDecoder<'m> {
                 })
                 .collect();
             self.on_all_members(&mut shares, |head, share| {
-                self.head_share(head, &h, angles.as_ref(), first, share)
+                self.head_share(head, &h, rotations.as_ref(), first, share)
             });
             let (x, h) = (&mut x[first * c..], &mut h[first * c..]); // (T − first, C)
             add_shares(x, shares.iter().map(|s| &*s.out), &block.attn_proj_bias);
 
-            block.ln_2.forward(x, h);
+            block.ln_2.forward_into(x, h);
             outs[..block.mlp_shares.len() * out_len].fill(0.0);
             let mut shares: Vec<(&MlpShareWeights, &mut [f32])> = block
                 .mlp_shares
@@ -363,7 +287,7 @@ impl<'m> CpuDecoder<'m> {
             add_shares(x, shares.iter().map(|s| &*s.1), &block.mlp_proj_bias);
         }
         let last = &x[(t - 1) * c..]; // (C)
-        self.ln_f.forward(last, &mut h[..c]);
+        self.ln_f.forward_into(last, &mut h[..c]);
         Ok(self.logits(&h[..c]))
     }
 
@@ -403,14 +327,14 @@ impl<'m> CpuDecoder<'m> {
     }
 
     /// One head's part of a block's attention for the rows of h (T × C): its q, k and v (q and k
-    /// rotated by RoPE's `angles` if given), its keys and values added to the cache, and for rows
+    /// rotated by RoPE's `rotations` if given), its keys and values added to the cache, and for rows
     /// `first..` its attention and its share of the output projection into `share.out`
     /// (T − first, C).
     fn head_share(
         &self,
         head: usize,
         h: &[f32],
-        angles: Option<&(Vec<f32>, Vec<f32>)>,
+        rotations: Option<&Rotations>,
         first: usize,
         share: &mut HeadShare,
     ) {
@@ -426,10 +350,9 @@ impl<'m> CpuDecoder<'m> {
         for (r, (row, y)) in qkv.chunks_mut(3 * d).zip(y_rows).enumerate() {
             let (q, kv) = row.split_at_mut(d);
             let (k, v) = kv.split_at_mut(d);
-            if let Some((cos, sin)) = angles {
-                let pairs = r * d / 2..(r + 1) * d / 2;
-                rotate_pairs(q, &cos[pairs.clone()], &sin[pairs.clone()], false);
-                rotate_pairs(k, &cos[pairs.clone()], &sin[pairs], false);
+            if let Some(rotations) = rotations {
+                rotations.rotate(q, r, false);
+                rotations.rotate(k, r, false);
             }
             share.keys.extend_from_slice(k);
             share.values.extend_from_slice(v);
@@ -438,33 +361,6 @@ impl<'m> CpuDecoder<'m> {
             }
         }
         share.weights.proj.weight.accumulate(&y, share.out);
-    }
-
-    /// The residual stream entering the blocks (T, C): token embeddings plus, for the learned
-    /// and sinusoidal schemes, those of positions `start..start+T`.
-    fn embed(&self, tokens: &[u32], start: usize) -> Result<Vec<f32>> {
-        let c = self.n_embd;
-        let mut x = Vec::with_capacity(tokens.len() * c); // (T, C)
-        let wte = self.wte.get(); // (V, C)
-        for &token in tokens {
-            let Some(row) = wte.get(token as usize * c..(token as usize + 1) * c) else {
-                bail!("token {token} is outside the model's vocabulary")
-            };
-            x.extend_from_slice(row);
-        }
-        let end = start + tokens.len();
-        let added = match &self.positions {
-            Positions::Learned(table) => match table.get().get(start * c..end * c) {
-                Some(rows) => rows.to_vec(),
-                None => bail!(
-                    "positions up to {end} are past the learned position table: crop the context to block_size"
-                ),
-            },
-            Positions::Sinusoidal => sinusoidal_table(start, tokens.len(), c),
-            _ => return Ok(x),
-        };
-        x.iter_mut().zip(&added).for_each(|(x, a)| *x += a);
-        Ok(x)
     }
 
     /// y (head_dim) = softmax(q·kⱼ · scale + bias) weighted sum of vⱼ for one head, over the
@@ -485,18 +381,13 @@ impl<'m> CpuDecoder<'m> {
         for (j, s) in groups.into_remainder().iter_mut().enumerate() {
             *s = fast_math::dot(q, key(done + j)) * self.scale;
         }
-        if let Positions::Alibi(slopes) = &self.positions {
+        if let Some(slopes) = self.positions.slopes() {
             for (j, s) in scores.iter_mut().enumerate() {
-                *s -= (slopes[head] * (t - 1 - j) as f64) as f32;
+                *s -= slopes[head] * (t - 1 - j) as f32;
             }
         }
-        let max = fast_math::max(&scores);
-        scores
-            .iter_mut()
-            .for_each(|s| *s = fast_math::exp(*s - max));
-        let inv_total = 1.0 / fast_math::sum(&scores);
+        fast_math::softmax_in_place(&mut scores);
         weighted_sum(&scores, values, y);
-        y.iter_mut().for_each(|y| *y *= inv_total);
     }
 }
 

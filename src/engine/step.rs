@@ -1,0 +1,355 @@
+//! A training step on the CPU: the forward and backward passes over a batch, written out by hand.
+//!
+//! candle's autograd keeps every op's output as a node of its graph and starts each node's
+//! gradient as zeros that the op's gradient is then added to: on the CPU that bookkeeping (a zeroed
+//! buffer and an add per node, then copies out of the gradient store) was about 5 % of a training
+//! step. Here the kernels of the fused ops ([`crate::ops`]) are called on plain buffers, block by
+//! block, with the residual stream's gradient accumulated in place and every parameter's gradient
+//! written once. The model is the candle graph's ([`Gpt::loss`]), every positional scheme and
+//! dropout included: the masks are drawn from the same RNG in the same order, so both give the
+//! same step (tests/engine.rs).
+
+use super::positions::{Positions, Rotations};
+use super::weights::{Norm, Values};
+use crate::model::block::Block;
+use crate::model::layers::{dropout_mask, LayerNorm, Linear};
+use crate::model::position::PositionEncoding;
+use crate::model::{Gpt, Mode};
+use crate::ops::attention::{self, Heads};
+use crate::ops::{gelu, linear, lm_head_loss};
+use candle_core::{bail, Result, Tensor, TensorId};
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+/// Each parameter's gradient, flat, by the parameter's tensor.
+pub type ParamGrads = HashMap<TensorId, Vec<f32>>;
+
+/// Whether [`loss_and_gradients`] handles `model`: f32 on the CPU with the fused kernels on.
+pub fn supports(model: &Gpt) -> bool {
+    model.runs_fused_kernels()
+}
+
+/// Adds `grad` to the gradient of `param` (a tied weight gets two).
+fn add_grad(grads: &mut ParamGrads, param: &Tensor, grad: Vec<f32>) {
+    match grads.get_mut(&param.id()) {
+        Some(sum) => sum.iter_mut().zip(&grad).for_each(|(s, g)| *s += g),
+        None => {
+            grads.insert(param.id(), grad);
+        }
+    }
+}
+
+/// y = x Wᵀ + b into a new buffer.
+fn linear_forward(layer: &Linear, x: &[f32]) -> Result<Vec<f32>> {
+    let w = Values::new(&layer.weight)?;
+    let b = layer.bias.as_ref().map(Values::new).transpose()?;
+    let n_out = layer.weight.dim(0)?;
+    Ok(linear::forward(
+        x,
+        w.get(),
+        b.as_ref().map(Values::get),
+        n_out,
+    ))
+}
+
+/// The residual stream y plus a Linear layer's output x Wᵀ + b, dropped out by `mask` if given.
+fn residual_forward(
+    layer: &Linear,
+    x: &[f32],
+    mut y: Vec<f32>,
+    mask: Option<&[f32]>,
+) -> Result<Vec<f32>> {
+    let w = Values::new(&layer.weight)?;
+    let b = layer.bias.as_ref().map(Values::new).transpose()?;
+    let (b, n_out) = (b.as_ref().map(Values::get), layer.weight.dim(0)?);
+    match mask {
+        None => linear::add_forward(x, w.get(), b, n_out, &mut y),
+        Some(mask) => {
+            let out = linear::forward(x, w.get(), b, n_out);
+            for ((y, o), m) in y.iter_mut().zip(out).zip(mask) {
+                *y += o * m;
+            }
+        }
+    }
+    Ok(y)
+}
+
+/// The gradient of a Linear layer's input x from its output's gradient dy; the weight's and
+/// bias's gradients go to `grads`.
+fn linear_backward(
+    layer: &Linear,
+    x: &[f32],
+    dy: &[f32],
+    grads: &mut ParamGrads,
+) -> Result<Vec<f32>> {
+    let (n_out, n_in) = layer.weight.dims2()?;
+    let w = Values::new(&layer.weight)?;
+    let mut dx = vec![0f32; x.len()];
+    let mut dw = vec![0f32; n_out * n_in];
+    let mut db = layer.bias.as_ref().map(|_| vec![0f32; n_out]);
+    linear::backward_into((x, w.get(), dy), n_out, &mut dx, &mut dw, db.as_deref_mut());
+    add_grad(grads, &layer.weight, dw);
+    if let (Some(bias), Some(db)) = (&layer.bias, db) {
+        add_grad(grads, bias, db);
+    }
+    Ok(dx)
+}
+
+/// Adds the gradient of a LayerNorm's input x, from its output's gradient dy, to `dx`; the
+/// weight's and bias's gradients go to `grads` (a model without biases has a constant bias,
+/// whose gradient no optimiser asks for).
+fn norm_backward(
+    norm: &LayerNorm,
+    x: &[f32],
+    dy: &[f32],
+    dx: &mut [f32],
+    grads: &mut ParamGrads,
+) -> Result<()> {
+    let (dw, db) = Norm::new(norm)?.backward(x, dy, dx);
+    add_grad(grads, &norm.weight, dw);
+    add_grad(grads, &norm.bias, db);
+    Ok(())
+}
+
+/// g ⊙ mask, or g itself without a mask: the gradient through a dropout.
+fn through_dropout<'g>(g: &'g [f32], mask: Option<&[f32]>) -> Cow<'g, [f32]> {
+    match mask {
+        None => Cow::Borrowed(g),
+        Some(mask) => Cow::Owned(g.iter().zip(mask).map(|(g, m)| g * m).collect()),
+    }
+}
+
+/// Dropout's masks for one step, drawn in the order the candle graph draws them; none in
+/// evaluation mode or with p = 0.
+struct Dropout<'m, 'r> {
+    p: f64,
+    mode: &'m mut Mode<'r>,
+}
+
+impl Dropout<'_, '_> {
+    fn mask(&mut self, len: usize) -> Option<Vec<f32>> {
+        match &mut self.mode {
+            Mode::Train(rng) if self.p > 0.0 => Some(dropout_mask(self.p, len, rng)),
+            _ => None,
+        }
+    }
+}
+
+/// What a block's forward pass keeps for its backward pass; every buffer is N × width, N = B·T.
+struct BlockActivations {
+    /// The block's input (C).
+    x: Vec<f32>,
+    /// ln_1(x) (C).
+    ln_1: Vec<f32>,
+    /// The fused projection's q | k | v (3C), q and k rotated for RoPE.
+    qkv: Vec<f32>,
+    /// The attention weights before dropout (B × H × T × T).
+    weights: Vec<f32>,
+    /// The heads' outputs side by side (C).
+    heads: Vec<f32>,
+    /// x + the attention's projection (C).
+    mid: Vec<f32>,
+    /// ln_2(mid) (C).
+    ln_2: Vec<f32>,
+    /// The MLP's hidden layer before GELU (4C).
+    fc: Vec<f32>,
+    /// After GELU (4C).
+    act: Vec<f32>,
+    /// Dropout's masks: attention weights (B × H × T × T), attention and MLP outputs (C).
+    masks: [Option<Vec<f32>>; 3],
+}
+
+/// The sequence length, positions and dropout of one step.
+struct Setting<'s, 'm, 'r> {
+    t: usize,
+    positions: &'s Positions<'s>,
+    rotations: Option<Rotations>,
+    dropout: Dropout<'m, 'r>,
+}
+
+impl Setting<'_, '_, '_> {
+    /// How `block`'s heads attend, with dropout's `masks` on their weights.
+    fn heads<'a>(&'a self, block: &Block, masks: Option<&'a [f32]>) -> Heads<'a> {
+        Heads {
+            n_head: block.attn.n_head,
+            scale: block.attn.scale() as f32,
+            slopes: self.positions.slopes(),
+            masks,
+        }
+    }
+}
+
+/// One block over x (N × C, sequences of `t` rows): its output and what its backward pass needs.
+fn block_forward(
+    block: &Block,
+    x: Vec<f32>,
+    s: &mut Setting,
+) -> Result<(Vec<f32>, BlockActivations)> {
+    let (attn, mlp) = (&block.attn, &block.mlp);
+    let c = attn.n_head * attn.head_dim;
+    let n = x.len() / c;
+    let ln_1 = Norm::new(&block.ln_1)?.forward(&x); // (N, C)
+    let mut qkv = linear_forward(&attn.c_attn, &ln_1)?; // (N, 3C)
+    if let Some(rotations) = &s.rotations {
+        rotations.rotate_qkv(&mut qkv, c, false);
+    }
+    let attn_mask = s.dropout.mask(n / s.t * attn.n_head * s.t * s.t); // (B, H, T, T)
+    let heads = s.heads(block, attn_mask.as_deref());
+    let (heads, weights) = attention::qkv_forward(&qkv, (s.t, c), &heads); // (N, C), (B, H, T, T)
+    let resid_mask = s.dropout.mask(n * c); // (N, C)
+    let mid = residual_forward(&attn.c_proj, &heads, x.clone(), resid_mask.as_deref())?; // (N, C)
+    let ln_2 = Norm::new(&block.ln_2)?.forward(&mid); // (N, C)
+    let fc = linear_forward(&mlp.c_fc, &ln_2)?; // (N, 4C)
+    let act = gelu::forward(&fc); // (N, 4C)
+    let mlp_mask = s.dropout.mask(n * c); // (N, C)
+    let out = residual_forward(&mlp.c_proj, &act, mid.clone(), mlp_mask.as_deref())?; // (N, C)
+    let kept = BlockActivations {
+        x,
+        ln_1,
+        qkv,
+        weights,
+        heads,
+        mid,
+        ln_2,
+        fc,
+        act,
+        masks: [attn_mask, resid_mask, mlp_mask],
+    };
+    Ok((out, kept))
+}
+
+/// The gradient of a block's input from its output's gradient `d_out` (N × C), whose buffer it
+/// reuses; the parameters' gradients go to `grads`.
+fn block_backward(
+    block: &Block,
+    a: &BlockActivations,
+    s: &Setting,
+    d_out: Vec<f32>,
+    grads: &mut ParamGrads,
+) -> Result<Vec<f32>> {
+    let (attn, mlp) = (&block.attn, &block.mlp);
+    let c = attn.n_head * attn.head_dim;
+    let [attn_mask, resid_mask, mlp_mask] = &a.masks;
+    // out = mid + dropout(c_proj(gelu(c_fc(ln_2(mid))))).
+    let d_mlp = through_dropout(&d_out, mlp_mask.as_deref()); // (N, C)
+    let mut d_fc = linear_backward(&mlp.c_proj, &a.act, &d_mlp, grads)?; // (N, 4C)
+    gelu::backward_in_place(&a.fc, &mut d_fc);
+    let d_ln_2 = linear_backward(&mlp.c_fc, &a.ln_2, &d_fc, grads)?; // (N, C)
+    drop(d_mlp);
+    let mut d_mid = d_out;
+    norm_backward(&block.ln_2, &a.mid, &d_ln_2, &mut d_mid, grads)?; // (N, C)
+
+    // mid = x + dropout(c_proj(attention(c_attn(ln_1(x))))).
+    let d_proj = through_dropout(&d_mid, resid_mask.as_deref()); // (N, C)
+    let d_heads = linear_backward(&attn.c_proj, &a.heads, &d_proj, grads)?; // (N, C)
+    drop(d_proj);
+    let heads = s.heads(block, attn_mask.as_deref());
+    let mut d_qkv = attention::qkv_backward(&a.qkv, &d_heads, &a.weights, (s.t, c), &heads); // (N, 3C)
+    if let Some(rotations) = &s.rotations {
+        rotations.rotate_qkv(&mut d_qkv, c, true);
+    }
+    let d_ln_1 = linear_backward(&attn.c_attn, &a.ln_1, &d_qkv, grads)?; // (N, C)
+    let mut d_x = d_mid;
+    norm_backward(&block.ln_1, &a.x, &d_ln_1, &mut d_x, grads)?; // (N, C)
+    Ok(d_x)
+}
+
+/// The embeddings' gradients from the gradient `d_x` (N × C) of the residual stream entering
+/// the blocks, dropped out by `mask` if given.
+fn embed_backward(
+    model: &Gpt,
+    (ids, t): (&[u32], usize),
+    positions: &Positions,
+    (d_x, mask): (&[f32], Option<&[f32]>),
+    grads: &mut ParamGrads,
+) {
+    let d_x = through_dropout(d_x, mask); // (N, C)
+    let wte = model.wte.embeddings();
+    let c = model.config().n_embd;
+    let mut d_wte = vec![0f32; wte.elem_count()]; // (V, C)
+    for (&id, row) in ids.iter().zip(d_x.chunks(c)) {
+        let target = &mut d_wte[id as usize * c..(id as usize + 1) * c];
+        target.iter_mut().zip(row).for_each(|(d, g)| *d += g);
+    }
+    add_grad(grads, wte, d_wte);
+    if let (PositionEncoding::Learned { table }, Some(d_table)) =
+        (&model.position, positions.table_gradient(&d_x, (t, c)))
+    {
+        add_grad(grads, table, d_table);
+    }
+}
+
+/// The mean cross-entropy of the batch `x` → `y` (B, T of token ids) and the gradient of every
+/// parameter, for a model [`supports`] accepts; dropout as `mode` says (masks drawn as
+/// [`Gpt::loss`] draws them).
+pub fn loss_and_gradients(
+    model: &Gpt,
+    x: &Tensor,
+    y: &Tensor,
+    mode: &mut Mode,
+) -> Result<(f64, ParamGrads)> {
+    if !supports(model) {
+        bail!("the CPU engine's training step needs f32 tensors on the CPU and the fused kernels: train this model through autograd")
+    }
+    let (_b, t) = x.dims2()?;
+    let (ids, targets) = (
+        x.flatten_all()?.to_vec1::<u32>()?,
+        y.flatten_all()?.to_vec1::<u32>()?,
+    );
+    let cfg = model.config();
+    let (vocab, c) = (cfg.vocab_size, cfg.n_embd);
+    if let Some(&bad) = targets.iter().find(|&&id| id as usize >= vocab) {
+        bail!("token id {bad} is outside the vocabulary of {vocab}")
+    }
+    if targets.len() != ids.len() {
+        bail!("{} targets for {} tokens", targets.len(), ids.len())
+    }
+    let positions = Positions::new(&model.position)?;
+    let mut s = Setting {
+        t,
+        positions: &positions,
+        rotations: positions.rotations(0, t),
+        dropout: Dropout {
+            p: cfg.dropout,
+            mode,
+        },
+    };
+    let mut grads = ParamGrads::new();
+    // Forward.
+    let wte = Values::new(model.wte.embeddings())?;
+    let mut h = positions.embed((wte.get(), c), &ids, (0, t))?; // (N, C)
+    drop(wte);
+    let embed_mask = s.dropout.mask(h.len()); // (N, C)
+    if let Some(mask) = &embed_mask {
+        h.iter_mut().zip(mask).for_each(|(h, m)| *h *= m);
+    }
+    let mut kept = Vec::with_capacity(model.h.len());
+    for block in &model.h {
+        let (out, activations) = block_forward(block, h, &mut s)?; // (N, C)
+        kept.push(activations);
+        h = out;
+    }
+    let h_f = Norm::new(&model.ln_f)?.forward(&h); // (N, C)
+    let head = Values::new(&model.lm_head.weight)?;
+    let (loss, Some((d_h_f, d_head))) =
+        lm_head_loss::loss_and_gradients(&h_f, head.get(), &targets, c, true)
+    else {
+        bail!("the output layer returned no gradients")
+    };
+    drop(head);
+    add_grad(&mut grads, &model.lm_head.weight, d_head);
+    // Backward.
+    let mut d_h = vec![0f32; h.len()];
+    norm_backward(&model.ln_f, &h, &d_h_f, &mut d_h, &mut grads)?; // (N, C)
+    for (block, activations) in model.h.iter().zip(&kept).rev() {
+        d_h = block_backward(block, activations, &s, d_h, &mut grads)?; // (N, C)
+    }
+    embed_backward(
+        model,
+        (&ids, t),
+        &positions,
+        (&d_h, embed_mask.as_deref()),
+        &mut grads,
+    );
+    Ok((loss, grads))
+}

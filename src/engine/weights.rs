@@ -1,0 +1,72 @@
+//! The model's tensors read in place as f32 slices, and the LayerNorm that reads them.
+
+use crate::model::layers::{LayerNorm, LN_EPS};
+use crate::ops::layer_norm;
+use candle_core::{bail, CpuStorage, Result, Storage, StorageRef, Tensor};
+use std::ops::Range;
+
+/// The f32 values of a contiguous CPU tensor (row-major), borrowed from its storage: the tensor
+/// cannot change while they are held.
+pub(crate) struct Values<'m> {
+    storage: StorageRef<'m>,
+    range: Range<usize>,
+}
+
+impl<'m> Values<'m> {
+    /// The values of `t`; an error unless it is a contiguous f32 CPU tensor.
+    pub fn new(t: &'m Tensor) -> Result<Self> {
+        let (storage, layout) = t.storage_and_layout();
+        let Some((start, end)) = layout.contiguous_offsets() else {
+            bail!("the CPU engine needs contiguous weights")
+        };
+        if !matches!(&*storage, Storage::Cpu(CpuStorage::F32(_))) {
+            bail!("the CPU engine needs f32 tensors on the CPU")
+        }
+        Ok(Values {
+            storage,
+            range: start..end,
+        })
+    }
+
+    /// The values.
+    pub fn get(&self) -> &[f32] {
+        match &*self.storage {
+            Storage::Cpu(CpuStorage::F32(v)) => &v[self.range.clone()],
+            _ => unreachable!("Values::new accepts only f32 CPU storage"),
+        }
+    }
+}
+
+/// A LayerNorm's weight and bias.
+pub(crate) struct Norm<'m> {
+    pub weight: Values<'m>,
+    pub bias: Values<'m>,
+}
+
+impl<'m> Norm<'m> {
+    pub fn new(ln: &'m LayerNorm) -> Result<Self> {
+        Ok(Norm {
+            weight: Values::new(&ln.weight)?,
+            bias: Values::new(&ln.bias)?,
+        })
+    }
+
+    /// out = LayerNorm(x), row by row on this thread.
+    pub fn forward_into(&self, x: &[f32], out: &mut [f32]) {
+        let (weight, bias) = (self.weight.get(), self.bias.get());
+        for (x, out) in x.chunks(weight.len()).zip(out.chunks_mut(weight.len())) {
+            layer_norm::normalize_row(x, weight, bias, LN_EPS, out)
+        }
+    }
+
+    /// LayerNorm(x) of the rows of x (N × C), spread over the threads.
+    pub fn forward(&self, x: &[f32]) -> Vec<f32> {
+        layer_norm::forward(x, self.weight.get(), self.bias.get(), LN_EPS)
+    }
+
+    /// Adds the gradient of the input x, from the output's gradient dy, to `dx`; returns the
+    /// weight's and bias's gradients.
+    pub fn backward(&self, x: &[f32], dy: &[f32], dx: &mut [f32]) -> (Vec<f32>, Vec<f32>) {
+        layer_norm::backward_into(x, self.weight.get(), dy, LN_EPS, dx, true)
+    }
+}

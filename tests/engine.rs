@@ -1,0 +1,247 @@
+//! The CPU engine computes the candle graph's model: one table of every positional scheme ×
+//! bias × tied output layer × head count, each checked for the training step's loss and every
+//! parameter's gradient (against autograd), and for generation's logits, prompt prefill and
+//! cached steps past the block size (against the full forward pass); dropout checked with the
+//! masks drawn from the same RNG. Tolerances are relative to each tensor's largest magnitude.
+
+mod common;
+
+use candle_core::{Device, Tensor};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use shige::config::{ModelConfig, Position};
+use shige::engine::{self, CpuDecoder};
+use shige::model::{Gpt, Mode};
+use shige::train::optim::{AdamW, AdamWParams, Gradients};
+
+const VOCAB: usize = 40;
+const BLOCK_SIZE: usize = 16;
+
+/// (n_embd, n_head): heads of 32, 16 and 8 dims, and of 24 (the decoder's weighted sum runs in
+/// strips of 16: one strip, then 8 more).
+const SHAPES: [(usize, usize); 4] = [(32, 1), (32, 2), (32, 4), (48, 2)];
+
+/// One layout of the table.
+#[derive(Debug, Clone, Copy)]
+struct Layout {
+    position: Position,
+    bias: bool,
+    tie_weights: bool,
+    n_embd: usize,
+    n_head: usize,
+    dropout: f64,
+}
+
+impl Layout {
+    /// Every scheme × bias × tied × shape, without dropout.
+    fn all() -> Vec<Layout> {
+        let mut all = Vec::new();
+        for position in Position::ALL {
+            for bias in [false, true] {
+                for tie_weights in [false, true] {
+                    for (n_embd, n_head) in SHAPES {
+                        all.push(Layout {
+                            position,
+                            bias,
+                            tie_weights,
+                            n_embd,
+                            n_head,
+                            dropout: 0.0,
+                        });
+                    }
+                }
+            }
+        }
+        all
+    }
+
+    /// A 2-layer model of this layout whose biases (zero at initialisation) are made to count.
+    fn model(&self) -> (Gpt, AdamW) {
+        let cfg = ModelConfig {
+            bias: self.bias,
+            tie_weights: self.tie_weights,
+            n_embd: self.n_embd,
+            n_head: self.n_head,
+            dropout: self.dropout,
+            ..common::small_config(VOCAB, 2, self.position)
+        };
+        assert_eq!(cfg.block_size, BLOCK_SIZE);
+        let (model, varmap) = Gpt::seeded(&cfg, 12, &Device::Cpu).unwrap();
+        for (name, var) in varmap.data().lock().unwrap().iter() {
+            if name.ends_with("bias") {
+                var.set(&(var.as_tensor() + 0.1).unwrap()).unwrap();
+            }
+        }
+        let params = AdamWParams {
+            beta1: 0.9,
+            beta2: 0.95,
+            eps: 1e-8,
+            weight_decay: 0.1,
+        };
+        let opt = AdamW::new(varmap.data().lock().unwrap().clone(), params).unwrap();
+        (model, opt)
+    }
+}
+
+/// 3 sequences of BLOCK_SIZE tokens and the next tokens.
+fn batch() -> (Tensor, Tensor) {
+    let ids: Vec<u32> = (0..3 * (BLOCK_SIZE + 1))
+        .map(|i| (i * 7 % (VOCAB - 1)) as u32)
+        .collect();
+    let all = Tensor::from_vec(ids, (3, BLOCK_SIZE + 1), &Device::Cpu).unwrap();
+    (
+        all.narrow(1, 0, BLOCK_SIZE).unwrap().contiguous().unwrap(),
+        all.narrow(1, 1, BLOCK_SIZE).unwrap().contiguous().unwrap(),
+    )
+}
+
+/// The engine's loss and gradients, and autograd's through the candle graph, each with dropout
+/// masks drawn from an RNG seeded with `seed`.
+fn both_steps(model: &Gpt, opt: &AdamW, seed: u64) -> ((f64, Gradients), (f64, Gradients)) {
+    let (x, y) = batch();
+    let rng = || ChaCha8Rng::seed_from_u64(seed);
+    let (loss, grads) =
+        engine::loss_and_gradients(model, &x, &y, &mut Mode::Train(&mut rng())).unwrap();
+    let reference = model.loss(&x, &y, &mut Mode::Train(&mut rng())).unwrap();
+    let expected = opt.gradients(&reference.backward().unwrap()).unwrap();
+    (
+        (loss, opt.gradients_from(grads)),
+        (reference.to_scalar::<f32>().unwrap() as f64, expected),
+    )
+}
+
+/// Each row of the candle graph's logits (T, V) for the context `ids`.
+fn full_logits(model: &Gpt, ids: &[u32]) -> Vec<Vec<f32>> {
+    let idx = Tensor::new(ids, &Device::Cpu)
+        .unwrap()
+        .unsqueeze(0)
+        .unwrap(); // (1, T)
+    let logits = model.forward(&idx, &mut Mode::Eval).unwrap(); // (1, T, V)
+    logits.squeeze(0).unwrap().to_vec2().unwrap()
+}
+
+/// Asserts that `row` equals `expected` within 1e-4 of the latter's largest magnitude.
+fn assert_close(case: &str, row: &[f32], expected: &[f32]) {
+    assert_eq!(row.len(), expected.len(), "{case}");
+    let scale = expected.iter().fold(0f32, |m, x| m.max(x.abs()));
+    let worst = row
+        .iter()
+        .zip(expected)
+        .fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+    assert!(
+        scale > 0.0 && worst <= 1e-4 * scale,
+        "{case}: off by {worst} (largest {scale})"
+    );
+}
+
+/// The decoder's logits for a prompt of 6 positions at once, then one position at a time up to
+/// `ids.len()`, each against the full forward pass's row.
+fn check_decoder(case: &str, model: &Gpt, ids: &[u32]) {
+    let full = full_logits(model, ids);
+    let decoder = CpuDecoder::new(model).unwrap().expect("f32 on the CPU");
+    let mut state = decoder.new_state();
+    let prefill = decoder.forward(&ids[..6], &mut state).unwrap();
+    assert_close(&format!("{case}, prefill"), &prefill, &full[5]);
+    for (i, &id) in ids.iter().enumerate().skip(6) {
+        let row = decoder.forward(&[id], &mut state).unwrap();
+        assert_close(&format!("{case}, cached step at {i}"), &row, &full[i]);
+    }
+    assert_eq!(state.len(), ids.len(), "{case}");
+}
+
+#[test]
+fn the_engine_computes_the_candle_graphs_model_for_every_layout() {
+    for layout in Layout::all() {
+        let case = format!("{layout:?}");
+        let (model, opt) = layout.model();
+        assert!(engine::supports(&model), "{case}");
+        let (step, reference) = both_steps(&model, &opt, 0);
+        common::assert_same_loss_and_gradients(
+            &case,
+            (step.0, &step.1),
+            (reference.0, &reference.1),
+        );
+        // The learned table ends at the block size; the other schemes go past it.
+        let len = match layout.position {
+            Position::Learned => BLOCK_SIZE,
+            _ => BLOCK_SIZE + 8,
+        };
+        let ids: Vec<u32> = (0..len).map(|i| (i * 5 % VOCAB) as u32).collect();
+        check_decoder(&case, &model, &ids);
+    }
+}
+
+#[test]
+fn dropout_in_the_engine_draws_the_candle_graphs_masks() {
+    for position in Position::ALL {
+        for (bias, tie_weights, n_head) in [(true, false, 2), (false, true, 4)] {
+            let layout = Layout {
+                position,
+                bias,
+                tie_weights,
+                n_embd: 32,
+                n_head,
+                dropout: 0.2,
+            };
+            let case = format!("{layout:?}");
+            let (model, opt) = layout.model();
+            let (step, reference) = both_steps(&model, &opt, 7);
+            common::assert_same_loss_and_gradients(
+                &case,
+                (step.0, &step.1),
+                (reference.0, &reference.1),
+            );
+            // The masks did something: without them the gradients are others.
+            let (x, y) = batch();
+            let (_, plain) = engine::loss_and_gradients(&model, &x, &y, &mut Mode::Eval).unwrap();
+            let plain = opt.gradients_from(plain);
+            let parted = plain.values().iter().zip(step.1.values()).any(|(a, b)| {
+                let scale = b.iter().fold(0f32, |m, x| m.max(x.abs()));
+                a.iter().zip(b).any(|(a, b)| (a - b).abs() > 0.1 * scale)
+            });
+            assert!(parted, "{case}: dropout changed nothing");
+        }
+    }
+}
+
+#[test]
+fn what_the_engine_cannot_run_is_an_error() {
+    let (model, _) = Layout {
+        position: Position::Learned,
+        bias: true,
+        tie_weights: false,
+        n_embd: 32,
+        n_head: 4,
+        dropout: 0.0,
+    }
+    .model();
+    let (x, y) = batch();
+    // Token ids outside the vocabulary, as inputs and as targets.
+    let bad = Tensor::from_vec(
+        vec![VOCAB as u32; 3 * BLOCK_SIZE],
+        (3, BLOCK_SIZE),
+        &Device::Cpu,
+    )
+    .unwrap();
+    for (x, y) in [(&x, &bad), (&bad, &y)] {
+        let err = engine::loss_and_gradients(&model, x, y, &mut Mode::Eval).unwrap_err();
+        assert!(err.to_string().contains("outside the vocabulary"), "{err}");
+    }
+    let decoder = CpuDecoder::new(&model).unwrap().unwrap();
+    let err = decoder
+        .forward(&[VOCAB as u32], &mut decoder.new_state())
+        .unwrap_err();
+    assert!(err.to_string().contains("outside the vocabulary"), "{err}");
+    // Past the learned table.
+    let err = decoder
+        .forward(&[0; BLOCK_SIZE + 1], &mut decoder.new_state())
+        .unwrap_err();
+    assert!(err.to_string().contains("crop the context"), "{err}");
+    drop(decoder);
+    // A model on the composite ops (the path of other devices) runs on candle's graph.
+    let composite = model.with_kernels(shige::ops::Kernels::Composite);
+    assert!(!engine::supports(&composite));
+    let err = engine::loss_and_gradients(&composite, &x, &y, &mut Mode::Eval).unwrap_err();
+    assert!(err.to_string().contains("autograd"), "{err}");
+    assert!(CpuDecoder::new(&composite).unwrap().is_none());
+}
