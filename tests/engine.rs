@@ -110,16 +110,6 @@ fn both_steps(model: &Gpt, opt: &AdamW, seed: u64) -> ((f64, Gradients), (f64, G
     )
 }
 
-/// Each row of the candle graph's logits (T, V) for the context `ids`.
-fn full_logits(model: &Gpt, ids: &[u32]) -> Vec<Vec<f32>> {
-    let idx = Tensor::new(ids, &Device::Cpu)
-        .unwrap()
-        .unsqueeze(0)
-        .unwrap(); // (1, T)
-    let logits = model.forward(&idx, &mut Mode::Eval).unwrap(); // (1, T, V)
-    logits.squeeze(0).unwrap().to_vec2().unwrap()
-}
-
 /// Asserts that `row` equals `expected` within 1e-4 of the latter's largest magnitude.
 fn assert_close(case: &str, row: &[f32], expected: &[f32]) {
     assert_eq!(row.len(), expected.len(), "{case}");
@@ -137,7 +127,7 @@ fn assert_close(case: &str, row: &[f32], expected: &[f32]) {
 /// The decoder's logits for a prompt of 6 positions at once, then one position at a time up to
 /// `ids.len()`, each against the full forward pass's row.
 fn check_decoder(case: &str, model: &Gpt, ids: &[u32]) {
-    let full = full_logits(model, ids);
+    let full = common::full_logits(model, ids);
     let decoder = CpuDecoder::new(model).unwrap().expect("f32 on the CPU");
     let mut state = decoder.new_state();
     let prefill = decoder.forward(&ids[..6], &mut state).unwrap();

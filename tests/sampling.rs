@@ -9,7 +9,7 @@ use rand_chacha::ChaCha8Rng;
 use shige::config::Position;
 use shige::data::poem::{regular_form, Form};
 use shige::data::tokenizer::NEWLINE;
-use shige::model::{Gpt, Mode};
+use shige::model::Gpt;
 use shige::sample::{
     generate, is_well_formed, Generation, Generator, PoemConstraint, SampleError, Sampling,
 };
@@ -170,16 +170,6 @@ fn bad_sampling_settings_are_refused_with_what_to_do() {
     .is_ok());
 }
 
-/// Logits (T rows of V) of the full forward pass over `ids`.
-fn full_logits(model: &Gpt, ids: &[u32]) -> Vec<Vec<f32>> {
-    let idx = Tensor::new(ids, &Device::Cpu)
-        .unwrap()
-        .unsqueeze(0)
-        .unwrap(); // (1, T)
-    let logits = model.forward(&idx, &mut Mode::Eval).unwrap(); // (1, T, V)
-    logits.squeeze(0).unwrap().to_vec2().unwrap()
-}
-
 /// Largest absolute difference between two rows of logits.
 fn max_diff(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len());
@@ -197,7 +187,7 @@ fn cached_and_uncached_decoding_agree_for_every_scheme() {
         let (model, _) = Gpt::seeded(&cfg, 11, &Device::Cpu).unwrap();
         // Logits of the cached path, token by token, against the full forward pass.
         let ids: Vec<u32> = (0..12).map(|i| (i * 7 % vocab) as u32).collect();
-        let full = full_logits(&model, &ids);
+        let full = common::full_logits(&model, &ids);
         let mut cache = model.new_cache();
         let prefill = Tensor::new(&ids[..5], &Device::Cpu)
             .unwrap()

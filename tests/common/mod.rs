@@ -95,3 +95,14 @@ pub fn assert_same_loss_and_gradients(
         );
     }
 }
+
+/// Each row of the candle graph's logits (T, V) for the context `ids`.
+pub fn full_logits(model: &shige::model::Gpt, ids: &[u32]) -> Vec<Vec<f32>> {
+    use candle_core::{Device, Tensor};
+    let idx = Tensor::new(ids, &Device::Cpu)
+        .unwrap()
+        .unsqueeze(0)
+        .unwrap(); // (1, T)
+    let logits = model.forward(&idx, &mut shige::model::Mode::Eval).unwrap(); // (1, T, V)
+    logits.squeeze(0).unwrap().to_vec2().unwrap()
+}
