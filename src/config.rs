@@ -110,6 +110,12 @@ pub struct ModelConfig {
     pub position: Position,
     /// The RoPE base θ (10000 in RoFormer).
     pub rope_base: f64,
+    /// The factor the sinusoidal table is multiplied by before it is added to the token
+    /// embeddings. 1 is Vaswani et al.'s table as is (values in [−1, 1]), against embeddings drawn
+    /// at std 0.02 here (GPT-2's initialisation, without the original √d_model scaling): early in
+    /// training the residual stream is then mostly position. 0.03 puts the table at the
+    /// embeddings' scale (docs/experiments.md, section 2).
+    pub sinusoidal_scale: f64,
 }
 
 impl Default for ModelConfig {
@@ -126,6 +132,7 @@ impl Default for ModelConfig {
             tie_weights: false,
             position: Position::Learned,
             rope_base: 10_000.0,
+            sinusoidal_scale: 1.0,
         }
     }
 }
@@ -220,6 +227,12 @@ impl ModelConfig {
                 crate::machine::human_bytes(needed),
                 self.parameter_count(),
                 crate::machine::human_bytes(available as f64)
+            ));
+        }
+        if !(self.sinusoidal_scale.is_finite() && self.sinusoidal_scale > 0.0) {
+            return invalid(format!(
+                "sinusoidal_scale {} must be a finite number above 0",
+                self.sinusoidal_scale
             ));
         }
         if !(self.rope_base.is_finite() && self.rope_base > 1.0) {

@@ -46,6 +46,15 @@ fn bad_configs_are_rejected_before_any_tensor() {
         ("vocab_size = 10\nn_layer = -1", "n_layer"),
         ("vocab_size = 10\nn_layer = \"two\"", "n_layer"),
         ("vocab_size = 10\ndropout = 1.5", "dropout"),
+        (
+            "vocab_size = 10\nsinusoidal_scale = 0.0",
+            "sinusoidal_scale 0 must be",
+        ),
+        (
+            "vocab_size = 10\nsinusoidal_scale = nan",
+            "sinusoidal_scale NaN must be",
+        ),
+        ("vocab_size = 10\nrope_base = inf", "rope_base inf must be"),
         ("vocab_size = 10\nn_layer = ", "test.toml"),
     ];
     for (toml, expected) in cases {

@@ -63,6 +63,8 @@ impl Layout {
             n_embd: self.n_embd,
             n_head: self.n_head,
             dropout: self.dropout,
+            // Not 1: both sides must apply the scale.
+            sinusoidal_scale: 0.5,
             ..common::small_config(VOCAB, 2, self.position)
         };
         assert_eq!(cfg.block_size, BLOCK_SIZE);

@@ -54,16 +54,20 @@ fn rope_scores_depend_only_on_relative_position() {
 #[test]
 fn sinusoidal_table_equals_its_formula() {
     let (len, dim) = (50, 16);
-    let table = sinusoidal_table(0, len, dim);
+    let table = sinusoidal_table(0, len, dim, 1.0);
+    let scaled = sinusoidal_table(0, len, dim, 0.03);
     for pos in 0..len {
         for i in 0..dim / 2 {
             let angle = pos as f64 / 10000f64.powf((2 * i) as f64 / dim as f64);
-            assert!((table[pos * dim + 2 * i] as f64 - angle.sin()).abs() < 1e-6);
-            assert!((table[pos * dim + 2 * i + 1] as f64 - angle.cos()).abs() < 1e-6);
+            let (sin, cos) = (pos * dim + 2 * i, pos * dim + 2 * i + 1);
+            assert!((table[sin] as f64 - angle.sin()).abs() < 1e-6);
+            assert!((table[cos] as f64 - angle.cos()).abs() < 1e-6);
+            assert!((scaled[sin] as f64 - 0.03 * angle.sin()).abs() < 1e-8);
+            assert!((scaled[cos] as f64 - 0.03 * angle.cos()).abs() < 1e-8);
         }
     }
     assert_eq!(
-        sinusoidal_table(7, 3, dim),
+        sinusoidal_table(7, 3, dim, 1.0),
         table[7 * dim..10 * dim].to_vec(),
         "an offset table is a slice of the full one"
     );

@@ -11,8 +11,9 @@ pub(crate) enum Positions<'m> {
     None,
     /// The learned table (block_size × C), added to the embeddings.
     Learned(Values<'m>),
-    /// The sin/cos table, computed for the positions asked for and added to the embeddings.
-    Sinusoidal,
+    /// The sin/cos table times this scale, computed for the positions asked for and added to the
+    /// embeddings.
+    Sinusoidal(f64),
     /// Rotation of each head's q and k.
     Rope { head_dim: usize, base: f64 },
     /// Per-head slopes of the distance penalty on the scores.
@@ -24,7 +25,7 @@ impl<'m> Positions<'m> {
         Ok(match position {
             PositionEncoding::None => Positions::None,
             PositionEncoding::Learned { table } => Positions::Learned(Values::new(table)?),
-            PositionEncoding::Sinusoidal { .. } => Positions::Sinusoidal,
+            PositionEncoding::Sinusoidal { scale, .. } => Positions::Sinusoidal(*scale),
             PositionEncoding::Rope { head_dim, base } => Positions::Rope {
                 head_dim: *head_dim,
                 base: *base,
@@ -64,7 +65,7 @@ impl<'m> Positions<'m> {
                     table.get().len() / c
                 ),
             },
-            Positions::Sinusoidal => sinusoidal_table(start, len, c),
+            Positions::Sinusoidal(scale) => sinusoidal_table(start, len, c, *scale),
             _ => return Ok(x),
         }; // (len, C)
         for sequence in x.chunks_mut(len * c) {

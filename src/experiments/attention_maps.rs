@@ -78,7 +78,7 @@ pub fn write_attention_maps(
 
 /// Writes the sinusoidal position table, `positions` rows × `dims` columns, as `path`.
 pub fn write_sinusoidal_map(positions: usize, dims: usize, path: &Path) -> Result<()> {
-    let table = sinusoidal_table(0, positions, dims);
+    let table = sinusoidal_table(0, positions, dims, 1.0);
     let label = |n: usize, step: usize| -> Vec<String> {
         (0..n)
             .map(|i| {

@@ -8,15 +8,15 @@ use crate::model::layers::{f32_tensor, INIT_STD};
 use candle_core::{bail, Result, Tensor};
 use candle_nn::{Init, VarBuilder};
 
-/// The sinusoidal table of Vaswani et al.: row p, columns (2i, 2i+1) hold
+/// The sinusoidal table of Vaswani et al. times `scale`: row p, columns (2i, 2i+1) hold
 /// sin(p / 10000^(2i/dim)) and cos(p / 10000^(2i/dim)), for positions `start..start+len`.
-pub fn sinusoidal_table(start: usize, len: usize, dim: usize) -> Vec<f32> {
+pub fn sinusoidal_table(start: usize, len: usize, dim: usize, scale: f64) -> Vec<f32> {
     let mut table = Vec::with_capacity(len * dim);
     for p in start..start + len {
         for c in 0..dim {
             let i = (c / 2) as f64;
             let angle = p as f64 / 10_000f64.powf(2.0 * i / dim as f64);
-            table.push(if c % 2 == 0 { angle.sin() } else { angle.cos() } as f32);
+            table.push((scale * if c % 2 == 0 { angle.sin() } else { angle.cos() }) as f32);
         }
     }
     table
@@ -78,8 +78,8 @@ pub enum PositionEncoding {
     None,
     /// `transformer.wpe.weight`, a trainable (block_size, n_embd) table.
     Learned { table: Tensor },
-    /// The fixed sin/cos table, computed for the positions asked for.
-    Sinusoidal { n_embd: usize },
+    /// The fixed sin/cos table times `scale`, computed for the positions asked for.
+    Sinusoidal { n_embd: usize, scale: f64 },
     /// Rotation of q and k by position, per head.
     Rope { head_dim: usize, base: f64 },
     /// Per-head slopes of the linear distance penalty.
@@ -101,7 +101,10 @@ impl PositionEncoding {
                     },
                 )?,
             },
-            Position::Sinusoidal => PositionEncoding::Sinusoidal { n_embd: cfg.n_embd },
+            Position::Sinusoidal => PositionEncoding::Sinusoidal {
+                n_embd: cfg.n_embd,
+                scale: cfg.sinusoidal_scale,
+            },
             Position::Rope => PositionEncoding::Rope {
                 head_dim: cfg.head_dim(),
                 base: cfg.rope_base,
@@ -128,8 +131,9 @@ impl PositionEncoding {
                 }
                 x.broadcast_add(&table.narrow(0, start, t)?) // (B, T, C)
             }
-            PositionEncoding::Sinusoidal { n_embd } => {
-                let table = f32_tensor(sinusoidal_table(start, t, *n_embd), (t, c), x)?; // (T, C)
+            PositionEncoding::Sinusoidal { n_embd, scale } => {
+                let table = sinusoidal_table(start, t, *n_embd, *scale);
+                let table = f32_tensor(table, (t, c), x)?; // (T, C)
                 x.broadcast_add(&table) // (B, T, C)
             }
             _ => Ok(x.clone()),
