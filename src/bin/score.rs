@@ -1,0 +1,109 @@
+//! Score poems as regulated verse: `cargo run --release --bin score -- FILE` (one poem per line), or
+//! `--val` for the held-out real poems of the corpus.
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use serde::Serialize;
+use shige::data::Corpus;
+use shige::files::{read_text_limited, CORPUS_LIMIT};
+use shige::verse::{Novelty, Summary, Tables, VerseScore};
+use std::path::PathBuf;
+
+/// Score poems as regulated verse: form, best tonal template (平仄), the share of tones that fit,
+/// rhyme (平水韵), and how much is copied from the training poems.
+#[derive(Parser)]
+#[command(after_help = "Examples:
+  cargo run --release --bin score -- --val
+  cargo run --release --bin sample -- --checkpoint checkpoints/<run> --num-samples 100 > poems.txt
+  cargo run --release --bin score -- poems.txt")]
+struct Args {
+    /// Poems to score, one per line (blank lines and lines starting with # are skipped).
+    file: Option<PathBuf>,
+    /// Score the corpus's held-out poems (every 20th) instead: the human baseline.
+    #[arg(long)]
+    val: bool,
+    /// The corpus whose training split novelty is measured against.
+    #[arg(long, default_value = "data/poems.txt")]
+    corpus: PathBuf,
+    /// Print one JSON object (the summary and every poem's score).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Serialize)]
+struct Report<'a> {
+    summary: &'a Summary,
+    poems: Vec<PoemReport<'a>>,
+}
+
+#[derive(Serialize)]
+struct PoemReport<'a> {
+    poem: &'a str,
+    #[serde(flatten)]
+    score: &'a VerseScore,
+}
+
+fn main() -> std::process::ExitCode {
+    shige::cli::report(run())
+}
+
+fn run() -> Result<()> {
+    let args: Args = shige::cli::parse();
+    let corpus = Corpus::load(&args.corpus).with_context(|| {
+        format!(
+            "novelty is measured against the training split of {}: pass --corpus",
+            args.corpus.display()
+        )
+    })?;
+    let (train, val) = corpus.split();
+    let poems: Vec<String> = match (&args.file, args.val) {
+        (Some(_), true) => bail!("give a FILE or --val, not both"),
+        (None, false) => bail!("nothing to score: give a FILE of poems (one per line) or --val"),
+        (None, true) => val.into_iter().cloned().collect(),
+        (Some(file), false) => read_text_limited(file, CORPUS_LIMIT)
+            .with_context(|| format!("cannot read the poems in {}", file.display()))?
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(String::from)
+            .collect(),
+    };
+    if poems.is_empty() {
+        bail!("no poem to score: the file has no non-blank line");
+    }
+    let novelty = Novelty::new(train);
+    let (summary, scores) = Summary::of(&poems, Tables::shipped(), Some(&novelty));
+    if args.json {
+        let report = Report {
+            summary: &summary,
+            poems: poems
+                .iter()
+                .zip(&scores)
+                .map(|(poem, score)| PoemReport { poem, score })
+                .collect(),
+        };
+        println!("{}", serde_json::to_string(&report)?);
+        return Ok(());
+    }
+    for (poem, s) in poems.iter().zip(&scores) {
+        match (s.form, &s.template) {
+            (Some(form), Some(template)) => println!(
+                "{poem}\n  {form}, {template}: {}/{} tones fit{}, {}",
+                s.tones_fitting,
+                s.tones_checked,
+                if s.tones_unknown > 0 {
+                    format!(" ({} unknown)", s.tones_unknown)
+                } else {
+                    String::new()
+                },
+                match &s.rhyme_group {
+                    Some(group) => format!("rhymes in {group}"),
+                    None => "does not rhyme".into(),
+                }
+            ),
+            _ => println!("{poem}\n  not of a regular form"),
+        }
+    }
+    println!("{}", summary.describe());
+    Ok(())
+}

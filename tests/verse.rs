@@ -1,0 +1,181 @@
+//! Regulated verse: the forms' templates, the shipped tone and rhyme tables, and the scorer on
+//! well-known poems, those that keep the rules and those that break them.
+
+use shige::data::poem::Form;
+use shige::data::verse_tables::ToneCounts;
+use shige::verse::{score_poem, templates, Novelty, Summary, Tables, Tone};
+
+#[test]
+fn each_form_has_its_four_templates() {
+    for form in Form::ALL {
+        let all = templates(form);
+        let (chars, lines) = form.shape();
+        assert_eq!(all.len(), 4, "{form:?}");
+        for t in &all {
+            assert_eq!(t.lines.len(), lines);
+            assert!(t.lines.iter().all(|l| l.len() == chars));
+            let even: Vec<usize> = (1..lines).step_by(2).collect();
+            let rhymes_first = t.name.contains("首句入韵");
+            assert_eq!(
+                t.rhyming_lines.first() == Some(&0),
+                rhymes_first,
+                "{}",
+                t.name
+            );
+            assert!(
+                even.iter().all(|l| t.rhyming_lines.contains(l)),
+                "{}",
+                t.name
+            );
+        }
+    }
+    // The textbook patterns, ○ where the tone is free.
+    let written = |form, name: &str| {
+        templates(form)
+            .into_iter()
+            .find(|t| t.name == name)
+            .unwrap_or_else(|| panic!("no {name} for {form:?}"))
+            .written()
+    };
+    assert_eq!(
+        written(Form::Wujue, "仄起首句不入韵"),
+        "○仄平平仄，○平仄仄平。○平平仄仄，○仄仄平平。"
+    );
+    assert_eq!(
+        written(Form::Wujue, "平起首句入韵"),
+        "○平仄仄平，○仄仄平平。○仄平平仄，○平仄仄平。"
+    );
+    assert_eq!(
+        written(Form::Qijue, "平起首句入韵"),
+        "○平○仄○平平，○仄○平○仄平。○仄○平○仄仄，○平○仄○平平。"
+    );
+    assert_eq!(
+        written(Form::Wulv, "仄起首句不入韵"),
+        "○仄平平仄，○平仄仄平。○平平仄仄，○仄仄平平。○仄平平仄，○平仄仄平。○平平仄仄，○仄仄平平。"
+    );
+}
+
+#[test]
+fn the_shipped_tables_know_common_characters() {
+    let tables = Tables::shipped();
+    for c in "春山花天流楼平".chars() {
+        assert_eq!(tables.tone(c), Some(Tone::Ping), "{c}");
+    }
+    for c in "日尽海入目雨月".chars() {
+        assert_eq!(tables.tone(c), Some(Tone::Ze), "{c}");
+    }
+    // 看 and 行 have two readings, one of each tone.
+    for c in "看行".chars() {
+        assert_eq!(tables.tone(c), Some(Tone::Both), "{c}");
+    }
+    let group = |c| {
+        let g = tables.rhyme_groups(c);
+        assert!(!g.is_empty(), "{c} has no 平声 group");
+        g.iter()
+            .map(|&g| tables.group_name(g).to_string())
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        group('东').iter().any(|g| g.ends_with("一东")),
+        "{:?}",
+        group('东')
+    );
+    assert_eq!(tables.shared_groups(&['流', '楼']).len(), 1);
+    assert!(tables.shared_groups(&['流', '山']).is_empty());
+    // A 仄 character is in no 平声 group.
+    assert!(tables.rhyme_groups('晓').is_empty());
+}
+
+#[test]
+fn well_known_poems_score_as_they_should() {
+    let tables = Tables::shipped();
+    // 王之涣《登鹳雀楼》: 五绝, 仄起首句不入韵, every tone and the rhyme (尤) kept.
+    let s = score_poem("白日依山尽，黄河入海流。欲穷千里目，更上一层楼。", tables);
+    assert_eq!(s.form, Some("wujue"));
+    assert_eq!(s.template.as_deref(), Some("仄起首句不入韵"));
+    assert!(s.fits_template(), "{s:?}");
+    assert!(
+        s.rhymes && s.rhyme_group.as_deref().is_some_and(|g| g.ends_with("尤")),
+        "{s:?}"
+    );
+    // 李白《早发白帝城》: 七绝, 平起首句入韵, rhyme 删.
+    let s = score_poem(
+        "朝辞白帝彩云间，千里江陵一日还。两岸猿声啼不住，轻舟已过万重山。",
+        tables,
+    );
+    assert_eq!(s.form, Some("qijue"));
+    assert_eq!(s.template.as_deref(), Some("平起首句入韵"));
+    assert!(s.fits_template() && s.rhymes, "{s:?}");
+    // 杜甫《春望》: 五律, rhyme 侵.
+    let s = score_poem(
+        "国破山河在，城春草木深。感时花溅泪，恨别鸟惊心。烽火连三月，家书抵万金。白头搔更短，浑欲不胜簪。",
+        tables,
+    );
+    assert_eq!(s.form, Some("wulv"));
+    assert!(s.fits_template() && s.rhymes, "{s:?}");
+    // 李白《静夜思》: a 古绝, shaped like a 五绝 and rhymed (阳), but its tones break every
+    // template.
+    let s = score_poem("床前明月光，疑是地上霜。举头望明月，低头思故乡。", tables);
+    assert_eq!(s.form, Some("wujue"));
+    assert!(!s.fits_template() && s.tone_fit() < 0.9, "{s:?}");
+    assert!(s.rhymes, "{s:?}");
+    // 孟浩然《春晓》: rhymes on 仄 characters (晓鸟少), which regulated verse does not.
+    let s = score_poem("春眠不觉晓，处处闻啼鸟。夜来风雨声，花落知多少。", tables);
+    assert!(!s.rhymes, "{s:?}");
+    // Not regulated verse at all, and in traditional characters: no form, nothing checked.
+    for poem in [
+        "白日依山尽，黄河入海流。",
+        "白日依山盡，黃河入海流。欲窮千里目，更上一層樓。x",
+    ] {
+        let s = score_poem(poem, tables);
+        assert_eq!(s.form, None, "{poem}");
+        assert!(!s.fits_template() && !s.rhymes);
+    }
+    // Traditional characters of the right shape: the simplified tables know few of them.
+    let s = score_poem("白日依山盡，黃河入海流。欲窮千里目，更上一層樓。", tables);
+    assert!(s.tones_unknown > 0 || s.fits_template(), "{s:?}");
+}
+
+#[test]
+fn novelty_finds_what_is_copied() {
+    let training: Vec<String> = vec![
+        "白日依山尽，黄河入海流。欲穷千里目，更上一层楼。".into(),
+        "春眠不觉晓，处处闻啼鸟。夜来风雨声，花落知多少。".into(),
+    ];
+    let novelty = Novelty::new(&training);
+    assert_eq!(novelty.longest_copied_run(&training[0]), 20);
+    assert_eq!(novelty.lines_verbatim(&training[0]), (4, 4));
+    // Two lines taken over (across the comma), two new.
+    let poem = "白日依山尽，黄河入海流。明月照我心，清风吹我衣。";
+    assert_eq!(novelty.longest_copied_run(poem), 10);
+    assert_eq!(novelty.lines_verbatim(poem), (2, 4));
+    assert_eq!(novelty.longest_copied_run("龘"), 0);
+    let (summary, scores) = Summary::of(&training, Tables::shipped(), Some(&novelty));
+    assert_eq!((summary.poems, summary.regular, scores.len()), (2, 2, 2));
+    assert_eq!(summary.copied_run_max, Some(20));
+    assert_eq!(summary.lines_verbatim, Some(1.0));
+}
+
+#[test]
+fn tone_classes_follow_the_rule_in_data_readme() {
+    let class = |ping, ze, either| ToneCounts { ping, ze, either }.class();
+    assert_eq!(class(100, 0, 0), '平');
+    assert_eq!(class(100, 5, 0), '平');
+    assert_eq!(class(3, 97, 0), '仄');
+    assert_eq!(class(60, 40, 0), '两');
+    assert_eq!(class(70, 0, 30), '两');
+    assert_eq!(class(81, 0, 19), '平');
+}
+
+#[test]
+fn malformed_tables_are_refused_with_the_line() {
+    let bad_class = Tables::parse("春\t高\t1\t0\t0\n", "").err().unwrap();
+    assert!(
+        bad_class.contains("tones line 1") && bad_class.contains("平, 仄 or 两"),
+        "{bad_class}"
+    );
+    let two_chars = Tables::parse("# header\n春天\t平\n", "").err().unwrap();
+    assert!(two_chars.contains("tones line 2"), "{two_chars}");
+    let no_group = Tables::parse("", "东\n").err().unwrap();
+    assert!(no_group.contains("rhymes line 1"), "{no_group}");
+}
