@@ -160,7 +160,7 @@ proptest! {
             let mut logits: Vec<f32> = (0..tok.vocab_size())
                 .map(|i| ((i as u64).wrapping_mul(logits_seed | 1) % 1000) as f32 / 100.0)
                 .collect();
-            constraint.mask(&context, &mut logits);
+            constraint.mask(&context, &mut logits).unwrap();
             prop_assert!(logits.iter().any(|l| l.is_finite()));
         }
     }

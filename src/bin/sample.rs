@@ -8,6 +8,7 @@ use shige::data::poem::Form;
 use shige::data::tokenizer::NEWLINE;
 use shige::sample::{is_well_formed, Generation, Generator, PoemConstraint, Sampling};
 use shige::train::checkpoint::load_run_on;
+use shige::verse::{score_poem, Summary, Tables};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -63,6 +64,10 @@ struct Args {
     /// --form, up to 4 characters make a qijue and up to 8 a qilv.
     #[arg(long, default_value = "")]
     acrostic: String,
+    /// Keep the tones (平仄) and rhyme (平水韵) of the form's templates of regulated verse (needs
+    /// --form or --acrostic).
+    #[arg(long)]
+    meter: bool,
     /// Recompute the whole context for every character instead of using the key/value cache.
     #[arg(long)]
     no_cache: bool,
@@ -123,7 +128,10 @@ fn run() -> Result<()> {
             .encode(&args.prompt)
             .context("the prompt cannot be encoded")?,
     );
-    let constraint = PoemConstraint::new(tokenizer, args.form, &args.acrostic)?;
+    let mut constraint = PoemConstraint::new(tokenizer, args.form, &args.acrostic)?;
+    if args.meter {
+        constraint = constraint.with_meter(Tables::shipped())?;
+    }
     constraint.check_start(&prompt, args.max_new_tokens)?;
     let gen = Generation {
         constraint: constraint.is_active().then_some(&constraint),
@@ -136,6 +144,7 @@ fn run() -> Result<()> {
     };
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed);
     let mut well_formed = 0;
+    let mut poems = Vec::new();
     let stdout = std::io::stdout();
     let mut generator = Generator::new(&run.model); // packs the weights once for all samples
     for _ in 0..args.num_samples {
@@ -158,15 +167,22 @@ fn run() -> Result<()> {
             tokenizer.decode(&ids)?.trim_end_matches(NEWLINE)
         );
         let ok = is_well_formed(&text);
+        poems.push(text.clone());
         well_formed += usize::from(ok);
         if args.json {
-            println!("{}", serde_json::json!({ "text": text, "well_formed": ok }));
+            let verse = score_poem(&text, Tables::shipped());
+            println!(
+                "{}",
+                serde_json::json!({ "text": text, "well_formed": ok, "verse": verse })
+            );
         } else {
             println!();
         }
     }
     if !args.json && args.num_samples > 1 {
         eprintln!("well-formed verse: {well_formed} of {}", args.num_samples);
+        let (summary, _) = Summary::of(&poems, Tables::shipped(), None);
+        eprintln!("regulated verse: {}", summary.describe());
     }
     Ok(())
 }

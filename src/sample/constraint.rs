@@ -1,10 +1,13 @@
-//! Form control: masking the logits so that every poem has an exact regular form (`--form`) and
-//! its lines begin with given characters (`--acrostic`, 藏头诗).
+//! Form control: masking the logits so that every poem has an exact regular form (`--form`), its
+//! lines begin with given characters (`--acrostic`, 藏头诗), and its tones and rhymes keep a
+//! template of regulated verse (`--meter`, [`super::meter`]).
 
+use super::meter::Meter;
 use crate::data::poem::{Form, PUNCTUATION};
 use crate::data::tokenizer::NEWLINE;
 use crate::data::CharTokenizer;
 use crate::sample::SampleError;
+use crate::verse::Tables;
 
 /// What the next character of a poem may be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +31,7 @@ pub struct PoemConstraint {
     /// For each token id, whether it is punctuation or the newline (not poem text).
     is_mark: Vec<bool>,
     names: Vec<char>,
+    meter: Option<Meter>,
 }
 
 impl PoemConstraint {
@@ -80,12 +84,28 @@ impl PoemConstraint {
                 .map(|c| PUNCTUATION.contains(c) || *c == NEWLINE)
                 .collect(),
             names,
+            meter: None,
         })
+    }
+
+    /// The same rules, and the tones and rhymes of the form's templates (`--meter`) by `tables`.
+    pub fn with_meter(mut self, tables: &Tables) -> Result<Self, SampleError> {
+        let Some(form) = self.form else {
+            return Err(SampleError::MeterWithoutForm);
+        };
+        self.meter = Some(Meter::new(form, &self.names, tables));
+        Ok(self)
     }
 
     /// Whether the constraint restricts anything.
     pub fn is_active(&self) -> bool {
         self.form.is_some() || !self.acrostic.is_empty()
+    }
+
+    /// The (line, column) of the character after `poem` in the form's shape.
+    fn position(&self, poem: &[u32]) -> Option<(usize, usize)> {
+        let (chars, _) = self.form?.shape();
+        Some((poem.len() / (chars + 1), poem.len() % (chars + 1)))
     }
 
     /// The slot for the character after `poem` (the ids after the last newline).
@@ -110,7 +130,7 @@ impl PoemConstraint {
         }
     }
 
-    /// Whether `next` fits `slot`.
+    /// Whether `next` fits `slot` (the meter aside).
     fn allows(&self, slot: Slot, next: u32) -> bool {
         match slot {
             Slot::Free => true,
@@ -119,14 +139,38 @@ impl PoemConstraint {
         }
     }
 
-    /// Sets to −∞ the logits (V,) of every token that may not come next after `context`.
-    pub fn mask(&self, context: &[u32], logits: &mut [f32]) {
-        let slot = self.slot(poem_of(context, self.newline));
+    /// Whether `next` may come after `poem`: its slot, and the meter at a character's place.
+    fn allows_after(&self, poem: &[u32], next: u32) -> bool {
+        let slot = self.slot(poem);
+        self.allows(slot, next)
+            && match (&self.meter, self.position(poem), slot) {
+                (Some(meter), Some(position), Slot::Content) => meter.allows(poem, position, next),
+                _ => true,
+            }
+    }
+
+    /// Sets to −∞ the logits (V,) of every token that may not come next after `context`; an error
+    /// if that leaves none (the meter can find no character for the place).
+    pub fn mask(&self, context: &[u32], logits: &mut [f32]) -> Result<(), SampleError> {
+        let poem = poem_of(context, self.newline);
+        let slot = self.slot(poem);
+        let metered = match (&self.meter, self.position(poem), slot) {
+            (Some(meter), Some(position), Slot::Content) => Some(meter.allowed(poem, position)),
+            _ => None,
+        };
         for (id, l) in logits.iter_mut().enumerate() {
-            if !self.allows(slot, id as u32) {
+            let meter_allows = metered.as_ref().is_none_or(|m| m[id]);
+            if !(meter_allows && self.allows(slot, id as u32)) {
                 *l = f32::NEG_INFINITY;
             }
         }
+        if logits.iter().all(|l| *l == f32::NEG_INFINITY) {
+            return Err(SampleError::NothingFits {
+                rules: self.describe(),
+                position: poem.len() + 1,
+            });
+        }
+        Ok(())
     }
 
     /// Checks that the poem begun in `context` (its ids after the last newline) fits the form and
@@ -135,7 +179,7 @@ impl PoemConstraint {
         let poem = poem_of(context, self.newline);
         for (i, &id) in poem.iter().enumerate() {
             let slot = self.slot(&poem[..i]);
-            if !self.allows(slot, id) {
+            if !self.allows_after(&poem[..i], id) {
                 return Err(SampleError::PromptDoesNotFit {
                     rules: self.describe(),
                     position: i + 1,
@@ -143,7 +187,12 @@ impl PoemConstraint {
                     expected: match slot {
                         Slot::Exactly(e) if e == self.newline => "the end of the poem".into(),
                         Slot::Exactly(e) => format!("`{}`", self.names[e as usize]),
-                        Slot::Content => "a character of the text, not punctuation".into(),
+                        Slot::Content => match (&self.meter, self.position(&poem[..i])) {
+                            (Some(meter), Some(position)) if !self.is_mark[id as usize] => {
+                                meter.expected(&poem[..i], position)
+                            }
+                            _ => "a character of the text, not punctuation".into(),
+                        },
                         Slot::Free => "the poem to go on".into(),
                     },
                 });
@@ -170,9 +219,14 @@ impl PoemConstraint {
             .iter()
             .map(|&id| self.names[id as usize])
             .collect();
+        let meter = if self.meter.is_some() {
+            " with its meter"
+        } else {
+            ""
+        };
         match (self.form, acrostic.is_empty()) {
-            (Some(f), true) => f.name().to_string(),
-            (Some(f), false) => format!("{}, acrostic {acrostic}", f.name()),
+            (Some(f), true) => format!("{}{meter}", f.name()),
+            (Some(f), false) => format!("{}{meter}, acrostic {acrostic}", f.name()),
             (None, _) => "no form".to_string(),
         }
     }

@@ -3,6 +3,7 @@
 
 pub mod constraint;
 pub mod draw;
+pub mod meter;
 
 pub use constraint::PoemConstraint;
 pub use draw::Sampling;
@@ -65,6 +66,17 @@ pub enum SampleError {
         needed: usize,
         /// --max-new-tokens.
         given: usize,
+    },
+    /// --meter without a form to take the templates from.
+    #[error("--meter needs a form: add --form wujue, qijue, wulv or qilv (or an --acrostic)")]
+    MeterWithoutForm,
+    /// The rules leave no token for a place.
+    #[error("{rules}: no character of the model's vocabulary fits character {position}; try another prompt or seed")]
+    NothingFits {
+        /// The rules, e.g. "wujue with its meter".
+        rules: String,
+        /// 1-based position in the poem.
+        position: usize,
     },
     /// A character outside the vocabulary.
     #[error(transparent)]
@@ -190,7 +202,9 @@ fn decode(
             None => next_logits(model, &context[start..])?,
         };
         if let Some(constraint) = gen.constraint {
-            constraint.mask(&context, &mut logits);
+            constraint
+                .mask(&context, &mut logits)
+                .map_err(|e| candle_core::Error::Msg(e.to_string()))?;
         }
         let next = gen.sampling.draw(&logits, rng);
         context.push(next);

@@ -2,7 +2,7 @@
 //! that fit, whether its rhyme positions share a 平声 group, and how much of it is copied from
 //! the training text.
 
-use super::tables::{Tables, Tone};
+use super::tables::Tables;
 use super::templates::{templates, Slot, Template};
 use crate::data::poem::{is_cjk_ideograph, regular_form, PUNCTUATION};
 use serde::Serialize;
@@ -65,11 +65,7 @@ fn fit(
                 None => unknown += 1,
                 Some(tone) => {
                     checked += 1;
-                    let fits = matches!(
-                        (tone, slot),
-                        (Tone::Both, _) | (Tone::Ping, Slot::Ping) | (Tone::Ze, Slot::Ze)
-                    );
-                    fitting += usize::from(fits);
+                    fitting += usize::from(slot.admits(Some(tone)));
                 }
             }
         }

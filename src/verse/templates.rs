@@ -20,6 +20,7 @@
 //! The usual relaxation (一三五不论): the tones of the first, third and fifth characters of a
 //! seven-character line, and of the first of a five-character line, are free.
 
+use super::tables::Tone;
 use crate::data::poem::Form;
 
 /// What a position of a template asks for.
@@ -106,6 +107,19 @@ pub fn templates(form: Form) -> Vec<Template> {
         }
     }
     all
+}
+
+impl Slot {
+    /// Whether a character of tone `tone` (`None`: unknown) may stand here.
+    pub fn admits(self, tone: Option<Tone>) -> bool {
+        matches!(
+            (self, tone),
+            (Slot::Free, _)
+                | (_, Some(Tone::Both))
+                | (Slot::Ping, Some(Tone::Ping))
+                | (Slot::Ze, Some(Tone::Ze))
+        )
+    }
 }
 
 impl Template {
