@@ -14,6 +14,7 @@ use shige::sample::{
     generate, is_well_formed, Generation, Generator, PoemConstraint, SampleError, Sampling,
 };
 use shige::train::checkpoint::{load_run, LoadedRun, TOKENIZER_FILE};
+use shige::verse::{score_poem, Tables};
 use std::path::Path;
 
 fn tiny_run(dir: &Path) -> LoadedRun {
@@ -375,4 +376,93 @@ fn well_formed_verse_is_recognised() {
         "punctuation out of turn"
     );
     assert!(!is_well_formed("白日依山尽，黄河入海流。"), "two lines");
+}
+
+#[test]
+fn the_meter_gives_only_poems_that_keep_tones_and_rhyme() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tiny_run(tmp.path());
+    let newline = run.tokenizer.id(NEWLINE).unwrap();
+    let tables = Tables::shipped();
+    for (form, acrostic) in [
+        (Some(Form::Wujue), ""),
+        (Some(Form::Qijue), ""),
+        (Some(Form::Wulv), ""),
+        (Some(Form::Qilv), ""),
+        (None, "春山"),
+    ] {
+        let constraint = PoemConstraint::new(&run.tokenizer, form, acrostic)
+            .unwrap()
+            .with_meter(tables)
+            .unwrap();
+        let gen = Generation {
+            constraint: Some(&constraint),
+            ..Generation::new(120, Sampling::with_temperature(1.0), Some(newline))
+        };
+        for seed in 0..8 {
+            let ids = generate(&run.model, &[newline], &gen, &mut rng(seed), &mut |_| {}).unwrap();
+            let poem = run.tokenizer.decode(&ids).unwrap().trim_end().to_string();
+            let score = score_poem(&poem, tables);
+            assert!(
+                score.fits_template(),
+                "{form:?} {acrostic}: {poem} {score:?}"
+            );
+            assert_eq!(score.tones_unknown, 0, "{poem}");
+            assert!(score.rhymes, "{form:?} {acrostic}: {poem} {score:?}");
+            if let Some(first) = acrostic.chars().next() {
+                assert!(poem.starts_with(first), "{poem}");
+            }
+        }
+    }
+}
+
+#[test]
+fn the_meter_refuses_what_breaks_it() {
+    let full = shige::data::CharTokenizer::from_text(
+        &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/data/poems.txt")).unwrap(),
+    )
+    .unwrap();
+    let newline = full.id(NEWLINE).unwrap();
+    let start = |prompt: &str| {
+        let mut ids = vec![newline];
+        ids.extend(full.encode(prompt).unwrap());
+        ids
+    };
+    let metered = PoemConstraint::new(&full, Some(Form::Wujue), "")
+        .unwrap()
+        .with_meter(Tables::shipped())
+        .unwrap();
+    // 登鹳雀楼 keeps the meter from its first character to its last.
+    let poem = "白日依山尽，黄河入海流。欲穷千里目，更上一层楼。";
+    metered.check_start(&start(poem), 120).unwrap();
+    // After 白日依山尽 only 仄起首句不入韵 is left: its second line's second character is 平.
+    let err = metered
+        .check_start(&start("白日依山尽，黄日"), 120)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("character 8 is '日'")
+            && err.contains("平 (level-tone)")
+            && err.contains("meter"),
+        "{err}"
+    );
+    // The fourth line must rhyme with the second (流, 尤): 山 (删) does not.
+    let err = metered
+        .check_start(
+            &start("白日依山尽，黄河入海流。欲穷千里目，更上一层山"),
+            120,
+        )
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("character 23 is '山'") && err.contains("rhymes"),
+        "{err}"
+    );
+    // Without a form there is no template to keep.
+    let err = PoemConstraint::new(&full, None, "")
+        .unwrap()
+        .with_meter(Tables::shipped())
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("--meter needs a form"), "{err}");
 }

@@ -4,10 +4,13 @@
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use serde::Serialize;
+use shige::data::tokenizer::NEWLINE;
 use shige::data::Corpus;
 use shige::files::{read_text_limited, CORPUS_LIMIT};
+use shige::sample::mean_nll;
+use shige::train::checkpoint::load_run;
 use shige::verse::{Novelty, Summary, Tables, VerseScore};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Score poems as regulated verse: form, best tonal template (平仄), the share of tones that fit,
 /// rhyme (平水韵), and how much is copied from the training poems.
@@ -25,6 +28,10 @@ struct Args {
     /// The corpus whose training split novelty is measured against.
     #[arg(long, default_value = "data/poems.txt")]
     corpus: PathBuf,
+    /// A run directory written by `train`: also give each poem's likelihood under that model
+    /// (mean negative log-likelihood per character, the poem's ending newline included).
+    #[arg(long)]
+    checkpoint: Option<PathBuf>,
     /// Print one JSON object (the summary and every poem's score).
     #[arg(long)]
     json: bool,
@@ -33,6 +40,8 @@ struct Args {
 #[derive(Serialize)]
 struct Report<'a> {
     summary: &'a Summary,
+    /// The mean over poems of their mean negative log-likelihood per character, with --checkpoint.
+    mean_nll: Option<f64>,
     poems: Vec<PoemReport<'a>>,
 }
 
@@ -41,6 +50,30 @@ struct PoemReport<'a> {
     poem: &'a str,
     #[serde(flatten)]
     score: &'a VerseScore,
+    nll: Option<f64>,
+}
+
+/// Each poem's mean negative log-likelihood per character under the run in `dir`.
+fn likelihoods(dir: &Path, poems: &[String]) -> Result<Vec<f64>> {
+    let run = load_run(dir)?;
+    let newline = run
+        .tokenizer
+        .id(NEWLINE)
+        .context("the run's tokenizer has no newline token")?;
+    poems
+        .iter()
+        .enumerate()
+        .map(|(i, poem)| {
+            let mut ids = vec![newline];
+            ids.extend(
+                run.tokenizer
+                    .encode(poem)
+                    .with_context(|| format!("poem {} cannot be scored by this model", i + 1))?,
+            );
+            ids.push(newline);
+            Ok(mean_nll(&run.model, &ids)?)
+        })
+        .collect()
 }
 
 fn main() -> std::process::ExitCode {
@@ -73,13 +106,24 @@ fn run() -> Result<()> {
     }
     let novelty = Novelty::new(train);
     let (summary, scores) = Summary::of(&poems, Tables::shipped(), Some(&novelty));
+    let nll = match &args.checkpoint {
+        Some(dir) => Some(likelihoods(dir, &poems)?),
+        None => None,
+    };
+    let mean_nll = nll.as_ref().map(|n| n.iter().sum::<f64>() / n.len() as f64);
     if args.json {
         let report = Report {
             summary: &summary,
+            mean_nll,
             poems: poems
                 .iter()
                 .zip(&scores)
-                .map(|(poem, score)| PoemReport { poem, score })
+                .enumerate()
+                .map(|(i, (poem, score))| PoemReport {
+                    poem,
+                    score,
+                    nll: nll.as_ref().map(|n| n[i]),
+                })
                 .collect(),
         };
         println!("{}", serde_json::to_string(&report)?);
@@ -105,5 +149,8 @@ fn run() -> Result<()> {
         }
     }
     println!("{}", summary.describe());
+    if let Some(mean) = mean_nll {
+        println!("mean negative log-likelihood under the model: {mean:.3} nats per character");
+    }
     Ok(())
 }

@@ -217,6 +217,20 @@ fn decode(
     Ok(new)
 }
 
+/// The model's mean negative log-likelihood (nats per token) of `ids[1..]`, each token given the
+/// ones before it: how likely the model finds a text (the first token, e.g. the newline that
+/// opens a poem, is given).
+pub fn mean_nll(model: &Gpt, ids: &[u32]) -> Result<f64> {
+    if ids.len() < 2 {
+        bail!("a likelihood needs at least one token after the first")
+    }
+    let device = model.device();
+    let x = Tensor::new(&ids[..ids.len() - 1], device)?.unsqueeze(0)?; // (1, T)
+    let y = Tensor::new(&ids[1..], device)?.unsqueeze(0)?; // (1, T)
+    let loss = model.loss(&x, &y, &mut crate::model::Mode::Eval)?;
+    Ok(loss.to_dtype(candle_core::DType::F64)?.to_scalar::<f64>()?)
+}
+
 /// Logits (V,) after `context`, recomputing every position (nanoGPT's way).
 fn next_logits(model: &Gpt, context: &[u32]) -> Result<Vec<f32>> {
     let idx = Tensor::new(context, model.device())?.unsqueeze(0)?; // (1, T)
