@@ -466,3 +466,27 @@ fn the_meter_refuses_what_breaks_it() {
         .unwrap();
     assert!(err.to_string().contains("--meter needs a form"), "{err}");
 }
+
+#[test]
+fn a_meter_with_nothing_left_says_so_instead_of_breaking_it() {
+    // A vocabulary of two 仄 characters: a 五绝's meter soon needs a 平 one.
+    let tokenizer = shige::data::CharTokenizer::from_text("日月，。\n").unwrap();
+    let newline = tokenizer.id(NEWLINE).unwrap();
+    let metered = PoemConstraint::new(&tokenizer, Some(Form::Wujue), "")
+        .unwrap()
+        .with_meter(Tables::shipped())
+        .unwrap();
+    let mut context = vec![newline];
+    let mut logits = vec![0f32; tokenizer.vocab_size()];
+    // 仄仄仄 still fits 仄起首句入韵 (仄仄仄平平); its fourth character must be 平.
+    for _ in 0..3 {
+        metered.mask(&context, &mut logits).unwrap();
+        context.push(tokenizer.id('日').unwrap());
+        logits.fill(0.0);
+    }
+    let err = metered.mask(&context, &mut logits).unwrap_err().to_string();
+    assert!(
+        err.contains("no character") && err.contains("character 4"),
+        "{err}"
+    );
+}
