@@ -13,5 +13,6 @@ pub mod model;
 pub mod ops;
 pub mod perf;
 pub mod sample;
+pub mod serve;
 pub mod train;
 pub mod verse;

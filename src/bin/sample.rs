@@ -6,7 +6,7 @@ use rand::SeedableRng;
 use shige::config::Position;
 use shige::data::poem::Form;
 use shige::data::tokenizer::NEWLINE;
-use shige::sample::{is_well_formed, Generation, Generator, PoemConstraint, Sampling};
+use shige::sample::{is_well_formed, poem_start, Generation, Generator, Sampling};
 use shige::train::checkpoint::load_run_on;
 use shige::verse::{score_poem, Summary, Tables};
 use std::io::Write;
@@ -119,20 +119,10 @@ fn run() -> Result<()> {
         );
     }
     let tokenizer = &run.tokenizer;
-    let newline = tokenizer
-        .id(NEWLINE)
-        .context("the run's tokenizer has no newline token")?;
-    let mut prompt = vec![newline];
-    prompt.extend(
-        tokenizer
-            .encode(&args.prompt)
-            .context("the prompt cannot be encoded")?,
-    );
-    let mut constraint = PoemConstraint::new(tokenizer, args.form, &args.acrostic)?;
-    if args.meter {
-        constraint = constraint.with_meter(Tables::shipped())?;
-    }
-    constraint.check_start(&prompt, args.max_new_tokens)?;
+    let rules = (args.form, args.acrostic.as_str(), args.meter);
+    let (prompt, constraint) = poem_start(tokenizer, &args.prompt, rules, args.max_new_tokens)
+        .context("the prompt cannot start a poem")?;
+    let newline = prompt[0];
     let gen = Generation {
         constraint: constraint.is_active().then_some(&constraint),
         use_cache: !args.no_cache,

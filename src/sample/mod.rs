@@ -9,11 +9,15 @@ pub use constraint::PoemConstraint;
 pub use draw::Sampling;
 
 use crate::config::Position;
-use crate::data::DataError;
+use crate::data::poem::Form;
+use crate::data::tokenizer::NEWLINE;
+use crate::data::{CharTokenizer, DataError};
 use crate::engine::{CpuDecoder, DecodeState};
 use crate::model::{GenerationCache, Gpt};
+use crate::verse::Tables;
 use candle_core::{bail, Result, Tensor};
 use rand_chacha::ChaCha8Rng;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Sampling settings that cannot work, each with what to do instead.
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +87,28 @@ pub enum SampleError {
     Data(#[from] DataError),
 }
 
+/// The start of a poem: the newline that opens it and the prompt's tokens, checked against the
+/// rules of `--form`, `--acrostic` and `--meter` (and that `max_new_tokens` can finish the form),
+/// with the constraint that keeps those rules while it is written.
+pub fn poem_start(
+    tokenizer: &CharTokenizer,
+    prompt: &str,
+    (form, acrostic, meter): (Option<Form>, &str, bool),
+    max_new_tokens: usize,
+) -> std::result::Result<(Vec<u32>, PoemConstraint), SampleError> {
+    let newline = tokenizer
+        .id(NEWLINE)
+        .ok_or(SampleError::MissingMark(NEWLINE))?;
+    let mut ids = vec![newline];
+    ids.extend(tokenizer.encode(prompt)?);
+    let mut constraint = PoemConstraint::new(tokenizer, form, acrostic)?;
+    if meter {
+        constraint = constraint.with_meter(Tables::shipped())?;
+    }
+    constraint.check_start(&ids, max_new_tokens)?;
+    Ok((ids, constraint))
+}
+
 /// What to generate and how.
 pub struct Generation<'a> {
     /// Most tokens to add.
@@ -95,6 +121,8 @@ pub struct Generation<'a> {
     pub constraint: Option<&'a PoemConstraint>,
     /// Keep keys and values between steps (true) or recompute the whole context each step.
     pub use_cache: bool,
+    /// Stop early when this is set (a client that went away), if given.
+    pub cancel: Option<&'a AtomicBool>,
 }
 
 impl Generation<'_> {
@@ -106,6 +134,7 @@ impl Generation<'_> {
             stop,
             constraint: None,
             use_cache: true,
+            cancel: None,
         }
     }
 }
@@ -191,6 +220,9 @@ fn decode(
     };
     let mut new = Vec::new();
     for _ in 0..gen.max_new_tokens {
+        if gen.cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
+            break;
+        }
         if context.len() - start > window {
             start = context.len() - (window / 2).max(1);
             if let Some(cache) = &mut cache {

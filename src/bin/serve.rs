@@ -1,0 +1,88 @@
+//! A local web page to write poems and look inside the model:
+//! `cargo run --release --bin serve -- --checkpoint checkpoints/<run>`.
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use shige::serve::{serve, Served};
+use shige::train::checkpoint::{load_run, MODEL_FILE};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Serve a page on this machine: write poems (streamed as they are drawn) and see what every
+/// head of every layer looks at.
+#[derive(Parser)]
+#[command(after_help = "Example:
+  cargo run --release --bin serve -- --checkpoint checkpoints/<run>   # then open http://127.0.0.1:8080/")]
+struct Args {
+    /// Run directory written by `train` (default: the newest run under checkpoints/).
+    #[arg(long)]
+    checkpoint: Option<PathBuf>,
+    /// Port (0: any free one).
+    #[arg(long, default_value_t = 8080)]
+    port: u16,
+    /// Address to listen on; only this machine's loopback unless --allow-remote.
+    #[arg(long, default_value_t = IpAddr::V4(Ipv4Addr::LOCALHOST))]
+    host: IpAddr,
+    /// Let --host be an address other machines can reach (the page has no login).
+    #[arg(long)]
+    allow_remote: bool,
+}
+
+fn main() -> std::process::ExitCode {
+    shige::cli::report(run())
+}
+
+/// The run directory under `root` whose weights were written last.
+fn newest_run(root: &Path) -> Result<PathBuf> {
+    let none = || {
+        anyhow::anyhow!(
+            "no trained run under {}/: train one with `cargo run --release --bin train`, or pass --checkpoint",
+            root.display()
+        )
+    };
+    let entries = std::fs::read_dir(root).map_err(|_| none())?;
+    entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let modified = e.path().join(MODEL_FILE).metadata().ok()?.modified().ok()?;
+            Some((modified, e.path()))
+        })
+        .max()
+        .map(|(_, path)| path)
+        .ok_or_else(none)
+}
+
+fn run() -> Result<()> {
+    shige::perf::init();
+    let args: Args = shige::cli::parse();
+    if !args.host.is_loopback() && !args.allow_remote {
+        bail!(
+            "--host {} can be reached from other machines and the page has no login: add --allow-remote if you mean it",
+            args.host
+        );
+    }
+    let dir = match args.checkpoint {
+        Some(dir) => dir,
+        None => newest_run(Path::new("checkpoints"))?,
+    };
+    let run = load_run(&dir)?;
+    let name = dir.display().to_string();
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the server's runtime")?;
+    runtime.block_on(async {
+        let address = SocketAddr::new(args.host, args.port);
+        let listener = tokio::net::TcpListener::bind(address)
+            .await
+            .with_context(|| {
+                format!(
+                    "cannot listen on {address}: is the port taken? try --port 8081 (or 0 for any)"
+                )
+            })?;
+        println!(
+            "serving {name} on http://{}/ (Ctrl-C stops)",
+            listener.local_addr()?
+        );
+        serve(listener, Arc::new(Served::new(run, name))).await?;
+        Ok(())
+    })
+}

@@ -1,0 +1,342 @@
+//! The local web page (`cargo run --release --bin serve`): write poems and look inside the model.
+//!
+//! One axum router: the page itself (HTML, CSS and JS compiled into the binary, nothing fetched
+//! from elsewhere), a poem streamed as server-sent events while it is drawn, each head's attention
+//! and the next-character probabilities for a text, and the order experiment of `heads_positions`
+//! for the loaded model and for untrained ones. Generation runs on blocking threads, one per
+//! poem; a client that goes away stops its poem. Bad parameters get a 400 with a JSON error.
+
+use crate::data::poem::Form;
+use crate::data::tokenizer::NEWLINE;
+use crate::experiments::attention_maps::attention_weights;
+use crate::experiments::heads_positions::{self, order_diff, Report};
+use crate::model::Mode;
+use crate::sample::{poem_start, Generation, Generator, PoemConstraint, Sampling};
+use crate::train::checkpoint::LoadedRun;
+use crate::verse::{score_poem, Tables};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::{Stream, StreamExt};
+
+/// The most characters one poem may ask for.
+pub const MAX_NEW_TOKENS: usize = 1_000;
+/// The longest prompt, and the longest text to inspect, in characters.
+pub const MAX_TEXT_CHARS: usize = 200;
+/// Next characters listed per position.
+const TOP_NEXT: usize = 8;
+
+/// What the server holds: one trained run.
+pub struct Served {
+    pub run: LoadedRun,
+    /// The run's name, shown on the page.
+    pub name: String,
+    /// The order experiment on untrained models, computed on first request.
+    untrained: OnceLock<Report>,
+}
+
+impl Served {
+    pub fn new(run: LoadedRun, name: String) -> Self {
+        Served {
+            run,
+            name,
+            untrained: OnceLock::new(),
+        }
+    }
+}
+
+/// The page and its API.
+pub fn router(served: Arc<Served>) -> Router {
+    Router::new()
+        .route("/", get(page))
+        .route("/api/info", get(info))
+        .route("/api/generate", get(generate))
+        .route("/api/inspect", get(inspect))
+        .route("/api/order", get(order))
+        .with_state(served)
+}
+
+/// Serves `served` on `listener` until the process ends.
+pub async fn serve(listener: tokio::net::TcpListener, served: Arc<Served>) -> std::io::Result<()> {
+    axum::serve(listener, router(served)).await
+}
+
+/// An answer other than 200: its status and a JSON body `{"error": message}`.
+pub struct ApiError(StatusCode, String);
+
+impl ApiError {
+    fn bad(message: impl std::fmt::Display) -> Self {
+        ApiError(StatusCode::BAD_REQUEST, message.to_string())
+    }
+
+    fn internal(message: impl std::fmt::Display) -> Self {
+        ApiError(StatusCode::INTERNAL_SERVER_ERROR, message.to_string())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, Json(json!({ "error": self.1 }))).into_response()
+    }
+}
+
+/// The query's parameters, or a 400 that says what is wrong with them.
+fn params<T>(query: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
+    query
+        .map(|Query(p)| p)
+        .map_err(|e| ApiError::bad(e.body_text()))
+}
+
+/// Runs `work` on a blocking thread (model work is CPU-bound).
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(ApiError::internal)?
+}
+
+async fn page() -> Html<&'static str> {
+    Html(include_str!("page.html"))
+}
+
+async fn info(State(served): State<Arc<Served>>) -> Json<Value> {
+    let cfg = &served.run.config.model;
+    Json(json!({
+        "run": served.name,
+        "model": cfg,
+        "forms": Form::ALL.map(Form::name),
+    }))
+}
+
+/// What a poem is asked for with.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoemParams {
+    #[serde(default)]
+    prompt: String,
+    /// wujue, qijue, wulv or qilv; empty for none.
+    #[serde(default)]
+    form: String,
+    #[serde(default)]
+    acrostic: String,
+    #[serde(default = "default_temperature")]
+    temperature: f64,
+    top_k: Option<usize>,
+    top_p: Option<f64>,
+    #[serde(default)]
+    seed: u64,
+    #[serde(default)]
+    meter: bool,
+    #[serde(default = "default_max_new_tokens")]
+    max_new_tokens: usize,
+}
+
+fn default_temperature() -> f64 {
+    0.8
+}
+
+fn default_max_new_tokens() -> usize {
+    120
+}
+
+/// A poem checked and ready to be drawn.
+struct PoemRequest {
+    prompt: String,
+    ids: Vec<u32>,
+    constraint: PoemConstraint,
+    sampling: Sampling,
+    seed: u64,
+    max_new_tokens: usize,
+}
+
+/// Checks `p` against the run's vocabulary and the rules of form, acrostic and meter.
+fn poem_request(served: &Served, p: PoemParams) -> Result<PoemRequest, ApiError> {
+    let sampling = Sampling {
+        temperature: p.temperature,
+        top_k: p.top_k,
+        top_p: p.top_p,
+    };
+    sampling.validate().map_err(ApiError::bad)?;
+    if !(1..=MAX_NEW_TOKENS).contains(&p.max_new_tokens) {
+        return Err(ApiError::bad(format!(
+            "max_new_tokens must be 1 to {MAX_NEW_TOKENS} (a poem is under 100 characters)"
+        )));
+    }
+    if p.prompt.chars().count() > MAX_TEXT_CHARS {
+        return Err(ApiError::bad(format!(
+            "the prompt has more than {MAX_TEXT_CHARS} characters: give the beginning of one poem"
+        )));
+    }
+    let form = match p.form.as_str() {
+        "" => None,
+        name => Some(name.parse::<Form>().map_err(ApiError::bad)?),
+    };
+    let rules = (form, p.acrostic.as_str(), p.meter);
+    let (ids, constraint) = poem_start(&served.run.tokenizer, &p.prompt, rules, p.max_new_tokens)
+        .map_err(ApiError::bad)?;
+    Ok(PoemRequest {
+        prompt: p.prompt,
+        ids,
+        constraint,
+        sampling,
+        seed: p.seed,
+        max_new_tokens: p.max_new_tokens,
+    })
+}
+
+/// `GET /api/generate?prompt=…&form=…`: the poem as server-sent events, `token` (one character)
+/// as each is drawn, then `done` (`{"text", "verse"}`, the whole poem and its score) or `error`.
+/// The same parameters and seed give what `sample` gives.
+async fn generate(
+    State(served): State<Arc<Served>>,
+    query: Result<Query<PoemParams>, QueryRejection>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let request = poem_request(&served, params(query)?)?;
+    let (events, received) = mpsc::channel(64);
+    tokio::task::spawn_blocking(move || write_poem(&served, request, events));
+    let stream = ReceiverStream::new(received).map(Ok);
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}
+
+/// Draws the poem of `request`, sending each character to `events`; stops when nobody listens.
+fn write_poem(served: &Served, request: PoemRequest, events: mpsc::Sender<Event>) {
+    let (run, cancel) = (&served.run, AtomicBool::new(false));
+    let newline = request.ids[0];
+    let gen = Generation {
+        constraint: request
+            .constraint
+            .is_active()
+            .then_some(&request.constraint),
+        cancel: Some(&cancel),
+        ..Generation::new(request.max_new_tokens, request.sampling, Some(newline))
+    };
+    let mut rng = ChaCha8Rng::seed_from_u64(request.seed);
+    let send = |event: Event| {
+        if events.blocking_send(event).is_err() {
+            cancel.store(true, Ordering::Relaxed);
+        }
+    };
+    let mut on_token = |id: u32| {
+        if id != newline {
+            send(
+                Event::default()
+                    .event("token")
+                    .data(run.tokenizer.decode(&[id]).unwrap_or_default()),
+            );
+        }
+    };
+    let drawn = Generator::new(&run.model).generate(&request.ids, &gen, &mut rng, &mut on_token);
+    let last = drawn.map_err(|e| e.to_string()).and_then(|ids| {
+        let new = run.tokenizer.decode(&ids).map_err(|e| e.to_string())?;
+        let text = format!("{}{}", request.prompt, new.trim_end_matches(NEWLINE));
+        let verse = score_poem(&text, Tables::shipped());
+        Event::default()
+            .event("done")
+            .json_data(json!({ "text": text, "verse": verse }))
+            .map_err(|e| e.to_string())
+    });
+    send(last.unwrap_or_else(|message| Event::default().event("error").data(message)));
+}
+
+/// A text to look inside.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InspectParams {
+    text: String,
+}
+
+/// `GET /api/inspect?text=…`: for the text after the newline that opens a poem, every layer's and
+/// head's attention weights (`attention[layer][head][row]`, rows of the text's length + 1, zero
+/// after the row's own position) and the most likely next characters at each position.
+async fn inspect(
+    State(served): State<Arc<Served>>,
+    query: Result<Query<InspectParams>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let p = params(query)?;
+    blocking(move || look_inside(&served, &p.text))
+        .await
+        .map(Json)
+}
+
+fn look_inside(served: &Served, text: &str) -> Result<Value, ApiError> {
+    let (model, tokenizer) = (&served.run.model, &served.run.tokenizer);
+    let length = text.chars().count();
+    if !(1..=MAX_TEXT_CHARS).contains(&length) {
+        return Err(ApiError::bad(format!(
+            "text must have 1 to {MAX_TEXT_CHARS} characters, not {length}"
+        )));
+    }
+    let full = format!("{NEWLINE}{text}");
+    let ids = tokenizer.encode(&full).map_err(ApiError::bad)?;
+    let layers = attention_weights(model, tokenizer, &full).map_err(ApiError::bad)?;
+    let t = ids.len();
+    let n_head = model.config().n_head;
+    let attention: Vec<Vec<Vec<&[f32]>>> = layers
+        .iter()
+        .map(|w| {
+            (0..n_head)
+                .map(|h| w[h * t * t..(h + 1) * t * t].chunks(t).collect())
+                .collect()
+        })
+        .collect();
+    let next = next_characters(served, &ids).map_err(ApiError::internal)?;
+    let chars: Vec<String> = full.chars().map(|c| c.to_string()).collect();
+    Ok(json!({ "chars": chars, "attention": attention, "next": next }))
+}
+
+/// The [`TOP_NEXT`] most likely next characters after each position of `ids`, with their
+/// probabilities.
+fn next_characters(served: &Served, ids: &[u32]) -> anyhow::Result<Vec<Vec<(String, f32)>>> {
+    let model = &served.run.model;
+    let idx = candle_core::Tensor::new(ids, model.device())?.unsqueeze(0)?; // (1, T)
+    let logits = model.forward(&idx, &mut Mode::Eval)?; // (1, T, V)
+    let probs = candle_nn::ops::softmax_last_dim(&logits)?
+        .squeeze(0)?
+        .to_vec2::<f32>()?; // (T, V)
+    probs
+        .iter()
+        .map(|row| {
+            let mut order: Vec<usize> = (0..row.len()).collect();
+            order.sort_by(|&a, &b| row[b].total_cmp(&row[a]));
+            order
+                .into_iter()
+                .take(TOP_NEXT)
+                .map(|id| Ok((served.run.tokenizer.decode(&[id as u32])?, row[id])))
+                .collect()
+        })
+        .collect()
+}
+
+/// `GET /api/order`: the lesson's question, does a model tell 白日依山尽 from 山依日白尽, for the
+/// loaded model and for untrained models of 1–3 layers and every positional scheme.
+async fn order(State(served): State<Arc<Served>>) -> Result<Json<Value>, ApiError> {
+    blocking(move || {
+        let (model, tokenizer) = (&served.run.model, &served.run.tokenizer);
+        let loaded = order_diff(model, tokenizer).map_err(ApiError::bad)?;
+        if served.untrained.get().is_none() {
+            let report = heads_positions::run(tokenizer, 1337).map_err(ApiError::internal)?;
+            let _ = served.untrained.set(report);
+        }
+        Ok(Json(json!({
+            "sentence": heads_positions::SENTENCE,
+            "shuffled": heads_positions::SHUFFLED,
+            "loaded": { "layers": model.config().n_layer, "position": model.config().position, "diff": loaded },
+            "untrained": served.untrained.get().map(|r| &r.order_leak),
+        })))
+    })
+    .await
+}
