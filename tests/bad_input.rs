@@ -12,6 +12,8 @@ const SAMPLE: &str = env!("CARGO_BIN_EXE_sample");
 const HEADS: &str = env!("CARGO_BIN_EXE_heads_positions");
 const ABLATE: &str = env!("CARGO_BIN_EXE_ablate");
 const BENCH: &str = env!("CARGO_BIN_EXE_bench");
+const SERVE: &str = env!("CARGO_BIN_EXE_serve");
+const SCORE: &str = env!("CARGO_BIN_EXE_score");
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -1128,5 +1130,68 @@ fn messages_name_the_file_and_stay_short() {
         TRAIN,
         &["--resume", dir, "--max-iters", "20"],
         &["metrics.csv", "damaged"],
+    );
+}
+
+#[test]
+fn the_page_and_the_scorer_refuse_what_cannot_work() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("missing");
+    let missing = missing.to_str().unwrap();
+    fails(
+        "serve on an address other machines reach",
+        SERVE,
+        &["--host", "0.0.0.0", "--checkpoint", missing],
+        &["--allow-remote"],
+    );
+    fails(
+        "serve a run that is not there",
+        SERVE,
+        &["--checkpoint", missing],
+        &["no run directory", "train"],
+    );
+    // Without --checkpoint, in a directory with no checkpoints/ at all.
+    let out = Command::new(SERVE)
+        .current_dir(tmp.path())
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("no trained run under checkpoints/") && stderr.contains("--checkpoint"),
+        "{stderr}"
+    );
+    // A port already taken.
+    let run = tmp.path().join("run");
+    tiny_run(&run, &[]);
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    fails(
+        "serve on a port already taken",
+        SERVE,
+        &["--checkpoint", run.to_str().unwrap(), "--port", &port],
+        &["cannot listen", "--port"],
+    );
+    fails("score nothing", SCORE, &[], &["nothing to score"]);
+    fails(
+        "score a missing file",
+        SCORE,
+        &[missing],
+        &["cannot read the poems", "missing"],
+    );
+    fails(
+        "score a file and --val",
+        SCORE,
+        &[missing, "--val"],
+        &["not both"],
+    );
+    let blank = tmp.path().join("blank.txt");
+    std::fs::write(&blank, "\n\n# a comment\n").unwrap();
+    fails(
+        "score blank lines",
+        SCORE,
+        &[blank.to_str().unwrap()],
+        &["no poem to score"],
     );
 }

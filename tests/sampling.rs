@@ -490,3 +490,25 @@ fn a_meter_with_nothing_left_says_so_instead_of_breaking_it() {
         "{err}"
     );
 }
+
+#[test]
+fn a_cancelled_generation_stops_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tiny_run(tmp.path());
+    let newline = run.tokenizer.id(NEWLINE).unwrap();
+    let cancel = std::sync::atomic::AtomicBool::new(false);
+    let gen = Generation {
+        cancel: Some(&cancel),
+        ..Generation::new(100, Sampling::with_temperature(1.0), None)
+    };
+    // Cancelled after the third token (as the page's server does when its client goes away).
+    let mut seen = 0;
+    let mut on_token = |_| {
+        seen += 1;
+        if seen == 3 {
+            cancel.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    };
+    let ids = generate(&run.model, &[newline], &gen, &mut rng(1), &mut on_token).unwrap();
+    assert_eq!(ids.len(), 3);
+}
