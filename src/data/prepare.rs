@@ -63,6 +63,19 @@ pub fn tang_files(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(files.into_iter().map(|(_, p)| p).collect())
 }
 
+/// Every item of `dir`'s `poet.tang.N.json` files (each a JSON array of `T`), in file order.
+pub fn read_tang_files<T: for<'de> Deserialize<'de>>(dir: &Path) -> Result<Vec<T>> {
+    let mut all = Vec::new();
+    for file in tang_files(dir)? {
+        let text = std::fs::read_to_string(&file)
+            .with_context(|| format!("cannot read {}", file.display()))?;
+        let items: Vec<T> = serde_json::from_str(&text)
+            .with_context(|| format!("{} is not the expected JSON", file.display()))?;
+        all.extend(items);
+    }
+    Ok(all)
+}
+
 /// Reads every Tang poem under `dir`, converts it to simplified characters with `to_simplified`,
 /// and keeps the regular-form poems of `forms`, without duplicates, in file order.
 pub fn build_corpus(
@@ -73,26 +86,20 @@ pub fn build_corpus(
     let mut stats = PrepareStats::default();
     let mut seen = HashSet::new();
     let mut poems = Vec::new();
-    for file in tang_files(dir)? {
-        let text = std::fs::read_to_string(&file)
-            .with_context(|| format!("cannot read {}", file.display()))?;
-        let raw: Vec<RawPoem> = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not the expected JSON", file.display()))?;
-        for poem in raw {
-            stats.read += 1;
-            let simplified = to_simplified(&poem.paragraphs.concat());
-            let Some(form) = regular_form(&simplified).filter(|f| forms.contains(f)) else {
-                stats.irregular += 1;
-                continue;
-            };
-            if !seen.insert(simplified.clone()) {
-                stats.duplicates += 1;
-                continue;
-            }
-            stats.per_form[Form::ALL.iter().position(|f| *f == form).unwrap_or(0)] += 1;
-            stats.characters += simplified.chars().count();
-            poems.push(simplified);
+    for poem in read_tang_files::<RawPoem>(dir)? {
+        stats.read += 1;
+        let simplified = to_simplified(&poem.paragraphs.concat());
+        let Some(form) = regular_form(&simplified).filter(|f| forms.contains(f)) else {
+            stats.irregular += 1;
+            continue;
+        };
+        if !seen.insert(simplified.clone()) {
+            stats.duplicates += 1;
+            continue;
         }
+        stats.per_form[Form::ALL.iter().position(|f| *f == form).unwrap_or(0)] += 1;
+        stats.characters += simplified.chars().count();
+        poems.push(simplified);
     }
     stats.distinct = poems
         .iter()

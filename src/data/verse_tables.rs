@@ -4,7 +4,7 @@
 //! default build needs neither package.
 
 use super::poem::is_cjk_ideograph;
-use super::prepare::tang_files;
+use super::prepare::read_tang_files;
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
@@ -51,19 +51,6 @@ impl ToneCounts {
     }
 }
 
-/// Reads a folder's `poet.tang.N.json` files as `T`s.
-fn read_all<T: for<'de> Deserialize<'de>>(dir: &Path) -> Result<Vec<T>> {
-    let mut all = Vec::new();
-    for file in tang_files(dir)? {
-        let text = std::fs::read_to_string(&file)
-            .with_context(|| format!("cannot read {}", file.display()))?;
-        let items: Vec<T> = serde_json::from_str(&text)
-            .with_context(|| format!("{} is not the expected JSON", file.display()))?;
-        all.extend(items);
-    }
-    Ok(all)
-}
-
 /// Each simplified character's tone marks over every Tang poem whose pattern lines up with its
 /// text character for character (`poems`: `dist/quantangshi`, `strains`: `dist/strains/json`),
 /// and the number of poems used.
@@ -72,14 +59,14 @@ pub fn tone_counts(
     strains: &Path,
     to_simplified: impl Fn(&str) -> String,
 ) -> Result<(BTreeMap<char, ToneCounts>, usize)> {
-    let patterns: HashMap<String, Vec<String>> = read_all::<RawStrains>(strains)?
+    let patterns: HashMap<String, Vec<String>> = read_tang_files::<RawStrains>(strains)?
         .into_iter()
         .map(|s| (s.id, s.strains))
         .collect();
     let mut counts: BTreeMap<char, ToneCounts> = BTreeMap::new();
     let mut simplified: HashMap<char, char> = HashMap::new();
     let mut used = 0;
-    for poem in read_all::<RawPoem>(poems)? {
+    for poem in read_tang_files::<RawPoem>(poems)? {
         let Some(pattern) = patterns.get(&poem.id) else {
             continue;
         };
