@@ -512,3 +512,31 @@ fn a_cancelled_generation_stops_at_once() {
     let ids = generate(&run.model, &[newline], &gen, &mut rng(1), &mut on_token).unwrap();
     assert_eq!(ids.len(), 3);
 }
+
+#[test]
+fn a_texts_likelihood_is_the_mean_of_its_tokens_log_probabilities() {
+    let (model, _) = Gpt::seeded(
+        &common::small_config(40, 2, Position::Rope),
+        3,
+        &Device::Cpu,
+    )
+    .unwrap();
+    let ids: Vec<u32> = (0..12).map(|i| (i * 7 % 40) as u32).collect();
+    let logits = common::full_logits(&model, &ids[..11]); // (T, V)
+    let expected = logits
+        .iter()
+        .zip(&ids[1..])
+        .map(|(row, &next)| {
+            let max = row.iter().fold(f64::NEG_INFINITY, |m, &l| m.max(l as f64));
+            let total: f64 = row.iter().map(|&l| (l as f64 - max).exp()).sum();
+            max + total.ln() - row[next as usize] as f64
+        })
+        .sum::<f64>()
+        / 11.0;
+    let nll = shige::sample::mean_nll(&model, &ids).unwrap();
+    assert!(
+        (nll - expected).abs() < 1e-5 * expected,
+        "{nll} against {expected}"
+    );
+    assert!(shige::sample::mean_nll(&model, &ids[..1]).is_err());
+}

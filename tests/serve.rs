@@ -160,7 +160,9 @@ fn the_page_streams_poems_and_shows_attention() {
 fn bad_parameters_get_a_json_error() {
     let tmp = tempfile::tempdir().unwrap();
     let base = start_server(tmp.path());
-    let cases: [(&str, &[(&str, &str)], &str); 11] = [
+    // (path, query, a piece of the error)
+    type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str);
+    let cases: [Case; 11] = [
         ("/api/generate", &[("temperature", "-1")], "--temperature"),
         ("/api/generate", &[("temperature", "hot")], "temperature"),
         ("/api/generate", &[("top_k", "0")], "top-k"),

@@ -260,7 +260,7 @@ pub fn mean_nll(model: &Gpt, ids: &[u32]) -> Result<f64> {
     let x = Tensor::new(&ids[..ids.len() - 1], device)?.unsqueeze(0)?; // (1, T)
     let y = Tensor::new(&ids[1..], device)?.unsqueeze(0)?; // (1, T)
     let loss = model.loss(&x, &y, &mut crate::model::Mode::Eval)?;
-    Ok(loss.to_dtype(candle_core::DType::F64)?.to_scalar::<f64>()?)
+    loss.to_dtype(candle_core::DType::F64)?.to_scalar::<f64>()
 }
 
 /// Logits (V,) after `context`, recomputing every position (nanoGPT's way).
