@@ -355,7 +355,8 @@ fn bad_checkpoints_are_refused_and_left_alone() {
 
     // A broken copy of the good run for each case: (case, file, new bytes, message pieces).
     let model = std::fs::read(run.join("model.safetensors")).unwrap();
-    let cases: Vec<(&str, &str, Option<Vec<u8>>, &[&str])> = vec![
+    type Case<'a> = (&'a str, &'a str, Option<Vec<u8>>, &'a [&'a str]);
+    let cases: Vec<Case> = vec![
         (
             "missing weights",
             "model.safetensors",

@@ -163,7 +163,7 @@ fn windows_of_a_split_predict_every_token_once() {
     assert_eq!(xs, val[..val.len() - 1]);
     assert_eq!(ys, val[1..]);
     assert!(
-        (val.len() - 1) % 32 != 0,
+        !(val.len() - 1).is_multiple_of(32),
         "the tiny split ends in a shorter window"
     );
 }
