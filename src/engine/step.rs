@@ -59,13 +59,15 @@ fn residual_forward(
     mut y: Vec<f32>,
     mask: Option<&[f32]>,
 ) -> Result<Vec<f32>> {
-    let w = Values::new(&layer.weight)?;
-    let b = layer.bias.as_ref().map(Values::new).transpose()?;
-    let (b, n_out) = (b.as_ref().map(Values::get), layer.weight.dim(0)?);
     match mask {
-        None => linear::add_forward(x, w.get(), b, n_out, &mut y),
+        None => {
+            let w = Values::new(&layer.weight)?;
+            let b = layer.bias.as_ref().map(Values::new).transpose()?;
+            let n_out = layer.weight.dim(0)?;
+            linear::add_forward(x, w.get(), b.as_ref().map(Values::get), n_out, &mut y);
+        }
         Some(mask) => {
-            let out = linear::forward(x, w.get(), b, n_out);
+            let out = linear_forward(layer, x)?;
             for ((y, o), m) in y.iter_mut().zip(out).zip(mask) {
                 *y += o * m;
             }

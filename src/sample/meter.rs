@@ -8,6 +8,7 @@
 //! choose between 平起 and 仄起, and the first rhyme chooses the group.
 
 use crate::data::poem::Form;
+use crate::verse::tables::common_groups;
 use crate::verse::{templates, Slot, Tables, Template, Tone};
 
 /// The meter of one form over a vocabulary.
@@ -68,7 +69,7 @@ impl Meter {
                     continue 'templates;
                 }
                 if self.rhymes_at(template, l, c) {
-                    let shared = shared(groups.as_deref(), &self.groups[id]);
+                    let shared = common_groups(groups.as_deref(), &self.groups[id]);
                     if shared.is_empty() {
                         continue 'templates;
                     }
@@ -86,7 +87,7 @@ impl Meter {
         open.iter().any(|o| {
             o.template.lines[line][col].admits(self.tones[next])
                 && (!self.rhymes_at(o.template, line, col)
-                    || !shared(o.groups.as_deref(), &self.groups[next]).is_empty())
+                    || !common_groups(o.groups.as_deref(), &self.groups[next]).is_empty())
         })
     }
 
@@ -124,13 +125,4 @@ impl Meter {
             tone.to_string()
         }
     }
-}
-
-/// The groups in both `open` (every group when `None`) and `groups`.
-fn shared(open: Option<&[u16]>, groups: &[u16]) -> Vec<u16> {
-    groups
-        .iter()
-        .copied()
-        .filter(|g| open.is_none_or(|o| o.contains(g)))
-        .collect()
 }

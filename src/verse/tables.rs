@@ -109,15 +109,22 @@ impl Tables {
 
     /// The groups every one of `chars` belongs to.
     pub fn shared_groups(&self, chars: &[char]) -> Vec<u16> {
-        let Some((first, rest)) = chars.split_first() else {
-            return Vec::new();
-        };
-        self.rhyme_groups(*first)
+        chars
             .iter()
-            .copied()
-            .filter(|g| rest.iter().all(|c| self.rhyme_groups(*c).contains(g)))
-            .collect()
+            .fold(None, |open: Option<Vec<u16>>, &c| {
+                Some(common_groups(open.as_deref(), self.rhyme_groups(c)))
+            })
+            .unwrap_or_default()
     }
+}
+
+/// The groups in both `open` (every group when `None`: nothing chosen yet) and `groups`.
+pub fn common_groups(open: Option<&[u16]>, groups: &[u16]) -> Vec<u16> {
+    groups
+        .iter()
+        .copied()
+        .filter(|g| open.is_none_or(|o| o.contains(g)))
+        .collect()
 }
 
 /// A data line's character and its other fields; `None` for comments and blank lines.
