@@ -6,6 +6,7 @@ It trains on random tokens, as the Rust bench does, and prints the median tokens
 
     pip install torch          # the default index's wheel runs on the CPU
     python bench/torch_twin.py --steps 20
+    python bench/torch_twin.py --steps 20 --autocast   # bf16 matmuls (AMX where the CPU has it)
 
 With --corpus it trains on a real corpus instead, with this project's recipe and split (one poem in
 20 held out, the same character vocabulary), for --max-iters steps or --minutes, whichever comes
@@ -160,6 +161,8 @@ def main():
     ap.add_argument("--max-iters", type=int, default=5200)
     ap.add_argument("--minutes", type=float, default=1e9)
     ap.add_argument("--seed", type=int, default=1337)
+    ap.add_argument("--autocast", action="store_true",
+                    help="bf16 mixed precision: the forward pass under torch.autocast('cpu', dtype=torch.bfloat16)")
     args = ap.parse_args()
     if args.corpus:
         return corpus_run(args)
@@ -174,7 +177,8 @@ def main():
     for step in range(args.steps + 2):
         start = time.perf_counter()
         data = torch.randint(0, args.vocab, (args.batch_size, block + 1))
-        loss = model(data[:, :-1], data[:, 1:])
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast):
+            loss = model(data[:, :-1], data[:, 1:])
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -183,7 +187,8 @@ def main():
             times.append(time.perf_counter() - start)
     times.sort()
     tokens_per_s = args.batch_size * block / times[len(times) // 2]
-    print(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads(), "train_tokens_per_s": tokens_per_s}))
+    print(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads(),
+                      "dtype": "bf16-autocast" if args.autocast else "fp32", "train_tokens_per_s": tokens_per_s}))
 
 
 if __name__ == "__main__":

@@ -3,11 +3,13 @@
 
 use crate::config::ModelConfig;
 use crate::model::{Gpt, Mode};
+use crate::ops::Precision;
 use crate::sample::{generate, Generation, Sampling};
 use crate::train::optim::{clip_scale, AdamW, AdamWParams};
 use crate::train::shards::Shards;
 use anyhow::Result;
 use candle_core::{Device, Tensor};
+use candle_nn::VarMap;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -19,28 +21,59 @@ pub fn median(mut times: Vec<f64>) -> f64 {
     times.get(times.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
-/// The best float32 matmul rate of this machine in GFLOP/s, over square and model-shaped products.
-pub fn matmul_ceiling(device: &Device) -> Result<f64> {
+/// The shapes the matmul ceilings are measured on: square and the model's own.
+const CEILING_SHAPES: [(usize, usize, usize); 4] = [
+    (1024, 1024, 1024),
+    (4096, 128, 512),
+    (4096, 512, 128),
+    (2048, 2048, 2048),
+];
+
+/// The best matmul rate of `product` (m, k, n → one product) in GFLOP/s over [`CEILING_SHAPES`].
+fn ceiling(
+    mut product: impl FnMut(usize, usize, usize) -> Result<Box<dyn FnMut() -> Result<()>>>,
+) -> Result<f64> {
     let mut best: f64 = 0.0;
-    for (m, k, n) in [
-        (1024, 1024, 1024),
-        (4096, 128, 512),
-        (4096, 512, 128),
-        (2048, 2048, 2048),
-    ] {
-        let a = Tensor::randn(0f32, 1.0, (m, k), device)?;
-        let b = Tensor::randn(0f32, 1.0, (k, n), device)?;
-        let _ = a.matmul(&b)?;
+    for (m, k, n) in CEILING_SHAPES {
+        let mut run = product(m, k, n)?;
+        run()?;
         let times = (0..5)
             .map(|_| -> Result<f64> {
                 let t = Instant::now();
-                let _ = a.matmul(&b)?;
+                run()?;
                 Ok(t.elapsed().as_secs_f64())
             })
             .collect::<Result<Vec<_>>>()?;
         best = best.max(2.0 * (m * k * n) as f64 / median(times) / 1e9);
     }
     Ok(best)
+}
+
+/// The best float32 matmul rate of this machine in GFLOP/s, over square and model-shaped products.
+pub fn matmul_ceiling(device: &Device) -> Result<f64> {
+    ceiling(|m, k, n| {
+        let a = Tensor::randn(0f32, 1.0, (m, k), device)?;
+        let b = Tensor::randn(0f32, 1.0, (k, n), device)?;
+        Ok(Box::new(move || {
+            a.matmul(&b)?;
+            Ok(())
+        }))
+    })
+}
+
+/// The same for the bf16 matmuls of mixed-precision training (rounding and packing included).
+pub fn bf16_matmul_ceiling() -> Result<f64> {
+    use crate::ops::{bf16, Operand};
+    ceiling(|m, k, n| {
+        let (a, b) = (vec![0.5f32; m * k], vec![0.25f32; k * n]);
+        let mut dst = vec![0f32; m * n];
+        let threads = rayon::current_num_threads();
+        Ok(Box::new(move || {
+            let (lhs, rhs) = (Operand::rows(&a, k), Operand::rows(&b, n));
+            bf16::matmul(&mut dst, m, n, k, lhs, rhs, false, threads);
+            Ok(())
+        }))
+    })
 }
 
 /// Training FLOPs per token, as nanoGPT's `estimate_mfu`: 6 per weight of the matmuls, plus the
@@ -56,20 +89,23 @@ pub fn flops_per_token(cfg: &ModelConfig) -> f64 {
 pub struct ModelBench {
     /// Which config.
     pub name: String,
+    /// The inputs of the training step's matmuls.
+    pub dtype: Precision,
     /// Sequences per step.
     pub batch_size: usize,
     /// The config measured.
     pub config: ModelConfig,
     /// Training tokens per second (median step: batch, forward, backward, clipping, AdamW).
     pub train_tokens_per_s: f64,
-    /// Forward-only tokens per second (median, no backward).
-    pub forward_tokens_per_s: f64,
+    /// Forward-only tokens per second (median, no backward). Evaluation and generation run in f32
+    /// whatever the training precision, so bf16 rows leave this and the sampling figures out.
+    pub forward_tokens_per_s: Option<f64>,
     /// Generated tokens per second over 200 tokens, recomputing the whole context each token
     /// (median of 7 rounds, alternating with the cached measurement).
-    pub sample_tokens_per_s_no_cache: f64,
+    pub sample_tokens_per_s_no_cache: Option<f64>,
     /// Generated tokens per second over 200 tokens with the key/value cache (median of 7 rounds).
-    pub sample_tokens_per_s_cached: f64,
-    /// Model FLOPs utilisation of training against the measured matmul ceiling.
+    pub sample_tokens_per_s_cached: Option<f64>,
+    /// Model FLOPs utilisation of training against the measured matmul ceiling of its precision.
     pub mfu: f64,
 }
 
@@ -79,16 +115,35 @@ const SAMPLED_TOKENS: usize = 200;
 /// Alternating rounds of sampling without and with the cache; the medians are reported.
 const SAMPLING_ROUNDS: usize = 7;
 
-/// Measures one config on random tokens: `steps` timed steps after 2 warm-up steps.
-pub fn bench_model(
-    name: &str,
-    cfg: &ModelConfig,
+/// Random (B, T) batches of inputs and their next tokens.
+struct RandomBatches {
+    rng: ChaCha8Rng,
     batch_size: usize,
+    block_size: usize,
+    vocab_size: u32,
+}
+
+impl RandomBatches {
+    fn next(&mut self) -> Result<(Tensor, Tensor)> {
+        let (b, t) = (self.batch_size, self.block_size);
+        let ids: Vec<u32> = (0..b * (t + 1))
+            .map(|_| self.rng.random_range(0..self.vocab_size))
+            .collect();
+        let all = Tensor::from_vec(ids, (b, t + 1), &Device::Cpu)?;
+        Ok((
+            all.narrow(1, 0, t)?.contiguous()?,
+            all.narrow(1, 1, t)?.contiguous()?,
+        ))
+    }
+}
+
+/// Median seconds of `steps` training steps after 2 warm-up steps.
+fn train_step_time(
+    model: &Gpt,
+    varmap: &VarMap,
+    batches: &mut RandomBatches,
     steps: usize,
-    ceiling_gflops: f64,
-) -> Result<ModelBench> {
-    let device = Device::Cpu;
-    let (model, varmap) = Gpt::seeded(cfg, 0, &device)?;
+) -> Result<f64> {
     let params = AdamWParams {
         beta1: 0.9,
         beta2: 0.95,
@@ -96,44 +151,43 @@ pub fn bench_model(
         weight_decay: 0.1,
     };
     let mut opt = AdamW::new(varmap.data().lock().expect("parameter map").clone(), params)?;
-    let shards = Shards::for_device(&device)?;
-    let mut rng = ChaCha8Rng::seed_from_u64(0);
-    let t = cfg.block_size;
-    let batch = |rng: &mut ChaCha8Rng| -> Result<(Tensor, Tensor)> {
-        let ids: Vec<u32> = (0..batch_size * (t + 1))
-            .map(|_| rng.random_range(0..cfg.vocab_size as u32))
-            .collect();
-        let all = Tensor::from_vec(ids, (batch_size, t + 1), &device)?;
-        Ok((
-            all.narrow(1, 0, t)?.contiguous()?,
-            all.narrow(1, 1, t)?.contiguous()?,
-        ))
-    };
-    let mut train_times = Vec::new();
+    let shards = Shards::for_device(model.device())?;
+    let mut times = Vec::new();
     for i in 0..steps + 2 {
         let start = Instant::now();
-        let (x, y) = batch(&mut rng)?;
+        let (x, y) = batches.next()?;
         let dropout = &mut ChaCha8Rng::seed_from_u64(0);
-        let (_, grads) = shards.loss_and_gradients(&model, &opt, &x, &y, dropout)?;
+        let (_, grads) = shards.loss_and_gradients(model, &opt, &x, &y, dropout)?;
         opt.step(&grads, 1e-4, clip_scale(grads.norm(), 1.0))?;
         if i >= 2 {
-            train_times.push(start.elapsed().as_secs_f64());
+            times.push(start.elapsed().as_secs_f64());
         }
     }
+    Ok(median(times))
+}
+
+/// Tokens per second of the forward pass, and of sampling without and with the cache.
+fn inference_rates(
+    model: &Gpt,
+    batches: &mut RandomBatches,
+    steps: usize,
+) -> Result<(f64, f64, f64)> {
     let mut forward_times = Vec::new();
     for _ in 0..steps.max(3) {
-        let (x, _) = batch(&mut rng)?;
+        let (x, _) = batches.next()?;
         let start = Instant::now();
         let _ = model.forward(&x, &mut Mode::Eval)?;
         forward_times.push(start.elapsed().as_secs_f64());
     }
+    let tokens = (batches.batch_size * batches.block_size) as f64;
+    let rng = &mut batches.rng;
     let mut sample_rate = |use_cache| -> Result<f64> {
         let gen = Generation {
             use_cache,
             ..Generation::new(SAMPLED_TOKENS, Sampling::with_temperature(1.0), None)
         };
         let start = Instant::now();
-        generate(&model, &[0], &gen, &mut rng, &mut |_| {})?;
+        generate(model, &[0], &gen, rng, &mut |_| {})?;
         Ok(SAMPLED_TOKENS as f64 / start.elapsed().as_secs_f64())
     };
     let (mut no_cache, mut cached) = (Vec::new(), Vec::new());
@@ -141,18 +195,46 @@ pub fn bench_model(
         no_cache.push(sample_rate(false)?);
         cached.push(sample_rate(true)?);
     }
-    let (sample_no_cache, sample_cached) = (median(no_cache), median(cached));
+    Ok((
+        tokens / median(forward_times),
+        median(no_cache),
+        median(cached),
+    ))
+}
 
-    let tokens = (batch_size * t) as f64;
-    let train_rate = tokens / median(train_times);
+/// Measures one config on random tokens: `steps` timed training steps after 2 warm-up steps with
+/// the matmuls in `dtype`, then (f32 only) the forward pass and sampling. `ceiling_gflops` is the
+/// matmul ceiling of `dtype`.
+pub fn bench_model(
+    name: &str,
+    cfg: &ModelConfig,
+    dtype: Precision,
+    (batch_size, steps): (usize, usize),
+    ceiling_gflops: f64,
+) -> Result<ModelBench> {
+    let (model, varmap) = Gpt::seeded(cfg, 0, &Device::Cpu)?;
+    let model = model.with_precision(dtype);
+    let mut batches = RandomBatches {
+        rng: ChaCha8Rng::seed_from_u64(0),
+        batch_size,
+        block_size: cfg.block_size,
+        vocab_size: cfg.vocab_size as u32,
+    };
+    let train_rate = (batch_size * cfg.block_size) as f64
+        / train_step_time(&model, &varmap, &mut batches, steps)?;
+    let inference = match dtype {
+        Precision::F32 => Some(inference_rates(&model, &mut batches, steps)?),
+        Precision::Bf16 => None,
+    };
     Ok(ModelBench {
         name: name.to_string(),
+        dtype,
         batch_size,
         config: cfg.clone(),
         train_tokens_per_s: train_rate,
-        forward_tokens_per_s: tokens / median(forward_times),
-        sample_tokens_per_s_no_cache: sample_no_cache,
-        sample_tokens_per_s_cached: sample_cached,
+        forward_tokens_per_s: inference.map(|r| r.0),
+        sample_tokens_per_s_no_cache: inference.map(|r| r.1),
+        sample_tokens_per_s_cached: inference.map(|r| r.2),
         mfu: train_rate * flops_per_token(cfg) / (ceiling_gflops * 1e9),
     })
 }

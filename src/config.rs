@@ -1,6 +1,7 @@
 //! Model configuration: one place for every model default, parsed from TOML and validated before any
 //! tensor is built.
 
+use crate::ops::Precision;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -311,6 +312,9 @@ pub struct TrainConfig {
     pub grad_clip: f64,
     /// Seed of the initial weights, the batches and the dropout masks.
     pub seed: u64,
+    /// The inputs of the training step's matmuls: "f32", or "bf16" (mixed precision on CPUs with
+    /// AMX-BF16: bf16 products summed in f32, everything else in f32).
+    pub dtype: Precision,
 }
 
 impl Default for TrainConfig {
@@ -328,6 +332,7 @@ impl Default for TrainConfig {
             beta2: 0.95,
             grad_clip: 1.0,
             seed: 1337,
+            dtype: Precision::F32,
         }
     }
 }

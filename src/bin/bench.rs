@@ -5,9 +5,12 @@
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use serde::Serialize;
-use shige::bench::{bench_model, matmul_ceiling, op_timings, ModelBench, OpTiming};
+use shige::bench::{
+    bench_model, bf16_matmul_ceiling, matmul_ceiling, op_timings, ModelBench, OpTiming,
+};
 use shige::config::{ModelConfig, Position, RunConfig};
 use shige::machine::Machine;
+use shige::ops::{bf16, Precision};
 use std::path::Path;
 
 /// Measure speed on this machine: matmul ceiling, then training, forward and sampling throughput.
@@ -25,12 +28,20 @@ struct Args {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+    /// Measure only this config (default, course, course-rope, course-alibi or course-dropout).
+    #[arg(long)]
+    only: Option<String>,
+    /// Leave out the bf16 rows (measured where the CPU has AMX-BF16).
+    #[arg(long)]
+    no_bf16: bool,
 }
 
 #[derive(Serialize)]
 struct Report {
     machine: Machine,
     matmul_ceiling_gflops: f64,
+    /// Where bf16 rows are measured.
+    bf16_matmul_ceiling_gflops: Option<f64>,
     models: Vec<ModelBench>,
     ops: Vec<OpTiming>,
 }
@@ -47,6 +58,14 @@ fn run() -> Result<()> {
     }
     let device = candle_core::Device::Cpu;
     let ceiling = matmul_ceiling(&device)?;
+    let bf16_ceiling = if bf16::amx::available() && !args.no_bf16 {
+        Some(rayon::scope(|_| bf16_matmul_ceiling())?)
+    } else {
+        None
+    };
+    let dtypes: Vec<(Precision, f64)> = std::iter::once((Precision::F32, ceiling))
+        .chain(bf16_ceiling.map(|c| (Precision::Bf16, c)))
+        .collect();
     // configs/default.toml's model with the shipped corpus's vocabulary (6,668); the course's
     // model is the lesson's (4 layers) with a vocabulary of 6,000.
     let mut default = RunConfig::load(Path::new("configs/default.toml"))
@@ -77,18 +96,35 @@ fn run() -> Result<()> {
         ("course-alibi", alibi),
         ("course-dropout", dropout),
     ];
-    for (name, cfg) in configs {
-        if !args.json {
-            eprintln!(
-                "measuring {name} ({} layers, n_embd {}, vocab {}) …",
-                cfg.n_layer, cfg.n_embd, cfg.vocab_size
+    if let Some(only) = &args.only {
+        if !configs.iter().any(|(name, _)| name == only) {
+            let names: Vec<_> = configs.iter().map(|(name, _)| *name).collect();
+            bail!(
+                "--only {only}: no such config; the configs are {}",
+                names.join(", ")
             );
         }
-        // On a worker of the thread pool, as `train` runs its loop: each op's parallel work then
-        // starts on the calling thread instead of being handed over from outside the pool.
-        models.push(rayon::scope(|_| {
-            bench_model(name, &cfg, args.batch_size, args.steps, ceiling)
-        })?);
+    }
+    let chosen = |name: &str| args.only.as_ref().is_none_or(|only| only == name);
+    for (name, cfg) in configs.into_iter().filter(|(name, _)| chosen(name)) {
+        for &(dtype, ceiling) in &dtypes {
+            let name = match dtype {
+                Precision::F32 => name.to_string(),
+                Precision::Bf16 => format!("{name}-bf16"),
+            };
+            if !args.json {
+                eprintln!(
+                    "measuring {name} ({} layers, n_embd {}, vocab {}) …",
+                    cfg.n_layer, cfg.n_embd, cfg.vocab_size
+                );
+            }
+            // On a worker of the thread pool, as `train` runs its loop: each op's parallel work
+            // then starts on the calling thread instead of being handed over from outside the pool.
+            let sizes = (args.batch_size, args.steps);
+            models.push(rayon::scope(|_| {
+                bench_model(&name, &cfg, dtype, sizes, ceiling)
+            })?);
+        }
     }
     let ops = if args.ops {
         rayon::scope(|_| op_timings(args.steps))?
@@ -98,6 +134,7 @@ fn run() -> Result<()> {
     let report = Report {
         machine: Machine::detect(),
         matmul_ceiling_gflops: ceiling,
+        bf16_matmul_ceiling_gflops: bf16_ceiling,
         models,
         ops,
     };
@@ -110,19 +147,31 @@ fn run() -> Result<()> {
     }
     println!("{}", report.machine.describe());
     println!("float32 matmul ceiling {ceiling:.1} GFLOP/s");
+    match bf16_ceiling {
+        Some(c) => println!("bf16 matmul ceiling (AMX, packing included) {c:.1} GFLOP/s; bf16 rows: training only (evaluation and sampling run in f32)"),
+        None if args.no_bf16 => println!("bf16 rows left out (--no-bf16)"),
+        None => println!("no bf16 rows: this CPU has no AMX-BF16 (or Linux refused its tiles)"),
+    }
     println!(
         "{:<15}{:>13}{:>11}{:>19}{:>16}{:>7}{:>8}",
         "config", "train tok/s", "fwd tok/s", "sample, no cache", "sample, cache", "ratio", "MFU"
     );
+    let figure = |v: Option<f64>, width: usize| match v {
+        Some(v) => format!("{v:>width$.0}"),
+        None => format!("{:>width$}", "—"),
+    };
     for m in &report.models {
+        let ratio = m
+            .sample_tokens_per_s_cached
+            .zip(m.sample_tokens_per_s_no_cache);
         println!(
-            "{:<15}{:>13.0}{:>11.0}{:>19.0}{:>16.0}{:>6.1}×{:>7.1}%",
+            "{:<20}{:>8.0}{}{}{}{}{:>7.1}%",
             m.name,
             m.train_tokens_per_s,
-            m.forward_tokens_per_s,
-            m.sample_tokens_per_s_no_cache,
-            m.sample_tokens_per_s_cached,
-            m.sample_tokens_per_s_cached / m.sample_tokens_per_s_no_cache,
+            figure(m.forward_tokens_per_s, 11),
+            figure(m.sample_tokens_per_s_no_cache, 19),
+            figure(m.sample_tokens_per_s_cached, 16),
+            ratio.map_or(format!("{:>7}", "—"), |(c, n)| format!("{:>6.1}×", c / n)),
             100.0 * m.mfu
         );
     }

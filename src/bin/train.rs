@@ -76,6 +76,9 @@ struct Args {
     /// Device: cpu, cuda, cuda:N or metal (GPUs need a build with `--features cuda` or `metal`).
     #[arg(long, default_value = "cpu")]
     device: String,
+    /// Matmul inputs of the training step: f32, or bf16 (mixed precision; CPUs with AMX-BF16).
+    #[arg(long)]
+    dtype: Option<shige::ops::Precision>,
     /// Use candle's composite ops instead of the fused CPU kernels (the path GPUs take; slower).
     #[arg(long)]
     no_fused: bool,
@@ -148,6 +151,7 @@ fn run() -> Result<()> {
     set(&mut t.batch_size, args.batch_size);
     set(&mut t.learning_rate, args.learning_rate);
     set(&mut t.seed, args.seed);
+    set(&mut t.dtype, args.dtype);
     set(&mut t.corpus, args.corpus);
     set(&mut m.block_size, args.block_size);
     set(&mut m.n_layer, args.n_layer);

@@ -16,7 +16,7 @@ use crate::model::layers::{dropout_mask, LayerNorm, Linear};
 use crate::model::position::PositionEncoding;
 use crate::model::{Gpt, Mode};
 use crate::ops::attention::{self, Heads};
-use crate::ops::{gelu, linear, lm_head_loss};
+use crate::ops::{gelu, linear, lm_head_loss, Precision};
 use candle_core::{bail, Result, Tensor, TensorId};
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -40,7 +40,7 @@ fn add_grad(grads: &mut ParamGrads, param: &Tensor, grad: Vec<f32>) {
 }
 
 /// y = x Wᵀ + b into a new buffer.
-fn linear_forward(layer: &Linear, x: &[f32]) -> Result<Vec<f32>> {
+fn linear_forward(layer: &Linear, x: &[f32], precision: Precision) -> Result<Vec<f32>> {
     let w = Values::new(&layer.weight)?;
     let b = layer.bias.as_ref().map(Values::new).transpose()?;
     let n_out = layer.weight.dim(0)?;
@@ -49,6 +49,7 @@ fn linear_forward(layer: &Linear, x: &[f32]) -> Result<Vec<f32>> {
         w.get(),
         b.as_ref().map(Values::get),
         n_out,
+        precision,
     ))
 }
 
@@ -58,16 +59,18 @@ fn residual_forward(
     x: &[f32],
     mut y: Vec<f32>,
     mask: Option<&[f32]>,
+    precision: Precision,
 ) -> Result<Vec<f32>> {
     match mask {
         None => {
             let w = Values::new(&layer.weight)?;
             let b = layer.bias.as_ref().map(Values::new).transpose()?;
             let n_out = layer.weight.dim(0)?;
-            linear::add_forward(x, w.get(), b.as_ref().map(Values::get), n_out, &mut y);
+            let b = b.as_ref().map(Values::get);
+            linear::add_forward(x, w.get(), b, n_out, &mut y, precision);
         }
         Some(mask) => {
-            let out = linear_forward(layer, x)?;
+            let out = linear_forward(layer, x, precision)?;
             for ((y, o), m) in y.iter_mut().zip(out).zip(mask) {
                 *y += o * m;
             }
@@ -83,13 +86,15 @@ fn linear_backward(
     x: &[f32],
     dy: &[f32],
     grads: &mut ParamGrads,
+    precision: Precision,
 ) -> Result<Vec<f32>> {
     let (n_out, n_in) = layer.weight.dims2()?;
     let w = Values::new(&layer.weight)?;
     let mut dx = vec![0f32; x.len()];
     let mut dw = vec![0f32; n_out * n_in];
     let mut db = layer.bias.as_ref().map(|_| vec![0f32; n_out]);
-    linear::backward_into((x, w.get(), dy), n_out, &mut dx, &mut dw, db.as_deref_mut());
+    let (dw_out, db_out) = (&mut dw, db.as_deref_mut());
+    linear::backward_into((x, w.get(), dy), n_out, &mut dx, dw_out, db_out, precision);
     add_grad(grads, &layer.weight, dw);
     if let (Some(bias), Some(db)) = (&layer.bias, db) {
         add_grad(grads, bias, db);
@@ -161,9 +166,10 @@ struct BlockActivations {
     masks: [Option<Vec<f32>>; 3],
 }
 
-/// The sequence length, positions and dropout of one step.
+/// The sequence length, positions, dropout and matmul precision of one step.
 struct Setting<'s, 'm, 'r> {
     t: usize,
+    precision: Precision,
     positions: &'s Positions<'s>,
     rotations: Option<Rotations>,
     dropout: Dropout<'m, 'r>,
@@ -191,7 +197,7 @@ fn block_forward(
     let c = attn.n_head * attn.head_dim;
     let n = x.len() / c;
     let ln_1 = Norm::new(&block.ln_1)?.forward(&x); // (N, C)
-    let mut qkv = linear_forward(&attn.c_attn, &ln_1)?; // (N, 3C)
+    let mut qkv = linear_forward(&attn.c_attn, &ln_1, s.precision)?; // (N, 3C)
     if let Some(rotations) = &s.rotations {
         rotations.rotate_qkv(&mut qkv, c, false);
     }
@@ -199,12 +205,24 @@ fn block_forward(
     let heads = s.heads(block, attn_mask.as_deref());
     let (heads, weights) = attention::qkv_forward(&qkv, (s.t, c), &heads); // (N, C), (B, H, T, T)
     let resid_mask = s.dropout.mask(n * c); // (N, C)
-    let mid = residual_forward(&attn.c_proj, &heads, x.clone(), resid_mask.as_deref())?; // (N, C)
+    let mid = residual_forward(
+        &attn.c_proj,
+        &heads,
+        x.clone(),
+        resid_mask.as_deref(),
+        s.precision,
+    )?; // (N, C)
     let ln_2 = Norm::new(&block.ln_2)?.forward(&mid); // (N, C)
-    let fc = linear_forward(&mlp.c_fc, &ln_2)?; // (N, 4C)
+    let fc = linear_forward(&mlp.c_fc, &ln_2, s.precision)?; // (N, 4C)
     let act = gelu::forward(&fc); // (N, 4C)
     let mlp_mask = s.dropout.mask(n * c); // (N, C)
-    let out = residual_forward(&mlp.c_proj, &act, mid.clone(), mlp_mask.as_deref())?; // (N, C)
+    let out = residual_forward(
+        &mlp.c_proj,
+        &act,
+        mid.clone(),
+        mlp_mask.as_deref(),
+        s.precision,
+    )?; // (N, C)
     let kept = BlockActivations {
         x,
         ln_1,
@@ -234,23 +252,23 @@ fn block_backward(
     let [attn_mask, resid_mask, mlp_mask] = &a.masks;
     // out = mid + dropout(c_proj(gelu(c_fc(ln_2(mid))))).
     let d_mlp = through_dropout(&d_out, mlp_mask.as_deref()); // (N, C)
-    let mut d_fc = linear_backward(&mlp.c_proj, &a.act, &d_mlp, grads)?; // (N, 4C)
+    let mut d_fc = linear_backward(&mlp.c_proj, &a.act, &d_mlp, grads, s.precision)?; // (N, 4C)
     gelu::backward_in_place(&a.fc, &mut d_fc);
-    let d_ln_2 = linear_backward(&mlp.c_fc, &a.ln_2, &d_fc, grads)?; // (N, C)
+    let d_ln_2 = linear_backward(&mlp.c_fc, &a.ln_2, &d_fc, grads, s.precision)?; // (N, C)
     drop(d_mlp);
     let mut d_mid = d_out;
     norm_backward(&block.ln_2, &a.mid, &d_ln_2, &mut d_mid, grads)?; // (N, C)
 
     // mid = x + dropout(c_proj(attention(c_attn(ln_1(x))))).
     let d_proj = through_dropout(&d_mid, resid_mask.as_deref()); // (N, C)
-    let d_heads = linear_backward(&attn.c_proj, &a.heads, &d_proj, grads)?; // (N, C)
+    let d_heads = linear_backward(&attn.c_proj, &a.heads, &d_proj, grads, s.precision)?; // (N, C)
     drop(d_proj);
     let heads = s.heads(block, attn_mask.as_deref());
     let mut d_qkv = attention::qkv_backward(&a.qkv, &d_heads, &a.weights, (s.t, c), &heads); // (N, 3C)
     if let Some(rotations) = &s.rotations {
         rotations.rotate_qkv(&mut d_qkv, c, true);
     }
-    let d_ln_1 = linear_backward(&attn.c_attn, &a.ln_1, &d_qkv, grads)?; // (N, C)
+    let d_ln_1 = linear_backward(&attn.c_attn, &a.ln_1, &d_qkv, grads, s.precision)?; // (N, C)
     let mut d_x = d_mid;
     norm_backward(&block.ln_1, &a.x, &d_ln_1, &mut d_x, grads)?; // (N, C)
     Ok(d_x)
@@ -309,6 +327,7 @@ pub fn loss_and_gradients(
     let positions = Positions::new(&model.position)?;
     let mut s = Setting {
         t,
+        precision: model.precision(),
         positions: &positions,
         rotations: positions.rotations(0, t),
         dropout: Dropout {
@@ -334,7 +353,7 @@ pub fn loss_and_gradients(
     let h_f = Norm::new(&model.ln_f)?.forward(&h); // (N, C)
     let head = Values::new(&model.lm_head.weight)?;
     let (loss, Some((d_h_f, d_head))) =
-        lm_head_loss::loss_and_gradients(&h_f, head.get(), &targets, c, true)
+        lm_head_loss::loss_and_gradients(&h_f, head.get(), &targets, c, true, s.precision)
     else {
         bail!("the output layer returned no gradients")
     };

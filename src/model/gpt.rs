@@ -6,7 +6,7 @@ use crate::model::cache::GenerationCache;
 use crate::model::init::seeded_var_builder;
 use crate::model::layers::{Dropout, LayerNorm, Linear, Mode, INIT_STD};
 use crate::model::position::PositionEncoding;
-use crate::ops::Kernels;
+use crate::ops::{Kernels, Precision};
 use candle_core::{Device, Module, Result, Tensor};
 use candle_nn::{Embedding, Init, VarBuilder, VarMap};
 
@@ -22,6 +22,7 @@ pub struct Gpt {
     pub(crate) lm_head: Linear,
     cfg: ModelConfig,
     kernels: Kernels,
+    precision: Precision,
 }
 
 impl Gpt {
@@ -63,6 +64,7 @@ impl Gpt {
             lm_head,
             cfg: cfg.clone(),
             kernels: Kernels::Fused,
+            precision: Precision::F32,
         })
     }
 
@@ -75,6 +77,18 @@ impl Gpt {
             .iter_mut()
             .for_each(|block| block.set_kernels(kernels));
         self
+    }
+
+    /// The same model with the matmuls of its training step (the CPU engine's) in `precision`;
+    /// the candle graph, evaluation and generation stay in f32.
+    pub fn with_precision(mut self, precision: Precision) -> Self {
+        self.precision = precision;
+        self
+    }
+
+    /// The precision of the training step's matmul inputs.
+    pub fn precision(&self) -> Precision {
+        self.precision
     }
 
     /// Whether the model's ops run the fused kernels: chosen, and f32 tensors on the CPU.

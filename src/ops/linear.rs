@@ -1,34 +1,54 @@
 //! A Linear layer `y = x Wᵀ + b` as one op: gemm calls on the raw buffers forward and backward,
 //! so that no transposed copy, broadcast bias or zeros-then-add gradient is ever built.
 
-use super::{contiguous, matmul_into, Operand};
+use super::{contiguous, matmul_into, Operand, Precision};
 use candle_core::{CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
 /// y (N × out) = x (N × in) · Wᵀ, W stored (out × in), plus `bias` in every row when given.
-pub(crate) fn forward(x: &[f32], w: &[f32], bias: Option<&[f32]>, n_out: usize) -> Vec<f32> {
+pub(crate) fn forward(
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    n_out: usize,
+    precision: Precision,
+) -> Vec<f32> {
     let rows = x.len() / (w.len() / n_out);
     let mut y = match bias {
         Some(b) => b.repeat(rows),
         None => vec![0f32; rows * n_out],
     };
-    add_product(x, w, n_out, &mut y, bias.is_some());
+    add_product(x, w, n_out, &mut y, bias.is_some(), precision);
     y
 }
 
 /// y (N × out) += x (N × in) · Wᵀ, plus `bias` in every row when given: [`forward`] onto a
 /// residual stream.
-pub(crate) fn add_forward(x: &[f32], w: &[f32], bias: Option<&[f32]>, n_out: usize, y: &mut [f32]) {
+pub(crate) fn add_forward(
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    n_out: usize,
+    y: &mut [f32],
+    precision: Precision,
+) {
     if let Some(b) = bias {
         for row in y.chunks_mut(n_out) {
             row.iter_mut().zip(b).for_each(|(v, b)| *v += b);
         }
     }
-    add_product(x, w, n_out, y, true);
+    add_product(x, w, n_out, y, true, precision);
 }
 
 /// y = (y if `accumulate`) + x · Wᵀ.
-fn add_product(x: &[f32], w: &[f32], n_out: usize, y: &mut [f32], accumulate: bool) {
+fn add_product(
+    x: &[f32],
+    w: &[f32],
+    n_out: usize,
+    y: &mut [f32],
+    accumulate: bool,
+    precision: Precision,
+) {
     let n_in = w.len() / n_out;
     let rows = x.len() / n_in;
     let lhs = Operand::rows(x, n_in);
@@ -37,7 +57,7 @@ fn add_product(x: &[f32], w: &[f32], n_out: usize, y: &mut [f32], accumulate: bo
         row_stride: 1,
         col_stride: n_in,
     }; // Wᵀ: (in × out)
-    matmul_into(y, rows, n_out, n_in, lhs, rhs, accumulate);
+    matmul_into(y, rows, n_out, n_in, lhs, rhs, accumulate, precision);
 }
 
 /// The gradients of [`forward`] from the output's gradient dy (N × out), W being (out × in): dx
@@ -49,14 +69,15 @@ pub(crate) fn backward_into(
     dx: &mut [f32],
     dw: &mut [f32],
     db: Option<&mut [f32]>,
+    precision: Precision,
 ) {
     let n_in = w.len() / n_out;
     let rows = x.len() / n_in;
     let dy_op = Operand::rows(dy, n_out);
     let w_op = Operand::rows(w, n_in);
-    matmul_into(dx, rows, n_in, n_out, dy_op, w_op, false); // dy·W
+    matmul_into(dx, rows, n_in, n_out, dy_op, w_op, false, precision); // dy·W
     let x_op = Operand::rows(x, n_in);
-    matmul_into(dw, n_out, n_in, rows, dy_op.t(), x_op, false); // dyᵀ·x
+    matmul_into(dw, n_out, n_in, rows, dy_op.t(), x_op, false, precision); // dyᵀ·x
     if let Some(db) = db {
         let sums = dy
             .par_chunks(n_out * 256)
@@ -107,7 +128,7 @@ impl CustomOp2 for Linear {
             contiguous(s2, l2, "fused-linear")?,
         );
         Ok((
-            CpuStorage::F32(forward(x, w, None, self.out)),
+            CpuStorage::F32(forward(x, w, None, self.out, Precision::F32)),
             output_shape(l1, self.out),
         ))
     }
@@ -145,7 +166,7 @@ impl CustomOp3 for Linear {
             contiguous(s3, l3, name)?,
         );
         Ok((
-            CpuStorage::F32(forward(x, w, Some(b), self.out)),
+            CpuStorage::F32(forward(x, w, Some(b), self.out, Precision::F32)),
             output_shape(l1, self.out),
         ))
     }
@@ -194,7 +215,14 @@ impl CustomOp3 for LinearBackward {
         let mut packed = vec![0f32; rows * n_in + n_out * n_in + bias_len];
         let (dx, rest) = packed.split_at_mut(rows * n_in);
         let (dw, db) = rest.split_at_mut(n_out * n_in);
-        backward_into((x, w, dy), n_out, dx, dw, self.with_bias.then_some(db));
+        backward_into(
+            (x, w, dy),
+            n_out,
+            dx,
+            dw,
+            self.with_bias.then_some(db),
+            Precision::F32,
+        );
         let len = packed.len();
         Ok((CpuStorage::F32(packed), Shape::from(len)))
     }

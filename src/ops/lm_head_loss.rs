@@ -2,7 +2,7 @@
 //! and (when training) the gradients of x and W, computed chunk by chunk of rows so that the
 //! (B·T) × vocab logits are never materialised (the fused linear cross-entropy of Liger-Kernel).
 
-use super::{contiguous, fast_math, matmul_on, Operand};
+use super::{bf16, contiguous, fast_math, matmul_on, Operand, Precision};
 use candle_core::{bail, CpuStorage, CustomOp2, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 use std::sync::{Arc, Mutex};
@@ -24,20 +24,95 @@ struct LmHeadLoss {
     grads: Mutex<Option<Grads>>,
 }
 
+/// The output layer's three products for one chunk of rows, with the weight W (V × C) in the
+/// chosen precision: in bf16, W is rounded and packed once for all the chunks of a share.
+enum Products<'w> {
+    F32(&'w [f32]),
+    Bf16 { w_t: bf16::Rhs, w: bf16::Rhs },
+}
+
+impl<'w> Products<'w> {
+    fn new(w: &'w [f32], c: usize, precision: Precision) -> Self {
+        let v = w.len() / c;
+        match precision {
+            Precision::F32 => Products::F32(w),
+            Precision::Bf16 => Products::Bf16 {
+                w_t: bf16::Rhs::pack(Operand::rows(w, c).t(), c, v),
+                w: bf16::Rhs::pack(Operand::rows(w, c), v, c),
+            },
+        }
+    }
+
+    /// logits (rows × V) = x (rows × C) · Wᵀ.
+    fn logits(&self, x: Operand, rows: usize, c: usize, logits: &mut [f32]) {
+        let v = logits.len() / rows.max(1);
+        match self {
+            Products::F32(w) => matmul_on(logits, rows, v, c, x, Operand::rows(w, c).t(), false, 1),
+            Products::Bf16 { w_t, .. } => {
+                bf16::product(logits, &bf16::Lhs::pack(x, rows, c), w_t, false, 1)
+            }
+        }
+    }
+
+    /// dx (rows × C) = dlogits (rows × V) · W.
+    fn dx(&self, dlogits: &[f32], rows: usize, c: usize, dx: &mut [f32]) {
+        let v = dlogits.len() / rows.max(1);
+        let dlogits = Operand::rows(dlogits, v);
+        match self {
+            Products::F32(w) => matmul_on(dx, rows, c, v, dlogits, Operand::rows(w, c), false, 1),
+            Products::Bf16 { w, .. } => {
+                bf16::product(dx, &bf16::Lhs::pack(dlogits, rows, v), w, false, 1)
+            }
+        }
+    }
+
+    /// dW += dlogitsᵀ (V × rows) · x (rows × C). In bf16, `dw` holds dWᵀ (C × V) until
+    /// [`Products::finish_dw`]: xᵀ · dlogits packs the small xᵀ transposed and the large dlogits
+    /// as they lie, where dlogitsᵀ · x would transpose the large one.
+    fn add_dw(&self, dlogits: &[f32], x: Operand, rows: usize, c: usize, dw: &mut [f32]) {
+        let v = dlogits.len() / rows.max(1);
+        let dlogits = Operand::rows(dlogits, v);
+        match self {
+            Products::F32(_) => matmul_on(dw, v, c, rows, dlogits.t(), x, true, 1),
+            Products::Bf16 { .. } => bf16::matmul(dw, c, v, rows, x.t(), dlogits, true, 1),
+        }
+    }
+
+    /// dW (V × C) from what [`Products::add_dw`] summed.
+    fn finish_dw(&self, dw: Vec<f32>, c: usize) -> Vec<f32> {
+        match self {
+            Products::F32(_) => dw,
+            Products::Bf16 { .. } if dw.is_empty() => dw,
+            Products::Bf16 { .. } => {
+                let v = dw.len() / c;
+                let mut turned = vec![0f32; dw.len()];
+                for (j, row) in dw.chunks(v).enumerate() {
+                    for (i, &g) in row.iter().enumerate() {
+                        turned[i * c + j] = g;
+                    }
+                }
+                turned
+            }
+        }
+    }
+}
+
 /// The summed loss of `rows` of `x` (N × C, N = `n`) against W (V × C) and `targets` (N), on the
 /// calling thread, chunk by chunk. With gradients, also writes d loss/dx of those rows into `dx`
 /// and returns their contribution to dW (empty without gradients).
 #[allow(clippy::too_many_arguments)]
 fn share(
     (x, w, targets): (&[f32], &[f32], &[u32]),
-    v: usize,
     c: usize,
     n: usize,
     rows: std::ops::Range<usize>,
     with_grad: bool,
+    precision: Precision,
     dx: &mut [f32],
 ) -> (f64, Vec<f32>) {
+    let v = w.len() / c;
     let inv_n = 1.0 / n as f32;
+    let products = Products::new(w, c, precision);
     let mut dw = if with_grad {
         vec![0f32; v * c]
     } else {
@@ -49,12 +124,7 @@ fn share(
         let chunk = CHUNK_ROWS.min(rows.end - start);
         let logits = &mut logits[..chunk * v];
         let x_op = Operand::rows(&x[start * c..(start + chunk) * c], c);
-        let w_t = Operand {
-            data: w,
-            row_stride: 1,
-            col_stride: c,
-        };
-        matmul_on(logits, chunk, v, c, x_op, w_t, false, 1); // x Wᵀ
+        products.logits(x_op, chunk, c, logits); // x Wᵀ
         let targets = &targets[start..start + chunk];
         for (row, &t) in logits.chunks_mut(v).zip(targets) {
             let (max, target) = (fast_math::max(row), row[t as usize]);
@@ -72,19 +142,11 @@ fn share(
         }
         if with_grad {
             let local = start - rows.start;
-            let dx_chunk = &mut dx[local * c..(local + chunk) * c];
-            let dlogits = Operand::rows(logits, v);
-            let w_op = Operand::rows(w, c);
-            matmul_on(dx_chunk, chunk, c, v, dlogits, w_op, false, 1); // dlogits · W
-            let dlogits_t = Operand {
-                data: logits,
-                row_stride: 1,
-                col_stride: v,
-            };
-            matmul_on(&mut dw, v, c, chunk, dlogits_t, x_op, true, 1); // += dlogitsᵀ · x
+            products.dx(logits, chunk, c, &mut dx[local * c..(local + chunk) * c]); // dlogits · W
+            products.add_dw(logits, x_op, chunk, c, &mut dw); // += dlogitsᵀ · x
         }
     }
-    (total, dw)
+    (total, products.finish_dw(dw, c))
 }
 
 /// The mean loss of x (N × C) · Wᵀ (W: V × C) against `targets` (N) and, with `with_grad`, its
@@ -95,6 +157,7 @@ pub(crate) fn loss_and_gradients(
     targets: &[u32],
     c: usize,
     with_grad: bool,
+    precision: Precision,
 ) -> (f64, Option<Grads>) {
     let (n, v) = (x.len() / c, w.len() / c);
     let mut dx = if with_grad {
@@ -117,7 +180,7 @@ pub(crate) fn loss_and_gradients(
     let results: Vec<(f64, Vec<f32>)> = ranges
         .into_par_iter()
         .zip(dx_shares)
-        .map(|(rows, dx)| share((x, w, targets), v, c, n, rows, with_grad, dx))
+        .map(|(rows, dx)| share((x, w, targets), c, n, rows, with_grad, precision, dx))
         .collect();
     let total: f64 = results.iter().map(|(loss, _)| loss).sum();
     let grads = with_grad.then(|| {
@@ -147,7 +210,14 @@ impl CustomOp2 for LmHeadLoss {
             contiguous(s1, l1, self.name())?,
             contiguous(s2, l2, self.name())?,
         );
-        let (loss, grads) = loss_and_gradients(x, w, &self.targets, l2.dims()[1], self.with_grad);
+        let (loss, grads) = loss_and_gradients(
+            x,
+            w,
+            &self.targets,
+            l2.dims()[1],
+            self.with_grad,
+            Precision::F32,
+        );
         if grads.is_some() {
             *self
                 .grads

@@ -5,6 +5,7 @@
 //! over threads with rayon) and falls back to its composite reference on other devices.
 
 pub mod attention;
+pub mod bf16;
 pub mod fast_math;
 pub mod gelu;
 pub mod layer_norm;
@@ -28,6 +29,38 @@ pub enum Kernels {
     /// Always the composite reference: candle's tensor ops, the path other devices take. For
     /// comparisons and tests of that path on the CPU.
     Composite,
+}
+
+/// The inputs of the matmuls of a training step (see `Gpt::with_precision`): f32, or rounded to
+/// bf16 with f32 sums (mixed precision; master weights, moments, norms, softmax and loss stay f32).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// f32 throughout.
+    #[default]
+    F32,
+    /// bf16 matmul inputs, f32 accumulation: on AMX-BF16 where the CPU has it.
+    Bf16,
+}
+
+impl std::str::FromStr for Precision {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "f32" => Ok(Precision::F32),
+            "bf16" => Ok(Precision::Bf16),
+            _ => Err(format!("unknown dtype `{s}`: use f32 or bf16")),
+        }
+    }
+}
+
+impl std::fmt::Display for Precision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Precision::F32 => "f32",
+            Precision::Bf16 => "bf16",
+        })
+    }
 }
 
 /// Whether an op on `t` can run its fused kernel: f32 on the CPU.
@@ -74,7 +107,7 @@ impl<'a> Operand<'a> {
 
     /// Whether every element (i, j) of a rows × cols matrix read through these strides lies
     /// inside the data (an empty matrix reads nothing).
-    fn covers(&self, rows: usize, cols: usize) -> bool {
+    pub(crate) fn covers(&self, rows: usize, cols: usize) -> bool {
         if rows == 0 || cols == 0 {
             return true;
         }
@@ -106,7 +139,9 @@ const COLS_PER_TASK: usize = 256;
 /// others costs more.
 const PARALLEL_MACS: usize = 1 << 12;
 
-/// dst (m × n, row-major) = (dst if `accumulate`) + lhs (m × k) · rhs (k × n), on all threads.
+/// dst (m × n, row-major) = (dst if `accumulate`) + lhs (m × k) · rhs (k × n), on all threads,
+/// with inputs of the given precision.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn matmul_into(
     dst: &mut [f32],
     m: usize,
@@ -115,9 +150,13 @@ pub(crate) fn matmul_into(
     lhs: Operand,
     rhs: Operand,
     accumulate: bool,
+    precision: Precision,
 ) {
     let threads = rayon::current_num_threads();
-    matmul_on(dst, m, n, k, lhs, rhs, accumulate, threads)
+    match precision {
+        Precision::F32 => matmul_on(dst, m, n, k, lhs, rhs, accumulate, threads),
+        Precision::Bf16 => bf16::matmul(dst, m, n, k, lhs, rhs, accumulate, threads),
+    }
 }
 
 /// [`matmul_into`] on at most `threads` threads (1: the calling thread only).

@@ -4,6 +4,7 @@ use crate::config::RunConfig;
 use crate::data::{tokenizer::NEWLINE, CharTokenizer, Corpus, Split, Splits};
 use crate::files::atomic_write;
 use crate::model::Gpt;
+use crate::ops::Precision;
 use crate::sample::{generate, Generation, Sampling};
 use crate::train::checkpoint::*;
 use crate::train::interrupt;
@@ -160,6 +161,24 @@ fn check_resume(run: &RunDir, cfg: &RunConfig) -> Result<()> {
     Ok(())
 }
 
+/// Refuses bf16 where the CPU engine cannot run it: on other devices, with the composite ops, or
+/// on a CPU without AMX-BF16.
+fn check_precision(dtype: Precision, opts: &TrainOptions) -> Result<()> {
+    if dtype == Precision::F32 {
+        return Ok(());
+    }
+    if !opts.device.is_cpu() || opts.kernels != crate::ops::Kernels::Fused {
+        bail!("dtype bf16 is the CPU engine's mixed precision: train on the CPU with the fused kernels (no --device, no --no-fused), or in f32 (--dtype f32)")
+    }
+    if !crate::ops::bf16::amx::available() {
+        bail!(
+            "dtype bf16 needs a CPU with AMX-BF16 (Intel Xeon of the 4th generation or later, Linux 5.16 or later); this one ({}) has none: train in f32 (--dtype f32, the default)",
+            crate::machine::Machine::detect().cpu_model
+        )
+    }
+    Ok(())
+}
+
 /// Refuses a config whose training step needs more memory than the machine has available.
 fn check_memory(cfg: &RunConfig) -> Result<()> {
     let needed = cfg.model.training_bytes(cfg.train.batch_size);
@@ -205,7 +224,8 @@ fn set_up(opts: &TrainOptions) -> Result<Setup> {
     check_memory(&cfg)?;
     let t = &cfg.train;
     let (model, varmap) = Gpt::seeded(&cfg.model, t.seed, &opts.device)?;
-    let model = model.with_kernels(opts.kernels);
+    check_precision(t.dtype, opts)?;
+    let model = model.with_kernels(opts.kernels).with_precision(t.dtype);
     let params = AdamWParams {
         beta1: t.beta1,
         beta2: t.beta2,

@@ -1,0 +1,640 @@
+//! Matmuls with bf16 inputs and f32 accumulation, for mixed-precision training.
+//!
+//! Both operands are rounded to bf16 (8 bits of mantissa, f32's exponent range) and packed into
+//! blocks of 32 × 32 (zero-padded at the edges); the products are summed in f32. On CPUs with
+//! AMX-BF16 the blocks go through the tile unit (`tdpbf16ps`: a 16 × 16 f32 tile += a 16 × 32
+//! bf16 tile · a 32 × 16 one), several times the f32 rate of AVX-512. Elsewhere the packed values
+//! are widened back to f32 and multiplied by gemm: the same rounded inputs, so the numerics of
+//! this mode are tested on every machine (only the order of the f32 sums differs).
+
+use super::{matmul_on, Operand};
+use rayon::prelude::*;
+use std::ops::Range;
+
+/// Rows and columns of one packed block; an AMX tile holds 16 rows of 32 bf16 (64 bytes).
+const BLOCK: usize = 32;
+/// Values in one packed block.
+const BLOCK_LEN: usize = BLOCK * BLOCK;
+
+/// The 16 bits of `x` rounded to the nearest bf16, ties to even (as `vcvtneps2bf16`); a NaN stays
+/// a (quiet) NaN. Branch-free, so that loops over it vectorise.
+#[inline(always)]
+pub fn to_bf16(x: f32) -> u16 {
+    let bits = x.to_bits();
+    let rounded = bits.wrapping_add(0x7fff + ((bits >> 16) & 1)) >> 16;
+    let quiet_nan = (bits >> 16) | 0x40;
+    (if x.is_nan() { quiet_nan } else { rounded }) as u16
+}
+
+/// dst = src rounded to bf16, element by element: 32 at a time with AVX512-BF16's
+/// `vcvtne2ps2bf16` where the CPU has it (the same rounding; that instruction also flushes
+/// subnormal inputs, below 1.2e-38, to zero).
+fn convert(dst: &mut [u16], src: &[f32]) {
+    let (mut dst, mut src) = (&mut dst[..src.len()], src);
+    #[cfg(target_arch = "x86_64")]
+    if avx512::available() {
+        let (d, s) = (dst.chunks_exact_mut(BLOCK), src.chunks_exact(BLOCK));
+        let done = s.len() * BLOCK;
+        for (d, s) in d.zip(s) {
+            let (d, s) = (d.try_into().expect("32"), s.try_into().expect("32"));
+            // SAFETY: `available` checked the target features.
+            unsafe { avx512::convert32(d, s) };
+        }
+        (dst, src) = (&mut dst[done..], &src[done..]);
+    }
+    dst.iter_mut().zip(src).for_each(|(d, &s)| *d = to_bf16(s));
+}
+
+/// out = the pairs (first[c], second[c]) for c = 0…15, rounded to bf16: one row of a right
+/// operand's tile.
+fn interleave(out: &mut [u16; BLOCK], first: &[f32; 16], second: &[f32; 16]) {
+    #[cfg(target_arch = "x86_64")]
+    if avx512::available() {
+        // SAFETY: `available` checked the target features.
+        return unsafe { avx512::interleave(out, first, second) };
+    }
+    for (c, pair) in out.chunks_exact_mut(2).enumerate() {
+        (pair[0], pair[1]) = (to_bf16(first[c]), to_bf16(second[c]));
+    }
+}
+
+/// The conversions with AVX512-BF16 (and AVX512-BW's word permutation).
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::*;
+
+    /// Whether the CPU has the features of the functions below.
+    pub(super) fn available() -> bool {
+        std::arch::is_x86_feature_detected!("avx512bf16")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+    }
+
+    /// [`super::convert`] of 32 values. Safety: the CPU must have the features [`available`]
+    /// checks.
+    #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+    pub(super) unsafe fn convert32(dst: &mut [u16; 32], src: &[f32; 32]) {
+        let (lo, hi) = (
+            _mm512_loadu_ps(src.as_ptr()),
+            _mm512_loadu_ps(src.as_ptr().add(16)),
+        );
+        let packed: __m512i = std::mem::transmute(_mm512_cvtne2ps_pbh(hi, lo));
+        _mm512_storeu_si512(dst.as_mut_ptr().cast(), packed);
+    }
+
+    /// [`super::interleave`]. Safety: the CPU must have the features [`available`] checks.
+    #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+    pub(super) unsafe fn interleave(out: &mut [u16; 32], first: &[f32; 16], second: &[f32; 16]) {
+        // Word c of the result is word c / 2 (first) or 16 + c / 2 (second).
+        let order = _mm512_set_epi16(
+            31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21, 5, 20,
+            4, 19, 3, 18, 2, 17, 1, 16, 0,
+        );
+        let (a, b) = (
+            _mm512_loadu_ps(first.as_ptr()),
+            _mm512_loadu_ps(second.as_ptr()),
+        );
+        let both: __m512i = std::mem::transmute(_mm512_cvtne2ps_pbh(b, a));
+        _mm512_storeu_si512(
+            out.as_mut_ptr().cast(),
+            _mm512_permutexvar_epi16(order, both),
+        );
+    }
+}
+
+/// The f32 of a bf16's 16 bits (exact).
+pub fn from_bf16(h: u16) -> f32 {
+    f32::from_bits(u32::from(h) << 16)
+}
+
+/// `x` rounded to bf16 and back: the value a bf16 matmul multiplies.
+pub fn round(x: f32) -> f32 {
+    from_bf16(to_bf16(x))
+}
+
+/// A left operand (m × k) in bf16: blocks of 32 rows × 32 columns, each row of a block 32
+/// consecutive k (the A tiles of `tdpbf16ps`), row blocks outermost.
+pub(crate) struct Lhs {
+    data: Vec<u16>,
+    m: usize,
+    k: usize,
+}
+
+/// A right operand (k × n) in bf16: blocks of 32 k × 32 columns, each block two tiles of 16
+/// columns whose rows hold pairs of consecutive k side by side (Intel's "VNNI" layout for
+/// `tdpbf16ps`), column blocks outermost.
+pub(crate) struct Rhs {
+    data: Vec<u16>,
+    k: usize,
+    n: usize,
+}
+
+/// Blocks along `len`, the last one padded.
+fn blocks(len: usize) -> usize {
+    len.div_ceil(BLOCK)
+}
+
+/// Rounds values (i, l) of `op`, i in `rows`, l in `cols`, into a 32 × 32 block of a left
+/// operand: (i, l) → block[(i − rows.start)·32 + l − cols.start]. Rows contiguous in the source
+/// are converted in place; otherwise (a transposed source) the source's rows are converted into a
+/// staging block, which is then transposed.
+fn pack_block(block: &mut [u16], op: Operand, rows: Range<usize>, cols: Range<usize>) {
+    let (width, height) = (cols.len(), rows.len());
+    if op.col_stride == 1 {
+        for (r, i) in rows.enumerate() {
+            let start = i * op.row_stride + cols.start;
+            let (out, src) = (
+                &mut block[r * BLOCK..][..width],
+                &op.data[start..start + width],
+            );
+            convert(out, src);
+        }
+        return;
+    }
+    let mut stage = [0u16; BLOCK_LEN]; // (l − cols.start, i − rows.start)
+    for (j, l) in cols.enumerate() {
+        let line = &mut stage[j * BLOCK..j * BLOCK + height];
+        if op.row_stride == 1 {
+            let start = l * op.col_stride + rows.start;
+            convert(line, &op.data[start..start + height]);
+        } else {
+            for (d, i) in line.iter_mut().zip(rows.clone()) {
+                *d = to_bf16(op.data[i * op.row_stride + l * op.col_stride]);
+            }
+        }
+    }
+    for (r, out) in block.chunks_mut(BLOCK).enumerate() {
+        for (j, o) in out.iter_mut().enumerate() {
+            *o = stage[j * BLOCK + r];
+        }
+    }
+}
+
+impl Lhs {
+    /// Rounds and packs `op` read as an m × k matrix.
+    pub(crate) fn pack(op: Operand, m: usize, k: usize) -> Self {
+        assert!(op.covers(m, k), "bf16 operand smaller than its shape");
+        let mut data = vec![0u16; blocks(m) * blocks(k) * BLOCK_LEN];
+        data.par_chunks_mut(blocks(k) * BLOCK_LEN)
+            .enumerate()
+            .for_each(|(rb, row_blocks)| {
+                let rows = rb * BLOCK..m.min(rb * BLOCK + BLOCK);
+                for (kb, block) in row_blocks.chunks_mut(BLOCK_LEN).enumerate() {
+                    let cols = kb * BLOCK..k.min(kb * BLOCK + BLOCK);
+                    pack_block(block, op, rows.clone(), cols);
+                }
+            });
+        Lhs { data, m, k }
+    }
+    /// The rounded values as a row-major f32 matrix of m × k (padded to whole blocks).
+    fn widen(&self) -> Vec<f32> {
+        let kp = blocks(self.k) * BLOCK;
+        let mut out = vec![0f32; blocks(self.m) * BLOCK * kp];
+        for (b, block) in self.data.chunks(BLOCK_LEN).enumerate() {
+            let (rb, kb) = (b / blocks(self.k), b % blocks(self.k));
+            for (r, row) in block.chunks(BLOCK).enumerate() {
+                let start = (rb * BLOCK + r) * kp + kb * BLOCK;
+                out[start..start + BLOCK]
+                    .iter_mut()
+                    .zip(row)
+                    .for_each(|(o, &h)| *o = from_bf16(h));
+            }
+        }
+        out
+    }
+}
+
+/// The position of value (l, j) of a right operand's block: tile j / 16, row l / 2, column j % 16,
+/// element l % 2.
+fn rhs_offset(l: usize, j: usize) -> usize {
+    (j / 16) * (BLOCK_LEN / 2) + (l / 2) * BLOCK + (j % 16) * 2 + l % 2
+}
+
+/// Rounds values (l, j) of `op`, l in `ks`, j in `cols`, into a 32 × 32 block of a right
+/// operand (at [`rhs_offset`]). A row-major source goes through [`interleave`], pair of rows by
+/// pair of rows; otherwise (a transposed source: small weights) value by value.
+fn pack_rhs_block(block: &mut [u16], op: Operand, ks: Range<usize>, cols: Range<usize>) {
+    if op.col_stride != 1 {
+        for j in cols.clone() {
+            for l in ks.clone() {
+                let v = op.data[l * op.row_stride + j * op.col_stride];
+                block[rhs_offset(l - ks.start, j - cols.start)] = to_bf16(v);
+            }
+        }
+        return;
+    }
+    let row = |l: usize, c: usize, width: usize| -> [f32; 16] {
+        let mut out = [0f32; 16];
+        if l < ks.end {
+            let start = l * op.row_stride + c;
+            out[..width].copy_from_slice(&op.data[start..start + width]);
+        }
+        out
+    };
+    for (pair, l) in ks.clone().step_by(2).enumerate() {
+        for (tile, c) in cols.clone().step_by(16).enumerate() {
+            let width = 16.min(cols.end - c);
+            let start = tile * (BLOCK_LEN / 2) + pair * BLOCK;
+            let out = (&mut block[start..start + BLOCK]).try_into().expect("32");
+            interleave(out, &row(l, c, width), &row(l + 1, c, width));
+        }
+    }
+}
+
+impl Rhs {
+    /// Rounds and packs `op` read as a k × n matrix.
+    pub(crate) fn pack(op: Operand, k: usize, n: usize) -> Self {
+        assert!(op.covers(k, n), "bf16 operand smaller than its shape");
+        let mut data = vec![0u16; blocks(n) * blocks(k) * BLOCK_LEN];
+        data.par_chunks_mut(blocks(k) * BLOCK_LEN)
+            .enumerate()
+            .for_each(|(cb, col_blocks)| {
+                let cols = cb * BLOCK..n.min(cb * BLOCK + BLOCK);
+                for (kb, block) in col_blocks.chunks_mut(BLOCK_LEN).enumerate() {
+                    let ks = kb * BLOCK..k.min(kb * BLOCK + BLOCK);
+                    pack_rhs_block(block, op, ks, cols.clone());
+                }
+            });
+        Rhs { data, k, n }
+    }
+    /// The rounded values as a row-major f32 matrix of k × n (padded to whole blocks).
+    fn widen(&self) -> Vec<f32> {
+        let np = blocks(self.n) * BLOCK;
+        let mut out = vec![0f32; blocks(self.k) * BLOCK * np];
+        for (b, block) in self.data.chunks(BLOCK_LEN).enumerate() {
+            let (cb, kb) = (b / blocks(self.k), b % blocks(self.k));
+            for l in 0..BLOCK {
+                for j in 0..BLOCK {
+                    out[(kb * BLOCK + l) * np + cb * BLOCK + j] =
+                        from_bf16(block[rhs_offset(l, j)]);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// dst (m × n, row-major) = (dst if `accumulate`) + lhs · rhs with bf16 inputs, on at most
+/// `threads` threads.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn matmul(
+    dst: &mut [f32],
+    m: usize,
+    n: usize,
+    k: usize,
+    lhs: Operand,
+    rhs: Operand,
+    accumulate: bool,
+    threads: usize,
+) {
+    // A left operand read across its rows is packed through a transposition; when it is the
+    // larger of the two, the turned product rhsᵀ · lhsᵀ packs the smaller one that way instead.
+    if lhs.col_stride != 1 && m > n {
+        let mut turned = vec![0f32; n * m];
+        let (rhs_t, lhs_t) = (Lhs::pack(rhs.t(), n, k), Rhs::pack(lhs.t(), k, m));
+        product(&mut turned, &rhs_t, &lhs_t, false, threads);
+        assert!(dst.len() >= m * n, "bf16 matmul destination too small");
+        for (i, row) in dst.chunks_mut(n).take(m).enumerate() {
+            for (j, d) in row.iter_mut().enumerate() {
+                let v = turned[j * m + i];
+                *d = if accumulate { *d + v } else { v };
+            }
+        }
+        return;
+    }
+    let (lhs, rhs) = (Lhs::pack(lhs, m, k), Rhs::pack(rhs, k, n));
+    product(dst, &lhs, &rhs, accumulate, threads)
+}
+
+/// dst (m × n, row-major) = (dst if `accumulate`) + lhs · rhs for packed operands: on AMX where
+/// the CPU has it, else through gemm on the widened values.
+pub(crate) fn product(dst: &mut [f32], lhs: &Lhs, rhs: &Rhs, accumulate: bool, threads: usize) {
+    if amx::available() {
+        product_on_tiles(dst, lhs, rhs, accumulate, threads)
+    } else {
+        product_widened(dst, lhs, rhs, accumulate, threads)
+    }
+}
+
+/// The shape of a product, checked: (m, n).
+fn product_shape(dst: &[f32], lhs: &Lhs, rhs: &Rhs) -> (usize, usize) {
+    assert_eq!(lhs.k, rhs.k, "bf16 product of mismatched operands");
+    let (m, n) = (lhs.m, rhs.n);
+    assert!(
+        m.checked_mul(n).is_some_and(|mn| dst.len() >= mn),
+        "bf16 matmul destination too small"
+    );
+    (m, n)
+}
+
+/// [`product`] on the AMX tiles, row blocks spread over `threads`.
+fn product_on_tiles(dst: &mut [f32], lhs: &Lhs, rhs: &Rhs, accumulate: bool, threads: usize) {
+    let (m, n) = product_shape(dst, lhs, rhs);
+    if n == 0 {
+        return;
+    }
+    let run = |(rb, rows): (usize, &mut [f32])| amx::row_block(rows, n, lhs, rhs, rb, accumulate);
+    if threads > 1 {
+        dst[..m * n]
+            .par_chunks_mut(BLOCK * n)
+            .enumerate()
+            .for_each(run);
+    } else {
+        dst[..m * n].chunks_mut(BLOCK * n).enumerate().for_each(run);
+    }
+}
+
+/// [`product`] by gemm on the rounded values widened back to f32.
+fn product_widened(dst: &mut [f32], lhs: &Lhs, rhs: &Rhs, accumulate: bool, threads: usize) {
+    let (m, n) = product_shape(dst, lhs, rhs);
+    let (kp, np) = (blocks(lhs.k) * BLOCK, blocks(n) * BLOCK);
+    let (a, b) = (lhs.widen(), rhs.widen());
+    let mut out = vec![0f32; m * np];
+    let (a, b) = (Operand::rows(&a, kp), Operand::rows(&b, np));
+    matmul_on(&mut out, m, np, kp, a, b, false, threads);
+    for (d, o) in dst.chunks_mut(n.max(1)).take(m).zip(out.chunks(np.max(1))) {
+        for (d, o) in d.iter_mut().zip(o) {
+            *d = if accumulate { *d + o } else { *o };
+        }
+    }
+}
+
+/// The AMX tile unit: its detection and the kernel.
+pub mod amx {
+    use super::{blocks, Lhs, Rhs, BLOCK, BLOCK_LEN};
+    use std::sync::OnceLock;
+
+    /// Whether this CPU has AMX-BF16 and Linux lets this process use the tile registers (asked
+    /// once, for the whole process, with `arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`).
+    pub fn available() -> bool {
+        static AVAILABLE: OnceLock<bool> = OnceLock::new();
+        *AVAILABLE.get_or_init(detect)
+    }
+
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    fn detect() -> bool {
+        // CPUID leaf 7: EDX bit 22 AMX-BF16, bit 24 AMX-TILE.
+        let edx = std::arch::x86_64::__cpuid_count(7, 0).edx;
+        if edx & (1 << 22) == 0 || edx & (1 << 24) == 0 {
+            return false;
+        }
+        const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
+        const XFEATURE_XTILEDATA: libc::c_long = 18;
+        // SAFETY: a system call with integer arguments that only changes this process's
+        // permissions; it fails cleanly on kernels without AMX support.
+        unsafe {
+            libc::syscall(
+                libc::SYS_arch_prctl,
+                ARCH_REQ_XCOMP_PERM,
+                XFEATURE_XTILEDATA,
+            ) == 0
+        }
+    }
+
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    fn detect() -> bool {
+        false
+    }
+
+    /// The tiles' shapes, as `ldtilecfg` reads them (palette 1: eight tiles of up to 16 rows of
+    /// 64 bytes). Here all eight are 16 rows × 64 bytes: tmm0–3 the f32 accumulators of a 32 × 32
+    /// block of the result, tmm4–5 two A tiles (16 rows × 32 k), tmm6–7 two B tiles.
+    #[repr(C, align(64))]
+    struct TileConfig {
+        palette: u8,
+        start_row: u8,
+        reserved: [u8; 14],
+        bytes_per_row: [u16; 16],
+        rows: [u8; 16],
+    }
+
+    const CONFIG: TileConfig = TileConfig {
+        palette: 1,
+        start_row: 0,
+        reserved: [0; 14],
+        bytes_per_row: [64, 64, 64, 64, 64, 64, 64, 64, 0, 0, 0, 0, 0, 0, 0, 0],
+        rows: [16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0],
+    };
+
+    /// Rows `rb`·32 … of the product (`dst` holds those rows, n columns each; fewer than 32 at the
+    /// bottom edge) = (dst if `accumulate`) + lhs · rhs.
+    #[cfg(target_arch = "x86_64")]
+    pub(super) fn row_block(
+        dst: &mut [f32],
+        n: usize,
+        lhs: &Lhs,
+        rhs: &Rhs,
+        rb: usize,
+        accumulate: bool,
+    ) {
+        use std::arch::asm;
+        assert!(
+            available() && lhs.k == rhs.k && rhs.n == n && n > 0 && dst.len().is_multiple_of(n)
+        );
+        let rows = dst.len() / n;
+        assert!(rows <= BLOCK && rb * BLOCK + rows <= lhs.m);
+        let k_blocks = blocks(lhs.k);
+        let a = &lhs.data[rb * k_blocks * BLOCK_LEN..(rb + 1) * k_blocks * BLOCK_LEN];
+        // A 32 × 32 block of the result, for the blocks at the edges.
+        let mut edge = [0f32; BLOCK_LEN];
+        // SAFETY: the CPU has AMX-BF16 and the process has the tile permission (`available`).
+        // Each tile load reads 16 rows of 64 bytes at 64-byte strides from one 2,048-byte block of
+        // `a` or `b` (whole blocks, by the packing), each C load or store 16 rows of 64 bytes
+        // either from `edge` (at a 128-byte stride) or from `dst` at column cb·32 when the block
+        // lies wholly inside it (32 rows, cb·32 + 32 ≤ n). The tile registers are used by no
+        // other code; the configuration is released before returning.
+        unsafe {
+            asm!("ldtilecfg [{}]", in(reg) &CONFIG, options(nostack, readonly));
+            for cb in 0..blocks(n) {
+                let b = &rhs.data[cb * k_blocks * BLOCK_LEN..(cb + 1) * k_blocks * BLOCK_LEN];
+                let cols = BLOCK.min(n - cb * BLOCK);
+                let inside = rows == BLOCK && cols == BLOCK;
+                let (c, c_stride) = if inside {
+                    (dst.as_mut_ptr().add(cb * BLOCK), n * 4)
+                } else {
+                    for (r, e) in edge.chunks_mut(BLOCK).enumerate() {
+                        match (
+                            accumulate && r < rows,
+                            dst.get(r * n + cb * BLOCK..r * n + cb * BLOCK + cols),
+                        ) {
+                            (true, Some(d)) => e[..cols].copy_from_slice(d),
+                            _ => e.fill(0.0),
+                        }
+                        e[cols..].fill(0.0);
+                    }
+                    (edge.as_mut_ptr(), BLOCK * 4)
+                };
+                let c_lower = c.add(16 * c_stride / 4);
+                if accumulate || !inside {
+                    asm!(
+                        "tileloadd tmm0, [{c0} + {s}*1]",
+                        "tileloadd tmm1, [{c1} + {s}*1]",
+                        "tileloadd tmm2, [{c2} + {s}*1]",
+                        "tileloadd tmm3, [{c3} + {s}*1]",
+                        c0 = in(reg) c, c1 = in(reg) c.add(16), c2 = in(reg) c_lower, c3 = in(reg) c_lower.add(16),
+                        s = in(reg) c_stride, options(nostack, readonly),
+                    );
+                } else {
+                    asm!(
+                        "tilezero tmm0",
+                        "tilezero tmm1",
+                        "tilezero tmm2",
+                        "tilezero tmm3",
+                        options(nostack, nomem)
+                    );
+                }
+                for kb in 0..k_blocks {
+                    let (a0, b0) = (
+                        a.as_ptr().add(kb * BLOCK_LEN),
+                        b.as_ptr().add(kb * BLOCK_LEN),
+                    );
+                    asm!(
+                        // Each load just before the first product that needs it, so that
+                        // the loads overlap the products.
+                        "tileloadd tmm4, [{a0} + {s}*1]",
+                        "tileloadd tmm6, [{b0} + {s}*1]",
+                        "tdpbf16ps tmm0, tmm4, tmm6",
+                        "tileloadd tmm7, [{b1} + {s}*1]",
+                        "tdpbf16ps tmm1, tmm4, tmm7",
+                        "tileloadd tmm5, [{a1} + {s}*1]",
+                        "tdpbf16ps tmm2, tmm5, tmm6",
+                        "tdpbf16ps tmm3, tmm5, tmm7",
+                        a0 = in(reg) a0, a1 = in(reg) a0.add(BLOCK_LEN / 2),
+                        b0 = in(reg) b0, b1 = in(reg) b0.add(BLOCK_LEN / 2),
+                        s = in(reg) 64usize, options(nostack, readonly),
+                    );
+                }
+                asm!(
+                    "tilestored [{c0} + {s}*1], tmm0",
+                    "tilestored [{c1} + {s}*1], tmm1",
+                    "tilestored [{c2} + {s}*1], tmm2",
+                    "tilestored [{c3} + {s}*1], tmm3",
+                    c0 = in(reg) c, c1 = in(reg) c.add(16), c2 = in(reg) c_lower, c3 = in(reg) c_lower.add(16),
+                    s = in(reg) c_stride, options(nostack),
+                );
+                if !inside {
+                    for (r, e) in edge.chunks(BLOCK).take(rows).enumerate() {
+                        dst[r * n + cb * BLOCK..r * n + cb * BLOCK + cols]
+                            .copy_from_slice(&e[..cols]);
+                    }
+                }
+            }
+            asm!("tilerelease", options(nostack, nomem));
+        }
+    }
+
+    #[cfg(not(target_arch = "x86_64"))]
+    pub(super) fn row_block(_: &mut [f32], _: usize, _: &Lhs, _: &Rhs, _: usize, _: bool) {
+        unreachable!("AMX is x86-64 only and `available` says so")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounding_is_to_the_nearest_bf16_with_ties_to_even() {
+        assert_eq!(to_bf16(1.0), 0x3f80);
+        assert_eq!(to_bf16(-2.0), 0xc000);
+        // 1 + 2⁻⁸ lies halfway between 1 and 1 + 2⁻⁷: to the even one, 1.
+        assert_eq!(to_bf16(1.0 + 1.0 / 256.0), 0x3f80);
+        // 1 + 3·2⁻⁸ lies halfway between 1 + 2⁻⁷ (odd) and 1 + 2⁻⁶ (even).
+        assert_eq!(to_bf16(1.0 + 3.0 / 256.0), 0x3f82);
+        assert_eq!(to_bf16(1.0 + 1.5 / 256.0), 0x3f81);
+        assert_eq!(from_bf16(to_bf16(0.1)), 0.100_097_656);
+        assert!(round(f32::NAN).is_nan());
+        assert_eq!(round(f32::MAX), f32::INFINITY);
+        assert_eq!(round(f32::INFINITY), f32::INFINITY);
+    }
+
+    /// Values in ±1 whose f32 products differ from their bf16 ones.
+    fn values(len: usize, seed: usize) -> Vec<f32> {
+        (0..len)
+            .map(|i| ((i * 7919 + seed * 104_729) % 2001) as f32 / 1000.0 - 1.0 + 1e-4)
+            .collect()
+    }
+
+    /// Checks a product path against f64 sums of the rounded inputs, over shapes with partial
+    /// blocks at every edge and operands read row-major and transposed, with and without
+    /// accumulation.
+    fn check(path: fn(&mut [f32], &Lhs, &Rhs, bool, usize)) {
+        for (m, n, k) in [
+            (32, 32, 32),
+            (1, 1, 1),
+            (45, 70, 33),
+            (64, 96, 128),
+            (100, 6, 300),
+        ] {
+            for (transposed, accumulate, threads) in [(false, false, 1), (true, true, 2)] {
+                let (a, b) = (values(m * k, 1), values(k * n, 2));
+                let (lhs, rhs) = if transposed {
+                    (Operand::rows(&a, m).t(), Operand::rows(&b, k).t())
+                } else {
+                    (Operand::rows(&a, k), Operand::rows(&b, n))
+                };
+                let start = values(m * n, 3);
+                let mut dst = if accumulate {
+                    start.clone()
+                } else {
+                    vec![f32::NAN; m * n]
+                };
+                path(
+                    &mut dst,
+                    &Lhs::pack(lhs, m, k),
+                    &Rhs::pack(rhs, k, n),
+                    accumulate,
+                    threads,
+                );
+                let at = |op: &Operand, i: usize, j: usize| {
+                    op.data[i * op.row_stride + j * op.col_stride]
+                };
+                let (mut worst, mut f32_gap) = (0f64, 0f64);
+                for i in 0..m {
+                    for j in 0..n {
+                        let terms = (0..k).map(|l| (at(&lhs, i, l), at(&rhs, l, j)));
+                        let exact: f64 = terms
+                            .clone()
+                            .map(|(x, y)| round(x) as f64 * round(y) as f64)
+                            .sum();
+                        let unrounded: f64 = terms.clone().map(|(x, y)| x as f64 * y as f64).sum();
+                        let scale: f64 = terms
+                            .map(|(x, y)| (x as f64 * y as f64).abs())
+                            .sum::<f64>()
+                            .max(1e-3);
+                        let base = if accumulate {
+                            start[i * n + j] as f64
+                        } else {
+                            0.0
+                        };
+                        worst = worst.max((dst[i * n + j] as f64 - base - exact).abs() / scale);
+                        f32_gap = f32_gap.max((unrounded - exact).abs() / scale);
+                    }
+                }
+                assert!(
+                    worst < 2e-6,
+                    "{m}×{k}·{k}×{n} (transposed {transposed}): error {worst:.1e} of the scale"
+                );
+                if k > 1 {
+                    assert!(
+                        f32_gap > 1e-4,
+                        "the inputs do not tell bf16 from f32 ({f32_gap:.1e})"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_widened_path_multiplies_the_rounded_inputs() {
+        check(product_widened);
+    }
+
+    #[test]
+    fn the_amx_tiles_multiply_the_rounded_inputs() {
+        if !amx::available() {
+            eprintln!("skipped: this CPU (or kernel) offers no AMX-BF16; the widened path is tested instead");
+            return;
+        }
+        check(product_on_tiles);
+    }
+}

@@ -1,0 +1,127 @@
+//! Mixed-precision training (bf16 matmul inputs summed in f32): it tracks f32 training of the
+//! tiny config, on the AMX tiles where the CPU has them and through the widened emulation (the
+//! same rounded inputs multiplied by the f32 kernels) elsewhere; the trainer takes
+//! `dtype = "bf16"` only where AMX runs it, and says so otherwise.
+
+mod common;
+
+use candle_core::Device;
+use common::{run, tiny_config};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use shige::data::{CharTokenizer, Corpus, Split, Splits};
+use shige::model::Gpt;
+use shige::ops::{bf16, Precision};
+use shige::train::optim::{clip_scale, AdamW, AdamWParams};
+use shige::train::shards::Shards;
+use std::path::Path;
+
+/// Steps of each run: the tiny model's loss falls from about 6.5 to below 5 in them.
+const STEPS: usize = 150;
+
+/// The loss of each of [`STEPS`] training steps of configs/tiny.toml's model on its corpus, with
+/// the matmuls in `precision` (same seeds, batches and learning rate for both precisions).
+fn losses(precision: Precision) -> Vec<f64> {
+    let cfg = tiny_config();
+    let corpus = Corpus::load(Path::new(&cfg.train.corpus)).unwrap();
+    let tokenizer = CharTokenizer::from_text(&corpus.text()).unwrap();
+    let model_cfg = shige::config::ModelConfig {
+        vocab_size: tokenizer.vocab_size(),
+        ..cfg.model.clone()
+    };
+    let t = model_cfg.block_size;
+    let splits = Splits::new(&corpus, &tokenizer, t).unwrap();
+    let (model, varmap) = Gpt::seeded(&model_cfg, 1, &Device::Cpu).unwrap();
+    let model = model.with_precision(precision);
+    let params = AdamWParams {
+        beta1: 0.9,
+        beta2: 0.95,
+        eps: 1e-8,
+        weight_decay: 0.1,
+    };
+    let mut opt = AdamW::new(varmap.data().lock().unwrap().clone(), params).unwrap();
+    let shards = Shards::new(2).unwrap();
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    (0..STEPS)
+        .map(|_| {
+            let (x, y) = splits
+                .batch(Split::Train, 8, t, &mut rng, &Device::Cpu)
+                .unwrap();
+            let dropout = &mut ChaCha8Rng::seed_from_u64(0);
+            let (loss, grads) = shards
+                .loss_and_gradients(&model, &opt, &x, &y, dropout)
+                .unwrap();
+            opt.step(&grads, 3e-3, clip_scale(grads.norm(), 1.0))
+                .unwrap();
+            loss
+        })
+        .collect()
+}
+
+fn mean(values: &[f64]) -> f64 {
+    values.iter().sum::<f64>() / values.len() as f64
+}
+
+#[test]
+fn bf16_training_tracks_the_f32_loss_curve() {
+    eprintln!(
+        "bf16 products on {}",
+        if bf16::amx::available() {
+            "the AMX tiles"
+        } else {
+            "the f32 kernels (emulation: this CPU has no AMX-BF16)"
+        }
+    );
+    let (full, mixed) = (losses(Precision::F32), losses(Precision::Bf16));
+    let gaps: Vec<f64> = full
+        .iter()
+        .zip(&mixed)
+        .map(|(a, b)| (a - b).abs())
+        .collect();
+    let widest = gaps.iter().cloned().fold(0.0, f64::max);
+    let tail = STEPS - 20;
+    let (end_full, end_mixed) = (mean(&full[tail..]), mean(&mixed[tail..]));
+    eprintln!("f32 {end_full:.4}, bf16 {end_mixed:.4} (mean of the last 20 steps); widest step gap {widest:.4}");
+    assert!(
+        end_full < full[0] - 1.0,
+        "the f32 run did not learn: {} → {end_full}",
+        full[0]
+    );
+    // The stated tolerance: the last 20 steps' mean loss within 0.02, every step within 0.05.
+    assert!(
+        (end_full - end_mixed).abs() < 0.02,
+        "bf16 ends at {end_mixed:.4}, f32 at {end_full:.4}"
+    );
+    assert!(widest < 0.05, "a step's losses differ by {widest:.4}");
+    // And the rounding really took place.
+    assert!(widest > 1e-5, "bf16 gave the f32 losses exactly");
+}
+
+#[test]
+fn the_trainer_takes_bf16_only_where_amx_runs_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = tiny_config();
+    cfg.train.dtype = Precision::Bf16;
+    cfg.train.max_iters = 20;
+    cfg.train.warmup_iters = 5;
+    let result = run(&cfg, &dir.path().join("run"), false, None);
+    if bf16::amx::available() {
+        let summary = result.expect("bf16 training runs on this AMX CPU");
+        assert!(summary.val_loss_whole.is_finite());
+        let saved = std::fs::read_to_string(dir.path().join("run/config.toml")).unwrap();
+        assert!(
+            saved.contains("dtype = \"bf16\""),
+            "the run's config does not record its dtype"
+        );
+    } else {
+        let message = format!("{:#}", result.expect_err("bf16 refused without AMX"));
+        assert!(
+            message.contains("AMX-BF16") && message.contains("--dtype f32"),
+            "{message}"
+        );
+        assert!(
+            !dir.path().join("run").exists(),
+            "a refused run left a directory"
+        );
+    }
+}
