@@ -14,8 +14,11 @@ pub struct Machine {
     /// The float32 matmul microkernels that `gemm` selects on this CPU: "avx512f", "fma" or
     /// "scalar".
     pub gemm_kernels: &'static str,
-    /// The instruction set the project's fused kernels were compiled for (`target-cpu`).
-    pub fused_kernels: &'static str,
+    /// The bf16 matmuls of `--dtype bf16`: "amx" (the tile unit) or "none" (refused).
+    pub bf16_kernels: &'static str,
+    /// The instruction set of the project's own loops: the widest this CPU runs, chosen at run
+    /// time, and the one the build's target enables everywhere else.
+    pub fused_kernels: String,
     /// Threads the work is spread over.
     pub threads: usize,
 }
@@ -54,6 +57,11 @@ impl Machine {
             cpu_model: field("model name").unwrap_or_else(|| "unknown".into()),
             isa,
             gemm_kernels: gemm_kernels(),
+            bf16_kernels: if crate::ops::bf16::amx::available() {
+                "amx"
+            } else {
+                "none"
+            },
             fused_kernels: fused_kernels(),
             threads: rayon::current_num_threads(),
         }
@@ -62,7 +70,7 @@ impl Machine {
     /// One line for a report's header.
     pub fn describe(&self) -> String {
         format!(
-            "{} ({}); matmul kernels: gemm {}; fused kernels compiled for {}; {} threads",
+            "{} ({}); matmul kernels: gemm {}, bf16 {}; fused kernels {}; {} threads",
             self.cpu_model,
             if self.isa.is_empty() {
                 "no AVX"
@@ -70,6 +78,7 @@ impl Machine {
                 &self.isa
             },
             self.gemm_kernels,
+            self.bf16_kernels,
             self.fused_kernels,
             self.threads
         )
@@ -91,15 +100,19 @@ fn gemm_kernels() -> &'static str {
     "scalar"
 }
 
-/// The widest instruction set the build enabled for the project's own vectorised loops.
-fn fused_kernels() -> &'static str {
-    if cfg!(target_feature = "avx512f") {
-        "avx512f (loops written for avx2+fma)"
+/// The instruction set of the project's own loops, and the build target's.
+fn fused_kernels() -> String {
+    let target = if cfg!(target_feature = "avx512f") {
+        "avx512f"
     } else if cfg!(all(target_feature = "avx2", target_feature = "fma")) {
         "avx2+fma"
     } else {
-        "portable code"
-    }
+        "baseline x86-64"
+    };
+    format!(
+        "{} (chosen at run time; build target {target})",
+        crate::ops::isa::Isa::detected().name()
+    )
 }
 
 /// Memory the system can give this process without swapping, in bytes: MemAvailable from

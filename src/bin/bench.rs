@@ -31,9 +31,10 @@ struct Args {
     /// Measure only this config (default, course, course-rope, course-alibi or course-dropout).
     #[arg(long)]
     only: Option<String>,
-    /// Leave out the bf16 rows (measured where the CPU has AMX-BF16).
+    /// Measure only this training precision (f32 or bf16); by default f32, and bf16 too where
+    /// the CPU has AMX-BF16.
     #[arg(long)]
-    no_bf16: bool,
+    dtype: Option<Precision>,
 }
 
 #[derive(Serialize)]
@@ -58,14 +59,23 @@ fn run() -> Result<()> {
     }
     let device = candle_core::Device::Cpu;
     let ceiling = matmul_ceiling(&device)?;
-    let bf16_ceiling = if bf16::amx::available() && !args.no_bf16 {
+    let amx = bf16::amx::available();
+    if args.dtype == Some(Precision::Bf16) && !amx {
+        bail!("--dtype bf16: this CPU has no AMX-BF16 (or Linux refused its tiles), so bf16 training is refused here; measure f32 (the default)");
+    }
+    let bf16_ceiling = if amx && args.dtype != Some(Precision::F32) {
         Some(rayon::scope(|_| bf16_matmul_ceiling())?)
     } else {
         None
     };
-    let dtypes: Vec<(Precision, f64)> = std::iter::once((Precision::F32, ceiling))
-        .chain(bf16_ceiling.map(|c| (Precision::Bf16, c)))
-        .collect();
+    let dtypes: Vec<(Precision, f64)> = [
+        (Precision::F32, Some(ceiling)),
+        (Precision::Bf16, bf16_ceiling),
+    ]
+    .into_iter()
+    .filter(|(dtype, _)| args.dtype.is_none_or(|only| only == *dtype))
+    .filter_map(|(dtype, c)| Some((dtype, c?)))
+    .collect();
     // configs/default.toml's model with the shipped corpus's vocabulary (6,668); the course's
     // model is the lesson's (4 layers) with a vocabulary of 6,000.
     let mut default = RunConfig::load(Path::new("configs/default.toml"))
@@ -149,11 +159,11 @@ fn run() -> Result<()> {
     println!("float32 matmul ceiling {ceiling:.1} GFLOP/s");
     match bf16_ceiling {
         Some(c) => println!("bf16 matmul ceiling (AMX, packing included) {c:.1} GFLOP/s; bf16 rows: training only (evaluation and sampling run in f32)"),
-        None if args.no_bf16 => println!("bf16 rows left out (--no-bf16)"),
+        None if args.dtype.is_some() => {}
         None => println!("no bf16 rows: this CPU has no AMX-BF16 (or Linux refused its tiles)"),
     }
     println!(
-        "{:<15}{:>13}{:>11}{:>19}{:>16}{:>7}{:>8}",
+        "{:<20}{:>13}{:>11}{:>19}{:>16}{:>7}{:>8}",
         "config", "train tok/s", "fwd tok/s", "sample, no cache", "sample, cache", "ratio", "MFU"
     );
     let figure = |v: Option<f64>, width: usize| match v {
@@ -165,7 +175,7 @@ fn run() -> Result<()> {
             .sample_tokens_per_s_cached
             .zip(m.sample_tokens_per_s_no_cache);
         println!(
-            "{:<20}{:>8.0}{}{}{}{}{:>7.1}%",
+            "{:<20}{:>13.0}{}{}{}{}{:>7.1}%",
             m.name,
             m.train_tokens_per_s,
             figure(m.forward_tokens_per_s, 11),

@@ -297,9 +297,11 @@ impl<'m> CpuDecoder<'m> {
         let runs: Vec<Mutex<&mut [T]>> = items.chunks_mut(per_member).map(Mutex::new).collect();
         self.team.run(&|member| {
             if let Some(run) = runs.get(member) {
-                for (j, item) in lock(run).iter_mut().enumerate() {
-                    work(member * per_member + j, item)
-                }
+                crate::ops::isa::widest(|| {
+                    for (j, item) in lock(run).iter_mut().enumerate() {
+                        work(member * per_member + j, item)
+                    }
+                })
             }
         });
     }
@@ -316,7 +318,7 @@ impl<'m> CpuDecoder<'m> {
         self.team.run(&|member| {
             if let Some(part) = parts.get(member) {
                 let (panels, out) = &mut *lock(part);
-                weight.panels_product(h, panels.clone(), out);
+                crate::ops::isa::widest(|| weight.panels_product(h, panels.clone(), out));
             }
         });
         drop(parts);

@@ -2,7 +2,7 @@
 //! (batch, head) with its backward pass: no (B, H, T, T) score tensor goes through candle's
 //! graph, and the weights are kept for the backward pass.
 
-use super::{contiguous, matmul_on, Operand};
+use super::{contiguous, isa, matmul_on, Operand};
 use candle_core::{bail, CpuStorage, CustomOp1, CustomOp3, Layout, Result, Shape, Tensor, D};
 use rayon::prelude::*;
 use std::sync::Mutex;
@@ -65,28 +65,30 @@ fn head_forward(
     p: &mut [f32],
     o: &mut [f32],
 ) {
-    let offset = t_k - t_q; // query i sees keys 0..=i+offset
-    matmul_on(p, t_q, t_k, d, q, k.t(), false, 1); // q kᵀ
-    for (i, row) in p.chunks_mut(t_k).enumerate() {
-        let (seen, masked) = row.split_at_mut(i + offset + 1);
-        masked.fill(0.0);
-        let last = seen.len() - 1;
-        match slope {
-            None => seen.iter_mut().for_each(|s| *s *= scale),
-            Some(slope) => seen
-                .iter_mut()
-                .enumerate()
-                .for_each(|(j, s)| *s = *s * scale - slope * (last - j) as f32),
+    isa::widest(|| {
+        let offset = t_k - t_q; // query i sees keys 0..=i+offset
+        matmul_on(p, t_q, t_k, d, q, k.t(), false, 1); // q kᵀ
+        for (i, row) in p.chunks_mut(t_k).enumerate() {
+            let (seen, masked) = row.split_at_mut(i + offset + 1);
+            masked.fill(0.0);
+            let last = seen.len() - 1;
+            match slope {
+                None => seen.iter_mut().for_each(|s| *s *= scale),
+                Some(slope) => seen
+                    .iter_mut()
+                    .enumerate()
+                    .for_each(|(j, s)| *s = *s * scale - slope * (last - j) as f32),
+            }
+            super::fast_math::softmax_in_place(seen);
         }
-        super::fast_math::softmax_in_place(seen);
-    }
-    match mask {
-        None => matmul_on(o, t_q, d, t_k, Operand::rows(p, t_k), v, false, 1), // p v
-        Some(mask) => {
-            let dropped = dropped(p, mask); // (Tq, Tk)
-            matmul_on(o, t_q, d, t_k, Operand::rows(&dropped, t_k), v, false, 1)
+        match mask {
+            None => matmul_on(o, t_q, d, t_k, Operand::rows(p, t_k), v, false, 1), // p v
+            Some(mask) => {
+                let dropped = dropped(p, mask); // (Tq, Tk)
+                matmul_on(o, t_q, d, t_k, Operand::rows(&dropped, t_k), v, false, 1)
+            }
         }
-    }
+    })
 }
 
 /// p ⊙ mask.
@@ -105,34 +107,36 @@ fn head_backward(
     ds: &mut [f32],
     (dq, dk, dv): (&mut [f32], &mut [f32], &mut [f32]),
 ) {
-    // dV = (p ⊙ mask)ᵀ dO.
-    match mask {
-        None => matmul_on(dv, t, d, t, Operand::rows(p, t).t(), g, false, 1),
-        Some(mask) => matmul_on(
-            dv,
-            t,
-            d,
-            t,
-            Operand::rows(&dropped(p, mask), t).t(),
-            g,
-            false,
-            1,
-        ),
-    }
-    // dP = (dO vᵀ) ⊙ mask, then dS = p ⊙ (dP − Σ_j p dP) · scale (zero where p is: above the
-    // diagonal).
-    matmul_on(ds, t, t, d, g, v.t(), false, 1);
-    if let Some(mask) = mask {
-        ds.iter_mut().zip(mask).for_each(|(s, m)| *s *= m);
-    }
-    for (pi, dsi) in p.chunks(t).zip(ds.chunks_mut(t)) {
-        let weighted = super::fast_math::dot(pi, dsi);
-        dsi.iter_mut()
-            .zip(pi)
-            .for_each(|(s, &pij)| *s = pij * (*s - weighted) * scale);
-    }
-    matmul_on(dq, t, d, t, Operand::rows(ds, t), k, false, 1); // dQ = dS k
-    matmul_on(dk, t, d, t, Operand::rows(ds, t).t(), q, false, 1); // dK = dSᵀ q
+    isa::widest(|| {
+        // dV = (p ⊙ mask)ᵀ dO.
+        match mask {
+            None => matmul_on(dv, t, d, t, Operand::rows(p, t).t(), g, false, 1),
+            Some(mask) => matmul_on(
+                dv,
+                t,
+                d,
+                t,
+                Operand::rows(&dropped(p, mask), t).t(),
+                g,
+                false,
+                1,
+            ),
+        }
+        // dP = (dO vᵀ) ⊙ mask, then dS = p ⊙ (dP − Σ_j p dP) · scale (zero where p is: above the
+        // diagonal).
+        matmul_on(ds, t, t, d, g, v.t(), false, 1);
+        if let Some(mask) = mask {
+            ds.iter_mut().zip(mask).for_each(|(s, m)| *s *= m);
+        }
+        for (pi, dsi) in p.chunks(t).zip(ds.chunks_mut(t)) {
+            let weighted = super::fast_math::dot(pi, dsi);
+            dsi.iter_mut()
+                .zip(pi)
+                .for_each(|(s, &pij)| *s = pij * (*s - weighted) * scale);
+        }
+        matmul_on(dq, t, d, t, Operand::rows(ds, t), k, false, 1); // dQ = dS k
+        matmul_on(dk, t, d, t, Operand::rows(ds, t).t(), q, false, 1); // dK = dSᵀ q
+    })
 }
 
 struct CausalAttention {

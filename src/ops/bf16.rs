@@ -222,20 +222,28 @@ fn pack_rhs_block(block: &mut [u16], op: Operand, ks: Range<usize>, cols: Range<
         }
         return;
     }
-    let row = |l: usize, c: usize, width: usize| -> [f32; 16] {
-        let mut out = [0f32; 16];
-        if l < ks.end {
-            let start = l * op.row_stride + c;
-            out[..width].copy_from_slice(&op.data[start..start + width]);
+    // Row l's 16 values from column c: borrowed where the source has them all, else copied
+    // into `spare` with zeros after the last column (or for a row past the last k).
+    let row = |l: usize, c: usize, width: usize, spare: &'_ mut [f32; 16]| -> [f32; 16] {
+        let start = l * op.row_stride + c;
+        if l < ks.end && width == 16 {
+            return op.data[start..start + 16].try_into().expect("16");
         }
-        out
+        spare.fill(0.0);
+        if l < ks.end {
+            spare[..width].copy_from_slice(&op.data[start..start + width]);
+        }
+        *spare
     };
+    let mut spare = [0f32; 16];
     for (pair, l) in ks.clone().step_by(2).enumerate() {
         for (tile, c) in cols.clone().step_by(16).enumerate() {
             let width = 16.min(cols.end - c);
             let start = tile * (BLOCK_LEN / 2) + pair * BLOCK;
             let out = (&mut block[start..start + BLOCK]).try_into().expect("32");
-            interleave(out, &row(l, c, width), &row(l + 1, c, width));
+            let first = row(l, c, width, &mut spare);
+            let second = row(l + 1, c, width, &mut spare);
+            interleave(out, &first, &second);
         }
     }
 }

@@ -107,9 +107,8 @@ pub const DOT_GROUP: usize = 8;
 
 /// The dot products of `x` with each of `rows` (all at least as long as `x`), eight at a time:
 /// each load of `x` serves eight products, and the eight sums are reduced together at the end.
-/// With AVX2 and FMA (as `target-cpu=native` gives on most laptops) it is written with their
-/// intrinsics, since the compiler vectorises the portable loop across the rows instead of along
-/// them.
+/// Where the CPU has AVX2 and FMA it is written with their intrinsics, since the compiler
+/// vectorises the portable loop across the rows instead of along them.
 #[inline(always)]
 pub fn dot_rows(x: &[f32], rows: [&[f32]; DOT_GROUP]) -> [f32; DOT_GROUP] {
     let n = x.len();
@@ -124,56 +123,52 @@ pub fn dot_rows(x: &[f32], rows: [&[f32]; DOT_GROUP]) -> [f32; DOT_GROUP] {
     sums
 }
 
-/// `dot_rows` for lengths that are a multiple of [`LANES`], with AVX2 and FMA.
-#[cfg(all(
-    target_arch = "x86_64",
-    target_feature = "avx2",
-    target_feature = "fma"
-))]
+/// `dot_rows` for lengths that are a multiple of [`LANES`]: with AVX2 and FMA intrinsics where the
+/// CPU has them (detected at run time), else the portable dot products.
 #[inline(always)]
 fn dot_rows_lanes(x: &[f32], rows: [&[f32]; DOT_GROUP]) -> [f32; DOT_GROUP] {
-    use std::arch::x86_64::*;
     let n = x.len();
     assert!(n.is_multiple_of(LANES) && rows.iter().all(|r| r.len() == n));
-    // SAFETY: every load reads LANES floats at c < n, n a multiple of LANES, from slices of
-    // length n (checked above); the target features are enabled at compile time.
-    unsafe {
-        let mut acc = [_mm256_setzero_ps(); DOT_GROUP];
-        for c in (0..n).step_by(LANES) {
-            let xs = _mm256_loadu_ps(x.as_ptr().add(c));
-            for (a, r) in acc.iter_mut().zip(&rows) {
-                *a = _mm256_fmadd_ps(xs, _mm256_loadu_ps(r.as_ptr().add(c)), *a);
-            }
-        }
-        // Pairwise horizontal adds leave, in each 128-bit half, partial sums of four rows:
-        // quads[0] = [s0 s1 s2 s3 | s0 s1 s2 s3] (low and high halves), quads[1] the same for s4..s7.
-        let pairs = [
-            _mm256_hadd_ps(acc[0], acc[1]),
-            _mm256_hadd_ps(acc[2], acc[3]),
-            _mm256_hadd_ps(acc[4], acc[5]),
-            _mm256_hadd_ps(acc[6], acc[7]),
-        ];
-        let quads = [
-            _mm256_hadd_ps(pairs[0], pairs[1]),
-            _mm256_hadd_ps(pairs[2], pairs[3]),
-        ];
-        let low = _mm256_permute2f128_ps::<0x20>(quads[0], quads[1]);
-        let high = _mm256_permute2f128_ps::<0x31>(quads[0], quads[1]);
-        let mut out = [0f32; DOT_GROUP];
-        _mm256_storeu_ps(out.as_mut_ptr(), _mm256_add_ps(low, high));
-        out
+    #[cfg(target_arch = "x86_64")]
+    if super::isa::Isa::Avx2.runs_here() {
+        // SAFETY: the CPU has AVX2 and FMA (checked); the lengths are checked above.
+        return unsafe { dot_rows_avx2(x, rows) };
     }
+    rows.map(|r| dot(x, r))
 }
 
-/// `dot_rows` for lengths that are a multiple of [`LANES`], portable.
-#[cfg(not(all(
-    target_arch = "x86_64",
-    target_feature = "avx2",
-    target_feature = "fma"
-)))]
-#[inline(always)]
-fn dot_rows_lanes(x: &[f32], rows: [&[f32]; DOT_GROUP]) -> [f32; DOT_GROUP] {
-    rows.map(|r| dot(x, r))
+/// [`dot_rows_lanes`] with AVX2 and FMA. Safety: the CPU must have both, and every row must be as
+/// long as `x`, a multiple of [`LANES`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot_rows_avx2(x: &[f32], rows: [&[f32]; DOT_GROUP]) -> [f32; DOT_GROUP] {
+    use std::arch::x86_64::*;
+    let n = x.len();
+    // Every load reads LANES floats at c < n from slices of length n (the caller's contract).
+    let mut acc = [_mm256_setzero_ps(); DOT_GROUP];
+    for c in (0..n).step_by(LANES) {
+        let xs = _mm256_loadu_ps(x.as_ptr().add(c));
+        for (a, r) in acc.iter_mut().zip(&rows) {
+            *a = _mm256_fmadd_ps(xs, _mm256_loadu_ps(r.as_ptr().add(c)), *a);
+        }
+    }
+    // Pairwise horizontal adds leave, in each 128-bit half, partial sums of four rows:
+    // quads[0] = [s0 s1 s2 s3 | s0 s1 s2 s3] (low and high halves), quads[1] the same for s4..s7.
+    let pairs = [
+        _mm256_hadd_ps(acc[0], acc[1]),
+        _mm256_hadd_ps(acc[2], acc[3]),
+        _mm256_hadd_ps(acc[4], acc[5]),
+        _mm256_hadd_ps(acc[6], acc[7]),
+    ];
+    let quads = [
+        _mm256_hadd_ps(pairs[0], pairs[1]),
+        _mm256_hadd_ps(pairs[2], pairs[3]),
+    ];
+    let low = _mm256_permute2f128_ps::<0x20>(quads[0], quads[1]);
+    let high = _mm256_permute2f128_ps::<0x31>(quads[0], quads[1]);
+    let mut out = [0f32; DOT_GROUP];
+    _mm256_storeu_ps(out.as_mut_ptr(), _mm256_add_ps(low, high));
+    out
 }
 
 /// The largest value (−∞ for an empty slice), in eight lanes.

@@ -1,6 +1,6 @@
 //! GELU (exact, with erf), fused, with its backward.
 
-use super::{contiguous, fast_math, ROWS_PER_TASK};
+use super::{contiguous, fast_math, isa, ROWS_PER_TASK};
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
@@ -21,9 +21,11 @@ pub(crate) fn forward(x: &[f32]) -> Vec<f32> {
     y.par_chunks_mut(CHUNK)
         .zip(x.par_chunks(CHUNK))
         .for_each(|(out, inp)| {
-            for (o, &v) in out.iter_mut().zip(inp) {
-                *o = gelu_value(v);
-            }
+            isa::widest(|| {
+                for (o, &v) in out.iter_mut().zip(inp) {
+                    *o = gelu_value(v);
+                }
+            })
         });
     y
 }
@@ -32,14 +34,18 @@ pub(crate) fn forward(x: &[f32]) -> Vec<f32> {
 pub(crate) fn backward_in_place(x: &[f32], g: &mut [f32]) {
     g.par_chunks_mut(CHUNK)
         .zip(x.par_chunks(CHUNK))
-        .for_each(|(gs, xs)| {
-            for (g, &v) in gs.iter_mut().zip(xs) {
-                // e^(−v²/2) is both φ(v)·√(2π) and the exponential inside erf(v/√2).
-                let gaussian = fast_math::exp(-0.5 * v * v);
-                let cdf = 0.5 * (1.0 + fast_math::erf_with_gaussian(v * INV_SQRT_2, gaussian));
-                *g *= v.mul_add(INV_SQRT_2PI * gaussian, cdf);
-            }
-        });
+        .for_each(|(gs, xs)| isa::widest(|| gelu_gradient(gs, xs)));
+}
+
+/// [`backward_in_place`] for one chunk.
+#[inline(always)]
+fn gelu_gradient(gs: &mut [f32], xs: &[f32]) {
+    for (g, &v) in gs.iter_mut().zip(xs) {
+        // e^(−v²/2) is both φ(v)·√(2π) and the exponential inside erf(v/√2).
+        let gaussian = fast_math::exp(-0.5 * v * v);
+        let cdf = 0.5 * (1.0 + fast_math::erf_with_gaussian(v * INV_SQRT_2, gaussian));
+        *g *= v.mul_add(INV_SQRT_2PI * gaussian, cdf);
+    }
 }
 
 struct Gelu;

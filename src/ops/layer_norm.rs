@@ -1,6 +1,6 @@
 //! LayerNorm over the last dimension, fused, with its backward (for x, weight and bias).
 
-use super::{contiguous, fast_math, ROWS_PER_TASK};
+use super::{contiguous, fast_math, isa, ROWS_PER_TASK};
 use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor, D};
 use rayon::prelude::*;
 
@@ -29,9 +29,11 @@ pub(crate) fn forward(x: &[f32], w: &[f32], b: &[f32], eps: f32) -> Vec<f32> {
     y.par_chunks_mut(c * ROWS_PER_TASK)
         .zip(x.par_chunks(c * ROWS_PER_TASK))
         .for_each(|(out, inp)| {
-            for (o, xr) in out.chunks_mut(c).zip(inp.chunks(c)) {
-                normalize_row(xr, w, b, eps, o);
-            }
+            isa::widest(|| {
+                for (o, xr) in out.chunks_mut(c).zip(inp.chunks(c)) {
+                    normalize_row(xr, w, b, eps, o);
+                }
+            })
         });
     y
 }
@@ -51,30 +53,32 @@ pub(crate) fn backward_into(
     dx.par_chunks_mut(chunk)
         .zip(x.par_chunks(chunk).zip(dy.par_chunks(chunk)))
         .map(|(dx_part, (x_part, dy_part))| {
-            let (mut dw, mut db) = (vec![0f32; c], vec![0f32; c]);
-            let (mut xhat, mut g) = (vec![0f32; c], vec![0f32; c]);
-            for ((dxr, xr), gr) in dx_part
-                .chunks_mut(c)
-                .zip(x_part.chunks(c))
-                .zip(dy_part.chunks(c))
-            {
-                // Element-wise passes and lane sums, so that each vectorises.
-                let rstd = normalized(xr, eps, &mut xhat);
-                g.iter_mut()
-                    .zip(gr.iter().zip(w))
-                    .for_each(|(g, (gr, w))| *g = gr * w); // d out / d x̂
-                let mean_g = fast_math::sum(&g) / c as f32;
-                let mean_gx = fast_math::dot(&g, &xhat) / c as f32;
-                for (((dw, db), gr), xhat) in dw.iter_mut().zip(&mut db).zip(gr).zip(&xhat) {
-                    *dw = gr.mul_add(*xhat, *dw);
-                    *db += gr;
+            isa::widest(|| {
+                let (mut dw, mut db) = (vec![0f32; c], vec![0f32; c]);
+                let (mut xhat, mut g) = (vec![0f32; c], vec![0f32; c]);
+                for ((dxr, xr), gr) in dx_part
+                    .chunks_mut(c)
+                    .zip(x_part.chunks(c))
+                    .zip(dy_part.chunks(c))
+                {
+                    // Element-wise passes and lane sums, so that each vectorises.
+                    let rstd = normalized(xr, eps, &mut xhat);
+                    g.iter_mut()
+                        .zip(gr.iter().zip(w))
+                        .for_each(|(g, (gr, w))| *g = gr * w); // d out / d x̂
+                    let mean_g = fast_math::sum(&g) / c as f32;
+                    let mean_gx = fast_math::dot(&g, &xhat) / c as f32;
+                    for (((dw, db), gr), xhat) in dw.iter_mut().zip(&mut db).zip(gr).zip(&xhat) {
+                        *dw = gr.mul_add(*xhat, *dw);
+                        *db += gr;
+                    }
+                    for ((dx, g), xhat) in dxr.iter_mut().zip(&g).zip(&xhat) {
+                        let d = rstd * (g - mean_g - xhat * mean_gx);
+                        *dx = if accumulate { *dx + d } else { d };
+                    }
                 }
-                for ((dx, g), xhat) in dxr.iter_mut().zip(&g).zip(&xhat) {
-                    let d = rstd * (g - mean_g - xhat * mean_gx);
-                    *dx = if accumulate { *dx + d } else { d };
-                }
-            }
-            (dw, db)
+                (dw, db)
+            })
         })
         .collect::<Vec<_>>()
         .into_iter()

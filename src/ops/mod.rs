@@ -8,6 +8,7 @@ pub mod attention;
 pub mod bf16;
 pub mod fast_math;
 pub mod gelu;
+pub mod isa;
 pub mod layer_norm;
 pub mod linear;
 pub mod lm_head_loss;

@@ -1,6 +1,6 @@
 //! Softmax over the last dimension with an optional causal mask, fused, with its backward.
 
-use super::{contiguous, fast_math, ROWS_PER_TASK};
+use super::{contiguous, fast_math, isa, ROWS_PER_TASK};
 use candle_core::{CpuStorage, CustomOp1, CustomOp2, Layout, Result, Shape, Tensor, D};
 use rayon::prelude::*;
 
@@ -37,13 +37,15 @@ impl CustomOp1 for Softmax {
         y.par_chunks_mut(t_k * ROWS_PER_TASK)
             .enumerate()
             .for_each(|(task, out)| {
-                for (r, out_row) in out.chunks_mut(t_k).enumerate() {
-                    let row = task * ROWS_PER_TASK + r;
-                    let n = visible(row, t_q, t_k, self.causal);
-                    let x_row = &x[row * t_k..row * t_k + n];
-                    out_row[..n].copy_from_slice(x_row);
-                    fast_math::softmax_in_place(&mut out_row[..n]);
-                }
+                isa::widest(|| {
+                    for (r, out_row) in out.chunks_mut(t_k).enumerate() {
+                        let row = task * ROWS_PER_TASK + r;
+                        let n = visible(row, t_q, t_k, self.causal);
+                        let x_row = &x[row * t_k..row * t_k + n];
+                        out_row[..n].copy_from_slice(x_row);
+                        fast_math::softmax_in_place(&mut out_row[..n]);
+                    }
+                })
             });
         Ok((CpuStorage::F32(y), layout.shape().clone()))
     }
@@ -79,14 +81,16 @@ impl CustomOp2 for SoftmaxBackward {
         dx.par_chunks_mut(t_k * ROWS_PER_TASK)
             .enumerate()
             .for_each(|(task, out)| {
-                for (r, out_row) in out.chunks_mut(t_k).enumerate() {
-                    let start = (task * ROWS_PER_TASK + r) * t_k;
-                    let (y_row, dy_row) = (&y[start..start + t_k], &dy[start..start + t_k]);
-                    let dot: f32 = y_row.iter().zip(dy_row).map(|(a, b)| a * b).sum();
-                    for ((o, &yv), &g) in out_row.iter_mut().zip(y_row).zip(dy_row) {
-                        *o = yv * (g - dot);
+                isa::widest(|| {
+                    for (r, out_row) in out.chunks_mut(t_k).enumerate() {
+                        let start = (task * ROWS_PER_TASK + r) * t_k;
+                        let (y_row, dy_row) = (&y[start..start + t_k], &dy[start..start + t_k]);
+                        let dot: f32 = y_row.iter().zip(dy_row).map(|(a, b)| a * b).sum();
+                        for ((o, &yv), &g) in out_row.iter_mut().zip(y_row).zip(dy_row) {
+                            *o = yv * (g - dot);
+                        }
                     }
-                }
+                })
             });
         Ok((CpuStorage::F32(dx), l1.shape().clone()))
     }

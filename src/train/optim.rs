@@ -175,13 +175,15 @@ impl AdamW {
                 .zip(slot.v.par_chunks_mut(UPDATE_CHUNK))
                 .zip(g.par_chunks(UPDATE_CHUNK))
                 .for_each(|(((theta, m), v), g)| {
-                    for i in 0..theta.len() {
-                        let gi = g[i] * scale;
-                        m[i] = b1 * m[i] + (1.0 - b1) * gi;
-                        v[i] = b2 * v[i] + (1.0 - b2) * gi * gi;
-                        theta[i] =
-                            theta[i] * keep - step_size * m[i] / ((v[i] * v_corr).sqrt() + eps);
-                    }
+                    crate::ops::isa::widest(|| {
+                        for i in 0..theta.len() {
+                            let gi = g[i] * scale;
+                            m[i] = b1 * m[i] + (1.0 - b1) * gi;
+                            v[i] = b2 * v[i] + (1.0 - b2) * gi * gi;
+                            theta[i] =
+                                theta[i] * keep - step_size * m[i] / ((v[i] * v_corr).sqrt() + eps);
+                        }
+                    })
                 });
             let shape = slot.var.shape().clone();
             slot.var
