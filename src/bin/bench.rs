@@ -47,37 +47,10 @@ struct Report {
     ops: Vec<OpTiming>,
 }
 
-fn main() -> std::process::ExitCode {
-    shige::cli::report(run())
-}
-
-fn run() -> Result<()> {
-    shige::perf::init();
-    let args: Args = shige::cli::parse();
-    if args.steps == 0 || args.batch_size == 0 {
-        bail!("--steps and --batch-size must be at least 1 (a median needs a timed step)");
-    }
-    let device = candle_core::Device::Cpu;
-    let ceiling = matmul_ceiling(&device)?;
-    let amx = bf16::amx::available();
-    if args.dtype == Some(Precision::Bf16) && !amx {
-        bail!("--dtype bf16: this CPU has no AMX-BF16 (or Linux refused its tiles), so bf16 training is refused here; measure f32 (the default)");
-    }
-    let bf16_ceiling = if amx && args.dtype != Some(Precision::F32) {
-        Some(rayon::scope(|_| bf16_matmul_ceiling())?)
-    } else {
-        None
-    };
-    let dtypes: Vec<(Precision, f64)> = [
-        (Precision::F32, Some(ceiling)),
-        (Precision::Bf16, bf16_ceiling),
-    ]
-    .into_iter()
-    .filter(|(dtype, _)| args.dtype.is_none_or(|only| only == *dtype))
-    .filter_map(|(dtype, c)| Some((dtype, c?)))
-    .collect();
-    // configs/default.toml's model with the shipped corpus's vocabulary (6,668); the course's
-    // model is the lesson's (4 layers) with a vocabulary of 6,000.
+/// The measured configs, by name: configs/default.toml's model with the shipped corpus's
+/// vocabulary (6,668), and the course's model (the lesson's 4 layers, vocabulary 6,000), also with
+/// RoPE, ALiBi and dropout.
+fn configs() -> Result<Vec<(&'static str, ModelConfig)>> {
     let mut default = RunConfig::load(Path::new("configs/default.toml"))
         .context("the bench reads configs/default.toml: run it from the repository's root")?
         .model;
@@ -98,14 +71,26 @@ fn run() -> Result<()> {
         dropout: 0.1,
         ..course.clone()
     };
-    let mut models = Vec::new();
-    let configs = [
+    Ok(vec![
         ("default", default),
         ("course", course),
         ("course-rope", rope),
         ("course-alibi", alibi),
         ("course-dropout", dropout),
-    ];
+    ])
+}
+
+fn main() -> std::process::ExitCode {
+    shige::cli::report(run())
+}
+
+fn run() -> Result<()> {
+    shige::perf::init();
+    let args: Args = shige::cli::parse();
+    if args.steps == 0 || args.batch_size == 0 {
+        bail!("--steps and --batch-size must be at least 1 (a median needs a timed step)");
+    }
+    let configs = configs()?;
     if let Some(only) = &args.only {
         if !configs.iter().any(|(name, _)| name == only) {
             let names: Vec<_> = configs.iter().map(|(name, _)| *name).collect();
@@ -115,6 +100,26 @@ fn run() -> Result<()> {
             );
         }
     }
+    let amx = bf16::amx::available();
+    if args.dtype == Some(Precision::Bf16) && !amx {
+        bail!("--dtype bf16: this CPU has no AMX-BF16 (or Linux refused its tiles), so bf16 training is refused here; measure f32 (the default)");
+    }
+    let device = candle_core::Device::Cpu;
+    let ceiling = matmul_ceiling(&device)?;
+    let bf16_ceiling = if amx && args.dtype != Some(Precision::F32) {
+        Some(rayon::scope(|_| bf16_matmul_ceiling())?)
+    } else {
+        None
+    };
+    let dtypes: Vec<(Precision, f64)> = [
+        (Precision::F32, Some(ceiling)),
+        (Precision::Bf16, bf16_ceiling),
+    ]
+    .into_iter()
+    .filter(|(dtype, _)| args.dtype.is_none_or(|only| only == *dtype))
+    .filter_map(|(dtype, c)| Some((dtype, c?)))
+    .collect();
+    let mut models = Vec::new();
     let chosen = |name: &str| args.only.as_ref().is_none_or(|only| only == name);
     for (name, cfg) in configs.into_iter().filter(|(name, _)| chosen(name)) {
         for &(dtype, ceiling) in &dtypes {
@@ -155,11 +160,20 @@ fn run() -> Result<()> {
         );
         return Ok(());
     }
+    print_text(&report, args.dtype.is_some());
+    Ok(())
+}
+
+/// The report as text: the machine, the ceilings, a row per config and the ops' timings.
+fn print_text(report: &Report, one_dtype: bool) {
     println!("{}", report.machine.describe());
-    println!("float32 matmul ceiling {ceiling:.1} GFLOP/s");
-    match bf16_ceiling {
+    println!(
+        "float32 matmul ceiling {:.1} GFLOP/s",
+        report.matmul_ceiling_gflops
+    );
+    match report.bf16_matmul_ceiling_gflops {
         Some(c) => println!("bf16 matmul ceiling (AMX, packing included) {c:.1} GFLOP/s; bf16 rows: training only (evaluation and sampling run in f32)"),
-        None if args.dtype.is_some() => {}
+        None if one_dtype => {}
         None => println!("no bf16 rows: this CPU has no AMX-BF16 (or Linux refused its tiles)"),
     }
     println!(
@@ -200,5 +214,4 @@ fn run() -> Result<()> {
             );
         }
     }
-    Ok(())
 }

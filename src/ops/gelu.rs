@@ -39,7 +39,7 @@ pub(crate) fn backward_in_place(x: &[f32], g: &mut [f32]) {
 
 /// [`backward_in_place`] for one chunk.
 #[inline(always)]
-fn gelu_gradient(gs: &mut [f32], xs: &[f32]) {
+pub(crate) fn gelu_gradient(gs: &mut [f32], xs: &[f32]) {
     for (g, &v) in gs.iter_mut().zip(xs) {
         // e^(−v²/2) is both φ(v)·√(2π) and the exponential inside erf(v/√2).
         let gaussian = fast_math::exp(-0.5 * v * v);

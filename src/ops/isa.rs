@@ -111,10 +111,11 @@ unsafe fn with_avx2<R>(f: impl FnOnce() -> R) -> R {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ops::{fast_math, gelu, layer_norm};
+    use crate::ops::{fast_math, gelu, layer_norm, lm_head_loss};
 
     /// Each hand-written loop over inputs with large, small, negative and tied values: exp, erf,
-    /// GELU and its gradient, softmax, LayerNorm, the dot products of eight rows.
+    /// GELU, softmax, LayerNorm, sums and dot products, and the gradients of GELU, LayerNorm and
+    /// the cross-entropy.
     fn loops() -> Vec<Vec<f32>> {
         let x: Vec<f32> = (0..1000)
             .map(|i| ((i * 7919) % 2001) as f32 / 200.0 - 5.0)
@@ -143,6 +144,18 @@ mod tests {
             fast_math::max(&x),
             fast_math::dot(&x, &x),
         ]);
+        // Gradients: GELU's, LayerNorm's (dx, dweight, dbias), the cross-entropy's over logits.
+        let g: Vec<f32> = x.iter().map(|v| (v * 3.0).sin()).collect();
+        let mut gelu_grad = g.clone();
+        gelu::gelu_gradient(&mut gelu_grad, &x);
+        out.push(gelu_grad);
+        let mut dx = vec![0f32; x.len()];
+        let (dw, db) = layer_norm::backward_rows((&x, &w, &g), 1e-5, &mut dx, false);
+        out.extend([dx, dw, db]);
+        let mut logits = x.clone();
+        let targets: Vec<u32> = (0..10).map(|i| i * 7).collect();
+        let loss = lm_head_loss::cross_entropy_rows(&mut logits, &targets, 0.1, true);
+        out.extend([logits, vec![loss as f32]]);
         out
     }
 

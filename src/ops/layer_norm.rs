@@ -38,6 +38,42 @@ pub(crate) fn forward(x: &[f32], w: &[f32], b: &[f32], eps: f32) -> Vec<f32> {
     y
 }
 
+/// [`backward_into`] for the rows of one chunk: dx written into `dx` (added with `accumulate`),
+/// and the chunk's (dweight, dbias) returned.
+#[inline(always)]
+pub(crate) fn backward_rows(
+    (x_part, w, dy_part): (&[f32], &[f32], &[f32]),
+    eps: f32,
+    dx_part: &mut [f32],
+    accumulate: bool,
+) -> (Vec<f32>, Vec<f32>) {
+    let c = w.len();
+    let (mut dw, mut db) = (vec![0f32; c], vec![0f32; c]);
+    let (mut xhat, mut g) = (vec![0f32; c], vec![0f32; c]);
+    for ((dxr, xr), gr) in dx_part
+        .chunks_mut(c)
+        .zip(x_part.chunks(c))
+        .zip(dy_part.chunks(c))
+    {
+        // Element-wise passes and lane sums, so that each vectorises.
+        let rstd = normalized(xr, eps, &mut xhat);
+        g.iter_mut()
+            .zip(gr.iter().zip(w))
+            .for_each(|(g, (gr, w))| *g = gr * w); // d out / d x̂
+        let mean_g = fast_math::sum(&g) / c as f32;
+        let mean_gx = fast_math::dot(&g, &xhat) / c as f32;
+        for (((dw, db), gr), xhat) in dw.iter_mut().zip(&mut db).zip(gr).zip(&xhat) {
+            *dw = gr.mul_add(*xhat, *dw);
+            *db += gr;
+        }
+        for ((dx, g), xhat) in dxr.iter_mut().zip(&g).zip(&xhat) {
+            let d = rstd * (g - mean_g - xhat * mean_gx);
+            *dx = if accumulate { *dx + d } else { d };
+        }
+    }
+    (dw, db)
+}
+
 /// The gradients of [`forward`] from the output's gradient dy (N × C): dx written into `dx`
 /// (added to it with `accumulate`), and (dweight, dbias) returned.
 pub(crate) fn backward_into(
@@ -53,32 +89,7 @@ pub(crate) fn backward_into(
     dx.par_chunks_mut(chunk)
         .zip(x.par_chunks(chunk).zip(dy.par_chunks(chunk)))
         .map(|(dx_part, (x_part, dy_part))| {
-            isa::widest(|| {
-                let (mut dw, mut db) = (vec![0f32; c], vec![0f32; c]);
-                let (mut xhat, mut g) = (vec![0f32; c], vec![0f32; c]);
-                for ((dxr, xr), gr) in dx_part
-                    .chunks_mut(c)
-                    .zip(x_part.chunks(c))
-                    .zip(dy_part.chunks(c))
-                {
-                    // Element-wise passes and lane sums, so that each vectorises.
-                    let rstd = normalized(xr, eps, &mut xhat);
-                    g.iter_mut()
-                        .zip(gr.iter().zip(w))
-                        .for_each(|(g, (gr, w))| *g = gr * w); // d out / d x̂
-                    let mean_g = fast_math::sum(&g) / c as f32;
-                    let mean_gx = fast_math::dot(&g, &xhat) / c as f32;
-                    for (((dw, db), gr), xhat) in dw.iter_mut().zip(&mut db).zip(gr).zip(&xhat) {
-                        *dw = gr.mul_add(*xhat, *dw);
-                        *db += gr;
-                    }
-                    for ((dx, g), xhat) in dxr.iter_mut().zip(&g).zip(&xhat) {
-                        let d = rstd * (g - mean_g - xhat * mean_gx);
-                        *dx = if accumulate { *dx + d } else { d };
-                    }
-                }
-                (dw, db)
-            })
+            isa::widest(|| backward_rows((x_part, w, dy_part), eps, dx_part, accumulate))
         })
         .collect::<Vec<_>>()
         .into_iter()

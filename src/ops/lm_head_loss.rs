@@ -104,7 +104,12 @@ impl<'w> Products<'w> {
 /// The summed cross-entropy of the rows of `logits` (rows × V) against `targets`; with
 /// `with_grad`, each row is overwritten by d loss / d logits = (softmax − onehot) · `inv_n`.
 #[inline(always)]
-fn cross_entropy_rows(logits: &mut [f32], targets: &[u32], inv_n: f32, with_grad: bool) -> f64 {
+pub(crate) fn cross_entropy_rows(
+    logits: &mut [f32],
+    targets: &[u32],
+    inv_n: f32,
+    with_grad: bool,
+) -> f64 {
     let v = logits.len() / targets.len().max(1);
     let mut total = 0f64;
     for (row, &t) in logits.chunks_mut(v).zip(targets) {
