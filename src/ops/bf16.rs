@@ -340,14 +340,18 @@ fn product_on_tiles(dst: &mut [f32], lhs: &Lhs, rhs: &Rhs, accumulate: bool, thr
     if n == 0 {
         return;
     }
-    let run = |(rb, rows): (usize, &mut [f32])| amx::row_block(rows, n, lhs, rhs, rb, accumulate);
+    // One run of whole row blocks per thread, each configuring its tiles once.
+    let part_blocks = blocks(m).div_ceil(threads.max(1)).max(1);
+    let run = |(part, rows): (usize, &mut [f32])| {
+        amx::row_blocks(rows, n, lhs, rhs, part * part_blocks, accumulate)
+    };
+    let dst = &mut dst[..m * n];
     if threads > 1 {
-        dst[..m * n]
-            .par_chunks_mut(BLOCK * n)
+        dst.par_chunks_mut(part_blocks * BLOCK * n)
             .enumerate()
             .for_each(run);
     } else {
-        dst[..m * n].chunks_mut(BLOCK * n).enumerate().for_each(run);
+        run((0, dst));
     }
 }
 
@@ -423,10 +427,36 @@ pub mod amx {
         rows: [16, 16, 16, 16, 16, 16, 16, 16, 0, 0, 0, 0, 0, 0, 0, 0],
     };
 
-    /// Rows `rb`·32 … of the product (`dst` holds those rows, n columns each; fewer than 32 at the
-    /// bottom edge) = (dst if `accumulate`) + lhs · rhs.
+    /// The rows from `first`·32 on of the product (`dst` holds whole blocks of 32 rows of n
+    /// columns, fewer rows at the bottom edge) = (dst if `accumulate`) + lhs · rhs, the tiles
+    /// configured once for all of them.
     #[cfg(target_arch = "x86_64")]
-    pub(super) fn row_block(
+    pub(super) fn row_blocks(
+        dst: &mut [f32],
+        n: usize,
+        lhs: &Lhs,
+        rhs: &Rhs,
+        first: usize,
+        accumulate: bool,
+    ) {
+        use std::arch::asm;
+        assert!(available() && n > 0);
+        // SAFETY: the CPU has AMX-BF16 and the process has the tile permission (`available`);
+        // `row_block` runs with the tiles configured, and the configuration is released after.
+        unsafe {
+            asm!("ldtilecfg [{}]", in(reg) &CONFIG, options(nostack, readonly));
+            for (i, rows) in dst.chunks_mut(BLOCK * n).enumerate() {
+                row_block(rows, n, lhs, rhs, first + i, accumulate);
+            }
+            asm!("tilerelease", options(nostack, nomem));
+        }
+    }
+
+    /// Rows `rb`·32 … of the product (`dst` holds those rows, n columns each; fewer than 32 at the
+    /// bottom edge) = (dst if `accumulate`) + lhs · rhs. Safety: this thread's tiles must be
+    /// configured with [`CONFIG`] (as [`row_blocks`] does).
+    #[cfg(target_arch = "x86_64")]
+    unsafe fn row_block(
         dst: &mut [f32],
         n: usize,
         lhs: &Lhs,
@@ -449,9 +479,8 @@ pub mod amx {
         // `a` or `b` (whole blocks, by the packing), each C load or store 16 rows of 64 bytes
         // either from `edge` (at a 128-byte stride) or from `dst` at column cb·32 when the block
         // lies wholly inside it (32 rows, cb·32 + 32 ≤ n). The tile registers are used by no
-        // other code; the configuration is released before returning.
+        // other code, and the caller configured them.
         unsafe {
-            asm!("ldtilecfg [{}]", in(reg) &CONFIG, options(nostack, readonly));
             for cb in 0..blocks(n) {
                 let b = &rhs.data[cb * k_blocks * BLOCK_LEN..(cb + 1) * k_blocks * BLOCK_LEN];
                 let cols = BLOCK.min(n - cb * BLOCK);
@@ -526,12 +555,11 @@ pub mod amx {
                     }
                 }
             }
-            asm!("tilerelease", options(nostack, nomem));
         }
     }
 
     #[cfg(not(target_arch = "x86_64"))]
-    pub(super) fn row_block(_: &mut [f32], _: usize, _: &Lhs, _: &Rhs, _: usize, _: bool) {
+    pub(super) fn row_blocks(_: &mut [f32], _: usize, _: &Lhs, _: &Rhs, _: usize, _: bool) {
         unreachable!("AMX is x86-64 only and `available` says so")
     }
 }
