@@ -133,11 +133,31 @@ fn blocks(len: usize) -> usize {
     len.div_ceil(BLOCK)
 }
 
+/// Packed blocks of an operand whose other dimension (m or n) is `outer` long: for each block
+/// along it, the blocks along k in turn, each filled by `fill(block, outer range, k range)` (the
+/// values past either end stay zero), on all threads.
+fn pack_blocks(
+    outer: usize,
+    k: usize,
+    fill: impl Fn(&mut [u16], Range<usize>, Range<usize>) + Sync,
+) -> Vec<u16> {
+    let range = |b: usize, len: usize| b * BLOCK..len.min(b * BLOCK + BLOCK);
+    let mut data = vec![0u16; blocks(outer) * blocks(k) * BLOCK_LEN];
+    data.par_chunks_mut(blocks(k) * BLOCK_LEN)
+        .enumerate()
+        .for_each(|(ob, along_k)| {
+            for (kb, block) in along_k.chunks_mut(BLOCK_LEN).enumerate() {
+                fill(block, range(ob, outer), range(kb, k));
+            }
+        });
+    data
+}
+
 /// Rounds values (i, l) of `op`, i in `rows`, l in `cols`, into a 32 × 32 block of a left
 /// operand: (i, l) → block[(i − rows.start)·32 + l − cols.start]. Rows contiguous in the source
 /// are converted in place; otherwise (a transposed source) the source's rows are converted into a
 /// staging block, which is then transposed.
-fn pack_block(block: &mut [u16], op: Operand, rows: Range<usize>, cols: Range<usize>) {
+fn pack_lhs_block(block: &mut [u16], op: Operand, rows: Range<usize>, cols: Range<usize>) {
     let (width, height) = (cols.len(), rows.len());
     if op.col_stride == 1 {
         for (r, i) in rows.enumerate() {
@@ -173,18 +193,12 @@ impl Lhs {
     /// Rounds and packs `op` read as an m × k matrix.
     pub(crate) fn pack(op: Operand, m: usize, k: usize) -> Self {
         assert!(op.covers(m, k), "bf16 operand smaller than its shape");
-        let mut data = vec![0u16; blocks(m) * blocks(k) * BLOCK_LEN];
-        data.par_chunks_mut(blocks(k) * BLOCK_LEN)
-            .enumerate()
-            .for_each(|(rb, row_blocks)| {
-                let rows = rb * BLOCK..m.min(rb * BLOCK + BLOCK);
-                for (kb, block) in row_blocks.chunks_mut(BLOCK_LEN).enumerate() {
-                    let cols = kb * BLOCK..k.min(kb * BLOCK + BLOCK);
-                    pack_block(block, op, rows.clone(), cols);
-                }
-            });
+        let data = pack_blocks(m, k, |block, rows, cols| {
+            pack_lhs_block(block, op, rows, cols)
+        });
         Lhs { data, m, k }
     }
+
     /// The rounded values as a row-major f32 matrix of m × k (padded to whole blocks).
     fn widen(&self) -> Vec<f32> {
         let kp = blocks(self.k) * BLOCK;
@@ -252,18 +266,10 @@ impl Rhs {
     /// Rounds and packs `op` read as a k × n matrix.
     pub(crate) fn pack(op: Operand, k: usize, n: usize) -> Self {
         assert!(op.covers(k, n), "bf16 operand smaller than its shape");
-        let mut data = vec![0u16; blocks(n) * blocks(k) * BLOCK_LEN];
-        data.par_chunks_mut(blocks(k) * BLOCK_LEN)
-            .enumerate()
-            .for_each(|(cb, col_blocks)| {
-                let cols = cb * BLOCK..n.min(cb * BLOCK + BLOCK);
-                for (kb, block) in col_blocks.chunks_mut(BLOCK_LEN).enumerate() {
-                    let ks = kb * BLOCK..k.min(kb * BLOCK + BLOCK);
-                    pack_rhs_block(block, op, ks, cols.clone());
-                }
-            });
+        let data = pack_blocks(n, k, |block, cols, ks| pack_rhs_block(block, op, ks, cols));
         Rhs { data, k, n }
     }
+
     /// The rounded values as a row-major f32 matrix of k × n (padded to whole blocks).
     fn widen(&self) -> Vec<f32> {
         let np = blocks(self.n) * BLOCK;

@@ -12,7 +12,7 @@ const LN2_LO: f32 = -2.121_944_4e-4;
 #[inline(always)]
 pub fn exp(x: f32) -> f32 {
     let input = x;
-    let x = x.max(-87.0).min(88.0);
+    let x = x.clamp(-87.0, 88.0);
     // The nearest integer to x/ln2 lands in the low mantissa bits of `biased`.
     let biased = x.mul_add(LOG2_E, ROUND_MAGIC);
     let n = biased - ROUND_MAGIC;
