@@ -194,10 +194,10 @@ fn block_forward(
     s: &mut Setting,
 ) -> Result<(Vec<f32>, BlockActivations)> {
     let (attn, mlp) = (&block.attn, &block.mlp);
-    let c = attn.n_head * attn.head_dim;
+    let (c, p) = (attn.n_head * attn.head_dim, s.precision);
     let n = x.len() / c;
     let ln_1 = Norm::new(&block.ln_1)?.forward(&x); // (N, C)
-    let mut qkv = linear_forward(&attn.c_attn, &ln_1, s.precision)?; // (N, 3C)
+    let mut qkv = linear_forward(&attn.c_attn, &ln_1, p)?; // (N, 3C)
     if let Some(rotations) = &s.rotations {
         rotations.rotate_qkv(&mut qkv, c, false);
     }
@@ -205,24 +205,12 @@ fn block_forward(
     let heads = s.heads(block, attn_mask.as_deref());
     let (heads, weights) = attention::qkv_forward(&qkv, (s.t, c), &heads); // (N, C), (B, H, T, T)
     let resid_mask = s.dropout.mask(n * c); // (N, C)
-    let mid = residual_forward(
-        &attn.c_proj,
-        &heads,
-        x.clone(),
-        resid_mask.as_deref(),
-        s.precision,
-    )?; // (N, C)
+    let mid = residual_forward(&attn.c_proj, &heads, x.clone(), resid_mask.as_deref(), p)?; // (N, C)
     let ln_2 = Norm::new(&block.ln_2)?.forward(&mid); // (N, C)
-    let fc = linear_forward(&mlp.c_fc, &ln_2, s.precision)?; // (N, 4C)
+    let fc = linear_forward(&mlp.c_fc, &ln_2, p)?; // (N, 4C)
     let act = gelu::forward(&fc); // (N, 4C)
     let mlp_mask = s.dropout.mask(n * c); // (N, C)
-    let out = residual_forward(
-        &mlp.c_proj,
-        &act,
-        mid.clone(),
-        mlp_mask.as_deref(),
-        s.precision,
-    )?; // (N, C)
+    let out = residual_forward(&mlp.c_proj, &act, mid.clone(), mlp_mask.as_deref(), p)?; // (N, C)
     let kept = BlockActivations {
         x,
         ln_1,
