@@ -9,9 +9,11 @@ use rand_chacha::ChaCha8Rng;
 use shige::config::Position;
 use shige::data::poem::{regular_form, Form};
 use shige::data::tokenizer::NEWLINE;
+use shige::data::CharTokenizer;
 use shige::model::Gpt;
 use shige::sample::{
-    generate, is_well_formed, Generation, Generator, PoemConstraint, SampleError, Sampling,
+    generate, is_well_formed, poem_start, Generation, Generator, PoemConstraint, SampleError,
+    Sampling,
 };
 use shige::train::checkpoint::{load_run, LoadedRun, TOKENIZER_FILE};
 use shige::verse::{score_poem, Tables};
@@ -22,6 +24,19 @@ fn tiny_run(dir: &Path) -> LoadedRun {
     cfg.train.max_iters = 20;
     common::run(&cfg, dir, false, None).unwrap();
     load_run(dir).unwrap()
+}
+
+/// Why `sample` and the page refuse to start a poem from `prompt` under `rules` (form, acrostic,
+/// meter), or Ok.
+fn refusal(
+    tokenizer: &CharTokenizer,
+    prompt: &str,
+    rules: (Option<Form>, &str, bool),
+    max_new_tokens: usize,
+) -> Result<(), String> {
+    poem_start(tokenizer, prompt, rules, max_new_tokens)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
 }
 
 fn rng(seed: u64) -> ChaCha8Rng {
@@ -251,10 +266,8 @@ fn every_form_comes_out_exact_and_acrostics_begin_the_lines() {
     let run = tiny_run(tmp.path());
     let newline = run.tokenizer.id(NEWLINE).unwrap();
     let poems = |form: Option<Form>, acrostic: &str, prompt: &str| -> Vec<String> {
-        let constraint = PoemConstraint::new(&run.tokenizer, form, acrostic).unwrap();
-        let mut start = vec![newline];
-        start.extend(run.tokenizer.encode(prompt).unwrap());
-        constraint.check_start(&start, 120).unwrap();
+        let (start, constraint) =
+            poem_start(&run.tokenizer, prompt, (form, acrostic, false), 120).unwrap();
         let gen = Generation {
             constraint: Some(&constraint),
             ..Generation::new(120, Sampling::with_temperature(0.8), Some(newline))
@@ -297,12 +310,6 @@ fn every_form_comes_out_exact_and_acrostics_begin_the_lines() {
 #[test]
 fn forms_refuse_what_they_cannot_write() {
     let tokenizer = common::tiny_tokenizer();
-    let newline = tokenizer.id(NEWLINE).unwrap();
-    let start = |prompt: &str| {
-        let mut ids = vec![newline];
-        ids.extend(tokenizer.encode(prompt).unwrap());
-        ids
-    };
     let err = PoemConstraint::new(&tokenizer, Some(Form::Wujue), "春夏秋冬山")
         .err()
         .unwrap();
@@ -322,28 +329,16 @@ fn forms_refuse_what_they_cannot_write() {
     let err = PoemConstraint::new(&tokenizer, None, "春x").err().unwrap();
     assert!(err.to_string().contains("x"), "{err}");
 
-    let wujue = PoemConstraint::new(&tokenizer, Some(Form::Wujue), "").unwrap();
-    let err = wujue
-        .check_start(&start("白日依山尽。"), 120)
-        .unwrap_err()
-        .to_string();
+    let wujue = (Some(Form::Wujue), "", false);
+    let err = refusal(&tokenizer, "白日依山尽。", wujue, 120).unwrap_err();
     assert!(err.contains("character 6") && err.contains("，"), "{err}");
-    let err = wujue
-        .check_start(&start("白日依山，"), 120)
-        .unwrap_err()
-        .to_string();
+    let err = refusal(&tokenizer, "白日依山，", wujue, 120).unwrap_err();
     assert!(err.contains("character 5"), "{err}");
-    let err = wujue
-        .check_start(&start("白日"), 10)
-        .unwrap_err()
-        .to_string();
+    let err = refusal(&tokenizer, "白日", wujue, 10).unwrap_err();
     assert!(err.contains("raise it to 23"), "{err}");
-    assert!(wujue.check_start(&start("白日依山尽，"), 19).is_ok());
-    let acrostic = PoemConstraint::new(&tokenizer, Some(Form::Wujue), "春夏").unwrap();
-    let err = acrostic
-        .check_start(&start("白日"), 120)
-        .unwrap_err()
-        .to_string();
+    assert!(refusal(&tokenizer, "白日依山尽，", wujue, 19).is_ok());
+    let acrostic = (Some(Form::Wujue), "春夏", false);
+    let err = refusal(&tokenizer, "白日", acrostic, 120).unwrap_err();
     assert!(err.contains("`春`"), "{err}");
 }
 
@@ -422,24 +417,12 @@ fn the_meter_refuses_what_breaks_it() {
         &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/data/poems.txt")).unwrap(),
     )
     .unwrap();
-    let newline = full.id(NEWLINE).unwrap();
-    let start = |prompt: &str| {
-        let mut ids = vec![newline];
-        ids.extend(full.encode(prompt).unwrap());
-        ids
-    };
-    let metered = PoemConstraint::new(&full, Some(Form::Wujue), "")
-        .unwrap()
-        .with_meter(Tables::shipped())
-        .unwrap();
+    let metered = (Some(Form::Wujue), "", true);
     // 登鹳雀楼 keeps the meter from its first character to its last.
     let poem = "白日依山尽，黄河入海流。欲穷千里目，更上一层楼。";
-    metered.check_start(&start(poem), 120).unwrap();
+    refusal(&full, poem, metered, 120).unwrap();
     // After 白日依山尽 only 仄起首句不入韵 is left: its second line's second character is 平.
-    let err = metered
-        .check_start(&start("白日依山尽，黄日"), 120)
-        .unwrap_err()
-        .to_string();
+    let err = refusal(&full, "白日依山尽，黄日", metered, 120).unwrap_err();
     assert!(
         err.contains("character 8 is '日'")
             && err.contains("平 (level-tone)")
@@ -447,13 +430,8 @@ fn the_meter_refuses_what_breaks_it() {
         "{err}"
     );
     // The fourth line must rhyme with the second (流, 尤): 山 (删) does not.
-    let err = metered
-        .check_start(
-            &start("白日依山尽，黄河入海流。欲穷千里目，更上一层山"),
-            120,
-        )
-        .unwrap_err()
-        .to_string();
+    let prompt = "白日依山尽，黄河入海流。欲穷千里目，更上一层山";
+    let err = refusal(&full, prompt, metered, 120).unwrap_err();
     assert!(
         err.contains("character 23 is '山'") && err.contains("rhymes"),
         "{err}"
