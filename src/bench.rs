@@ -4,7 +4,8 @@
 use crate::config::ModelConfig;
 use crate::model::{Gpt, Mode};
 use crate::ops::Precision;
-use crate::sample::{generate, Generation, Sampling};
+use crate::ops::WeightFormat;
+use crate::sample::{Generation, Generator, Sampling};
 use crate::train::optim::{clip_scale, AdamW, AdamWParams};
 use crate::train::shards::Shards;
 use anyhow::Result;
@@ -103,8 +104,12 @@ pub struct ModelBench {
     /// Generated tokens per second over 200 tokens, recomputing the whole context each token
     /// (median of 7 rounds, alternating with the cached measurement).
     pub sample_tokens_per_s_no_cache: Option<f64>,
-    /// Generated tokens per second over 200 tokens with the key/value cache (median of 7 rounds).
+    /// Generated tokens per second over 200 tokens with the key/value cache, the weights packed
+    /// in this CPU's fastest format, `Machine::decoder_weights` (median of 7 rounds; the packing
+    /// of each generation included).
     pub sample_tokens_per_s_cached: Option<f64>,
+    /// The same with the weights in f32, where the fastest format is another.
+    pub sample_tokens_per_s_cached_f32: Option<f64>,
     /// Model FLOPs utilisation of training against the measured matmul ceiling of its precision.
     pub mfu: f64,
 }
@@ -166,12 +171,22 @@ fn train_step_time(
     Ok(median(times))
 }
 
-/// Tokens per second of the forward pass, and of sampling without and with the cache.
+/// Tokens per second of inference: the forward pass, and sampling.
+struct InferenceRates {
+    forward: f64,
+    no_cache: f64,
+    cached: f64,
+    /// `None` where f32 is the fastest format.
+    cached_f32: Option<f64>,
+}
+
+/// Tokens per second of the forward pass, and of sampling without the cache and with it (the
+/// weights in the fastest format, and in f32).
 fn inference_rates(
     model: &Gpt,
     batches: &mut RandomBatches,
     steps: usize,
-) -> Result<(f64, f64, f64)> {
+) -> Result<InferenceRates> {
     let mut forward_times = Vec::new();
     for _ in 0..steps.max(3) {
         let (x, _) = batches.next()?;
@@ -181,25 +196,31 @@ fn inference_rates(
     }
     let tokens = (batches.batch_size * batches.block_size) as f64;
     let rng = &mut batches.rng;
-    let mut sample_rate = |use_cache| -> Result<f64> {
+    let fastest = WeightFormat::fastest();
+    // A new generator each time: the weights are packed for each generation.
+    let mut sample_rate = |use_cache, format| -> Result<f64> {
         let gen = Generation {
             use_cache,
             ..Generation::new(SAMPLED_TOKENS, Sampling::with_temperature(1.0), None)
         };
         let start = Instant::now();
-        generate(model, &[0], &gen, rng, &mut |_| {})?;
+        Generator::with_weights(model, format).generate(&[0], &gen, rng, &mut |_| {})?;
         Ok(SAMPLED_TOKENS as f64 / start.elapsed().as_secs_f64())
     };
-    let (mut no_cache, mut cached) = (Vec::new(), Vec::new());
+    let (mut no_cache, mut cached, mut cached_f32) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..SAMPLING_ROUNDS {
-        no_cache.push(sample_rate(false)?);
-        cached.push(sample_rate(true)?);
+        no_cache.push(sample_rate(false, fastest)?);
+        cached.push(sample_rate(true, fastest)?);
+        if fastest != WeightFormat::F32 {
+            cached_f32.push(sample_rate(true, WeightFormat::F32)?);
+        }
     }
-    Ok((
-        tokens / median(forward_times),
-        median(no_cache),
-        median(cached),
-    ))
+    Ok(InferenceRates {
+        forward: tokens / median(forward_times),
+        no_cache: median(no_cache),
+        cached: median(cached),
+        cached_f32: (!cached_f32.is_empty()).then(|| median(cached_f32)),
+    })
 }
 
 /// Measures one config on random tokens: `steps` timed training steps after 2 warm-up steps with
@@ -232,9 +253,10 @@ pub fn bench_model(
         batch_size,
         config: cfg.clone(),
         train_tokens_per_s: train_rate,
-        forward_tokens_per_s: inference.map(|r| r.0),
-        sample_tokens_per_s_no_cache: inference.map(|r| r.1),
-        sample_tokens_per_s_cached: inference.map(|r| r.2),
+        forward_tokens_per_s: inference.as_ref().map(|r| r.forward),
+        sample_tokens_per_s_no_cache: inference.as_ref().map(|r| r.no_cache),
+        sample_tokens_per_s_cached: inference.as_ref().map(|r| r.cached),
+        sample_tokens_per_s_cached_f32: inference.as_ref().and_then(|r| r.cached_f32),
         mfu: train_rate * flops_per_token(cfg) / (ceiling_gflops * 1e9),
     })
 }

@@ -19,6 +19,9 @@ pub struct Machine {
     /// The instruction set of the project's own loops: the widest this CPU runs, chosen at run
     /// time, and the one the build's target enables everywhere else.
     pub fused_kernels: String,
+    /// How generation's cached steps store the weight matrices here: f16 where the CPU converts
+    /// it in hardware, else f32.
+    pub decoder_weights: crate::ops::WeightFormat,
     /// Threads the work is spread over.
     pub threads: usize,
 }
@@ -63,6 +66,7 @@ impl Machine {
                 "none"
             },
             fused_kernels: fused_kernels(),
+            decoder_weights: crate::ops::WeightFormat::fastest(),
             threads: rayon::current_num_threads(),
         }
     }
@@ -70,7 +74,7 @@ impl Machine {
     /// One line for a report's header.
     pub fn describe(&self) -> String {
         format!(
-            "{} ({}); matmul kernels: gemm {}, bf16 {}; fused kernels {}; {} threads",
+            "{} ({}); matmul kernels: gemm {}, bf16 {}; fused kernels {}; decoder weights {}; {} threads",
             self.cpu_model,
             if self.isa.is_empty() {
                 "no AVX"
@@ -80,6 +84,7 @@ impl Machine {
             self.gemm_kernels,
             self.bf16_kernels,
             self.fused_kernels,
+            self.decoder_weights.name(),
             self.threads
         )
     }

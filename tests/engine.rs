@@ -6,12 +6,14 @@
 
 mod common;
 
-use candle_core::{Device, Tensor};
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarMap;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use shige::config::{ModelConfig, Position};
 use shige::engine::{self, CpuDecoder};
 use shige::model::{Gpt, Mode};
+use shige::ops::WeightFormat;
 use shige::train::optim::{AdamW, AdamWParams, Gradients};
 
 const VOCAB: usize = 40;
@@ -57,6 +59,37 @@ impl Layout {
 
     /// A 2-layer model of this layout whose biases (zero at initialisation) are made to count.
     fn model(&self) -> (Gpt, AdamW) {
+        let (model, varmap) = self.model_and_variables();
+        let params = AdamWParams {
+            beta1: 0.9,
+            beta2: 0.95,
+            eps: 1e-8,
+            weight_decay: 0.1,
+        };
+        let opt = AdamW::new(varmap.data().lock().unwrap().clone(), params).unwrap();
+        (model, opt)
+    }
+
+    /// The same model with the weight matrices that the decoder packs (those of the blocks' and
+    /// the output layer's Linear layers) rounded to f16 by candle: what the f16 decoder computes.
+    /// Only for an untied output layer (tied, the embedding table would be rounded too).
+    fn model_with_f16_matrices(&self) -> Gpt {
+        assert!(!self.tie_weights);
+        let (model, varmap) = self.model_and_variables();
+        for (name, var) in varmap.data().lock().unwrap().iter() {
+            let packed = ["c_attn", "c_proj", "c_fc", "lm_head"]
+                .iter()
+                .any(|layer| name.ends_with(&format!("{layer}.weight")));
+            if packed {
+                let rounded = var.as_tensor().to_dtype(DType::F16).unwrap();
+                var.set(&rounded.to_dtype(DType::F32).unwrap()).unwrap();
+            }
+        }
+        model
+    }
+
+    /// The model of [`Self::model`] and its variables.
+    fn model_and_variables(&self) -> (Gpt, VarMap) {
         let cfg = ModelConfig {
             bias: self.bias,
             tie_weights: self.tie_weights,
@@ -74,14 +107,7 @@ impl Layout {
                 var.set(&(var.as_tensor() + 0.1).unwrap()).unwrap();
             }
         }
-        let params = AdamWParams {
-            beta1: 0.9,
-            beta2: 0.95,
-            eps: 1e-8,
-            weight_decay: 0.1,
-        };
-        let opt = AdamW::new(varmap.data().lock().unwrap().clone(), params).unwrap();
-        (model, opt)
+        (model, varmap)
     }
 }
 
@@ -126,11 +152,14 @@ fn assert_close(case: &str, row: &[f32], expected: &[f32]) {
     );
 }
 
-/// The decoder's logits for a prompt of 6 positions at once, then one position at a time up to
-/// `ids.len()`, each against the full forward pass's row.
-fn check_decoder(case: &str, model: &Gpt, ids: &[u32]) {
-    let full = common::full_logits(model, ids);
-    let decoder = CpuDecoder::new(model).unwrap().expect("f32 on the CPU");
+/// The decoder's logits, its weights in `format`, for a prompt of 6 positions at once, then one
+/// position at a time up to `ids.len()`, each against the row of `reference`'s full forward pass.
+fn check_decoder(case: &str, model: &Gpt, format: WeightFormat, reference: &Gpt, ids: &[u32]) {
+    let full = common::full_logits(reference, ids);
+    let decoder = CpuDecoder::new(model, format)
+        .unwrap()
+        .expect("f32 on the CPU");
+    assert_eq!(decoder.weight_format(), format, "{case}");
     let mut state = decoder.new_state();
     let prefill = decoder.forward(&ids[..6], &mut state).unwrap();
     assert_close(&format!("{case}, prefill"), &prefill, &full[5]);
@@ -159,7 +188,16 @@ fn the_engine_computes_the_candle_graphs_model_for_every_layout() {
             _ => BLOCK_SIZE + 8,
         };
         let ids: Vec<u32> = (0..len).map(|i| (i * 5 % VOCAB) as u32).collect();
-        check_decoder(&case, &model, &ids);
+        check_decoder(&case, &model, WeightFormat::F32, &model, &ids);
+        // f16: the same sums of the rounded weights.
+        if !layout.tie_weights && WeightFormat::f16_converts_here() {
+            let rounded = layout.model_with_f16_matrices();
+            let case = format!("{case}, f16");
+            check_decoder(&case, &model, WeightFormat::F16, &rounded, &ids);
+        }
+    }
+    if !WeightFormat::f16_converts_here() {
+        println!("f16 decoder not checked: this CPU does not convert f16 in hardware");
     }
 }
 
@@ -219,7 +257,7 @@ fn what_the_engine_cannot_run_is_an_error() {
         let err = engine::loss_and_gradients(&model, x, y, &mut Mode::Eval).unwrap_err();
         assert!(err.to_string().contains("outside the vocabulary"), "{err}");
     }
-    let decoder = CpuDecoder::new(&model).unwrap().unwrap();
+    let decoder = CpuDecoder::new(&model, WeightFormat::F32).unwrap().unwrap();
     let err = decoder
         .forward(&[VOCAB as u32], &mut decoder.new_state())
         .unwrap_err();
@@ -235,5 +273,7 @@ fn what_the_engine_cannot_run_is_an_error() {
     assert!(!engine::supports(&composite));
     let err = engine::loss_and_gradients(&composite, &x, &y, &mut Mode::Eval).unwrap_err();
     assert!(err.to_string().contains("autograd"), "{err}");
-    assert!(CpuDecoder::new(&composite).unwrap().is_none());
+    assert!(CpuDecoder::new(&composite, WeightFormat::fastest())
+        .unwrap()
+        .is_none());
 }

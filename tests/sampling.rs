@@ -11,6 +11,7 @@ use shige::data::poem::{regular_form, Form};
 use shige::data::tokenizer::NEWLINE;
 use shige::data::CharTokenizer;
 use shige::model::Gpt;
+use shige::ops::WeightFormat;
 use shige::sample::{
     generate, is_well_formed, poem_start, Generation, Generator, PoemConstraint, SampleError,
     Sampling,
@@ -226,14 +227,17 @@ fn cached_and_uncached_decoding_agree_for_every_scheme() {
                 4 + i
             );
         }
-        // Greedy and sampled decoding, past block_size (learned positions crop the context).
+        // Greedy and sampled decoding, past block_size (learned positions crop the context); the
+        // cached steps with the exact weights (f16's are checked in tests/engine.rs).
         for sampling in [Sampling::GREEDY, Sampling::with_temperature(1.0)] {
             let decode = |use_cache| {
                 let gen = Generation {
                     use_cache,
                     ..Generation::new(30, sampling, None)
                 };
-                generate(&model, &ids[..5], &gen, &mut rng(2), &mut |_| {}).unwrap()
+                Generator::with_weights(&model, WeightFormat::F32)
+                    .generate(&ids[..5], &gen, &mut rng(2), &mut |_| {})
+                    .unwrap()
             };
             let cached = decode(true);
             assert_eq!(cached.len(), 30);

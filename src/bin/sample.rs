@@ -6,6 +6,7 @@ use rand::SeedableRng;
 use shige::config::Position;
 use shige::data::poem::Form;
 use shige::data::tokenizer::NEWLINE;
+use shige::ops::WeightFormat;
 use shige::sample::{is_well_formed, poem_start, Generation, Generator, Sampling};
 use shige::train::checkpoint::load_run_on;
 use shige::verse::{score_poem, Summary, Tables};
@@ -71,6 +72,11 @@ struct Args {
     /// Recompute the whole context for every character instead of using the key/value cache.
     #[arg(long)]
     no_cache: bool,
+    /// With the cache, read the weight matrices in f32: exactly the model's products. By default
+    /// they are rounded once to f16 where the CPU converts it in hardware (F16C): about 1.5× the
+    /// speed, each logit within about 10⁻³ of its scale.
+    #[arg(long)]
+    f32_weights: bool,
     /// One JSON object per line per sample, instead of plain text.
     #[arg(long)]
     json: bool,
@@ -136,7 +142,11 @@ fn run() -> Result<()> {
     let mut well_formed = 0;
     let mut poems = Vec::new();
     let stdout = std::io::stdout();
-    let mut generator = Generator::new(&run.model); // packs the weights once for all samples
+    let format = match args.f32_weights {
+        true => WeightFormat::F32,
+        false => WeightFormat::fastest(),
+    };
+    let mut generator = Generator::with_weights(&run.model, format); // packs once for all samples
     for _ in 0..args.num_samples {
         if !args.json {
             print!("{}", args.prompt);

@@ -25,7 +25,7 @@ use crate::model::layers::Linear;
 use crate::model::Gpt;
 use crate::ops::fast_math::{self, DOT_GROUP};
 use crate::ops::gelu::gelu_value;
-use crate::ops::matvec::PackedMatrix;
+use crate::ops::matvec::{PackedMatrix, WeightFormat};
 use candle_core::{bail, Result};
 use rayon::prelude::*;
 use std::ops::Range;
@@ -40,12 +40,13 @@ struct PackedLinear {
 
 impl PackedLinear {
     /// The outputs `outputs` of `linear` over its inputs `inputs`, with their biases if
-    /// `with_bias` (and the layer has them).
+    /// `with_bias` (and the layer has them); the weights in `format`, the biases in f32.
     fn new(
         linear: &Linear,
         outputs: impl Iterator<Item = usize> + Clone,
         inputs: Range<usize>,
         with_bias: bool,
+        format: WeightFormat,
     ) -> Result<Self> {
         let (_, n_in) = linear.weight.dims2()?;
         let weight = Values::new(&linear.weight)?;
@@ -62,15 +63,15 @@ impl PackedLinear {
             _ => None,
         };
         Ok(PackedLinear {
-            weight: PackedMatrix::new(&rows, inputs.len()),
+            weight: PackedMatrix::new(&rows, inputs.len(), format),
             bias,
         })
     }
 
     /// The whole layer.
-    fn whole(linear: &Linear) -> Result<Self> {
+    fn whole(linear: &Linear, format: WeightFormat) -> Result<Self> {
         let (n_out, n_in) = linear.weight.dims2()?;
-        Self::new(linear, 0..n_out, 0..n_in, true)
+        Self::new(linear, 0..n_out, 0..n_in, true, format)
     }
 
     /// out (M × outputs) = x Wᵀ + b for the rows of x (M × inputs), on this thread.
@@ -107,7 +108,7 @@ struct BlockWeights<'m> {
 }
 
 impl<'m> BlockWeights<'m> {
-    fn new(block: &'m Block) -> Result<Self> {
+    fn new(block: &'m Block, format: WeightFormat) -> Result<Self> {
         let (attn, mlp) = (&block.attn, &block.mlp);
         let (d, c) = (attn.head_dim, attn.n_head * attn.head_dim);
         // Many small matrices: packed side by side, each on one thread.
@@ -117,8 +118,8 @@ impl<'m> BlockWeights<'m> {
                 // q, k and v rows h·d..(h+1)·d of each third of c_attn.
                 let rows = (0..3).flat_map(move |third| third * c + h * d..third * c + (h + 1) * d);
                 Ok(HeadWeights {
-                    qkv: PackedLinear::new(&attn.c_attn, rows, 0..c, true)?,
-                    proj: PackedLinear::new(&attn.c_proj, 0..c, h * d..(h + 1) * d, false)?,
+                    qkv: PackedLinear::new(&attn.c_attn, rows, 0..c, true, format)?,
+                    proj: PackedLinear::new(&attn.c_proj, 0..c, h * d..(h + 1) * d, false, format)?,
                 })
             })
             .collect::<Result<_>>()?;
@@ -129,8 +130,8 @@ impl<'m> BlockWeights<'m> {
             .map(|s| {
                 let units = s * hidden / count..(s + 1) * hidden / count;
                 Ok(MlpShareWeights {
-                    fc: PackedLinear::new(&mlp.c_fc, units.clone(), 0..c, true)?,
-                    proj: PackedLinear::new(&mlp.c_proj, 0..c, units, false)?,
+                    fc: PackedLinear::new(&mlp.c_fc, units.clone(), 0..c, true, format)?,
+                    proj: PackedLinear::new(&mlp.c_proj, 0..c, units, false, format)?,
                 })
             })
             .collect::<Result<_>>()?;
@@ -191,9 +192,10 @@ pub struct CpuDecoder<'m> {
 }
 
 impl<'m> CpuDecoder<'m> {
-    /// A decoder for `model` (packing its weight matrices), or `None` when its tensors do not
-    /// take the fused CPU path (another device or dtype, or fused kernels turned off).
-    pub fn new(model: &'m Gpt) -> Result<Option<Self>> {
+    /// A decoder for `model` (packing its weight matrices in `format`), or `None` when its
+    /// tensors do not take the fused CPU path (another device or dtype, or fused kernels turned
+    /// off).
+    pub fn new(model: &'m Gpt, format: WeightFormat) -> Result<Option<Self>> {
         if !model.runs_fused_kernels() {
             return Ok(None);
         }
@@ -208,16 +210,30 @@ impl<'m> CpuDecoder<'m> {
             blocks: model
                 .h
                 .iter()
-                .map(BlockWeights::new)
+                .map(|block| BlockWeights::new(block, format))
                 .collect::<Result<_>>()?,
             ln_f: Norm::new(&model.ln_f)?,
-            lm_head: PackedLinear::whole(&model.lm_head)?,
+            lm_head: PackedLinear::whole(&model.lm_head, format)?,
             n_embd: cfg.n_embd,
             n_head: cfg.n_head,
             head_dim: attn.head_dim,
             scale: attn.scale() as f32,
             team: Team::new(rayon::current_num_threads()),
         }))
+    }
+
+    /// The format of its packed weights: f16 only if every matrix is held in f16.
+    pub fn weight_format(&self) -> WeightFormat {
+        let heads = self.blocks.iter().flat_map(|b| &b.heads);
+        let shares = self.blocks.iter().flat_map(|b| &b.mlp_shares);
+        let mut matrices = heads
+            .flat_map(|h| [&h.qkv, &h.proj])
+            .chain(shares.flat_map(|s| [&s.fc, &s.proj]))
+            .chain([&self.lm_head]);
+        match matrices.all(|m| m.weight.format() == WeightFormat::F16) {
+            true => WeightFormat::F16,
+            false => WeightFormat::F32,
+        }
     }
 
     /// An empty state for this model.
@@ -245,7 +261,7 @@ impl<'m> CpuDecoder<'m> {
                                        // RoPE's rotations of positions start..start+T, for every block.
         let rotations = self.positions.rotations(start, t);
 
-        // The outputs of a phase's heads or shares, one (T, C) each.
+        // The outputs of a phase's heads or shares, one (T, C) each, written whole by each.
         let mut outs = vec![0f32; self.n_head.max(MLP_SHARES) * t * c];
         for (i, block) in self.blocks.iter().enumerate() {
             // Past the last block's keys and values, only the last position counts (its logits):
@@ -257,7 +273,6 @@ impl<'m> CpuDecoder<'m> {
             let caches = state.keys[layer.clone()]
                 .iter_mut()
                 .zip(&mut state.values[layer]);
-            outs[..self.n_head * out_len].fill(0.0);
             let mut shares: Vec<HeadShare> = block
                 .heads
                 .iter()
@@ -277,7 +292,6 @@ impl<'m> CpuDecoder<'m> {
             add_shares(x, shares.iter().map(|s| &*s.out), &block.attn_proj_bias);
 
             block.ln_2.forward_into(x, h);
-            outs[..block.mlp_shares.len() * out_len].fill(0.0);
             let mut shares: Vec<(&MlpShareWeights, &mut [f32])> = block
                 .mlp_shares
                 .iter()
@@ -362,7 +376,7 @@ impl<'m> CpuDecoder<'m> {
                 self.attend_head(head, q, share.keys, share.values, y);
             }
         }
-        share.weights.proj.weight.accumulate(&y, share.out);
+        share.weights.proj.weight.product(&y, share.out);
     }
 
     /// y (head_dim) = softmax(q·kⱼ · scale + bias) weighted sum of vⱼ for one head, over the
@@ -409,7 +423,7 @@ fn mlp_share(weights: &MlpShareWeights, h: &[f32], out: &mut [f32]) {
     let mut hidden = vec![0f32; h.len() / c * units]; // (T, units)
     weights.fc.forward(h, &mut hidden);
     hidden.iter_mut().for_each(|v| *v = gelu_value(*v));
-    weights.proj.weight.accumulate(&hidden, out);
+    weights.proj.weight.product(&hidden, out);
 }
 
 /// Shares of an MLP (fewer if it has fewer hidden units): a fixed number whatever the thread count,

@@ -14,9 +14,9 @@ use std::sync::OnceLock;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Isa {
-    /// AVX-512 (F, BW, DQ, VL) with FMA.
+    /// AVX-512 (F, BW, DQ, VL) with FMA and F16C.
     Avx512,
-    /// AVX2 with FMA.
+    /// AVX2 with FMA and F16C (every AVX2 CPU has them).
     Avx2,
     /// Whatever the build's target enables.
     Portable,
@@ -44,8 +44,9 @@ impl Isa {
                         && has!("avx512dq")
                         && has!("avx512vl")
                         && has!("fma")
+                        && has!("f16c")
                 }
-                Isa::Avx2 => has!("avx2") && has!("fma"),
+                Isa::Avx2 => has!("avx2") && has!("fma") && has!("f16c"),
                 Isa::Portable => true,
             }
         }
@@ -97,13 +98,13 @@ unsafe fn run<R>(isa: Isa, f: impl FnOnce() -> R) -> R {
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
+#[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma,f16c")]
 unsafe fn with_avx512<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn with_avx2<R>(f: impl FnOnce() -> R) -> R {
     f()
 }

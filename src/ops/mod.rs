@@ -15,6 +15,8 @@ pub mod lm_head_loss;
 pub(crate) mod matvec;
 pub mod softmax;
 
+pub use matvec::WeightFormat;
+
 use candle_core::{bail, CpuStorage, DType, Layout, Result, Tensor};
 use fast_math::DOT_GROUP;
 use gemm::{gemm, Parallelism};

@@ -14,6 +14,7 @@ use crate::data::tokenizer::NEWLINE;
 use crate::data::{CharTokenizer, DataError};
 use crate::engine::{CpuDecoder, DecodeState};
 use crate::model::{GenerationCache, Gpt};
+use crate::ops::WeightFormat;
 use crate::verse::Tables;
 use candle_core::{bail, Result, Tensor};
 use rand_chacha::ChaCha8Rng;
@@ -145,8 +146,11 @@ impl Generation<'_> {
 /// With learned positions, a context that outgrows block_size is cropped, as nanoGPT does, but in
 /// jumps: to its last block_size/2 tokens, so that the cache is rebuilt once per half block rather
 /// than at every step (each crop moves every token's position). Cached and uncached decoding crop
-/// alike and give the same tokens. The other schemes keep the whole context.
+/// alike. The other schemes keep the whole context.
 ///
+/// On the CPU the cached steps read the weight matrices in [`WeightFormat::fastest`] (f16 where
+/// the CPU converts it in hardware, each logit within about 10⁻³ of the exact one, so a draw
+/// close to a boundary may come out differently); [`Generator::with_weights`] chooses.
 /// To generate several times from one model, a [`Generator`] packs the weights only once.
 pub fn generate(
     model: &Gpt,
@@ -165,14 +169,24 @@ pub struct Generator<'m> {
     /// Made by the first generation with the cache; `Some(None)` when the model does not take
     /// the CPU path.
     decoder: Option<Option<CpuDecoder<'m>>>,
+    /// How the CPU decoder stores its weight matrices.
+    format: WeightFormat,
 }
 
 impl<'m> Generator<'m> {
-    /// A generator for `model`; the weights are packed by the first generation that needs them.
+    /// A generator for `model` with the fastest weight format of this CPU; the weights are packed
+    /// by the first generation that needs them.
     pub fn new(model: &'m Gpt) -> Self {
+        Self::with_weights(model, WeightFormat::fastest())
+    }
+
+    /// A generator whose cached steps on the CPU read the weight matrices in `format`
+    /// ([`WeightFormat::F32`]: the exact products of the model's weights).
+    pub fn with_weights(model: &'m Gpt, format: WeightFormat) -> Self {
         Generator {
             model,
             decoder: None,
+            format,
         }
     }
 
@@ -188,7 +202,7 @@ impl<'m> Generator<'m> {
             bail!("generation needs at least one token to start from (the newline that begins a poem)")
         }
         if gen.use_cache && self.decoder.is_none() {
-            self.decoder = Some(CpuDecoder::new(self.model)?);
+            self.decoder = Some(CpuDecoder::new(self.model, self.format)?);
         }
         let decoder = self.decoder.as_ref().and_then(Option::as_ref);
         // The loop runs on a worker of the thread pool, so that the ops' parallel loops start
