@@ -258,7 +258,8 @@ impl<'m> CpuDecoder<'m> {
             .positions
             .embed((self.wte.get(), c), tokens, (start, t))?; // (T, C)
         let mut h = vec![0f32; t * c]; // (T, C)
-                                       // RoPE's rotations of positions start..start+T, for every block.
+
+        // RoPE's rotations of positions start..start+T, for every block.
         let rotations = self.positions.rotations(start, t);
 
         // The outputs of a phase's heads or shares, one (T, C) each, written whole by each.

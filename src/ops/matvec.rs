@@ -150,7 +150,7 @@ enum Panels {
     F16(Vec<HalfRow>),      // (panels × in)
 }
 
-/// Outputs per panel: two AVX registers.
+/// Outputs per panel: two AVX registers, one AVX-512 register.
 const PANEL: usize = 16;
 
 /// Below this many weights a matrix is packed on one thread: handing half to another costs more.
@@ -337,7 +337,8 @@ fn each_panel_sum_of<R: PanelRow>(
     }
 }
 
-/// Rows of x in one [`tile`]: 6 × 2 registers of sums, plus the panel's two and a broadcast.
+/// Rows of x in one [`tile`]: 6 × 2 AVX registers of sums (or 6 AVX-512 ones), plus the panel's
+/// and a broadcast.
 const TILE_ROWS: usize = 6;
 
 /// [`tile`] in AVX-512 registers where the CPU has them; the same sums in the same order.
