@@ -98,8 +98,8 @@ pub struct ModelBench {
     pub config: ModelConfig,
     /// Training tokens per second (median step: batch, forward, backward, clipping, AdamW).
     pub train_tokens_per_s: f64,
-    /// Forward-only tokens per second (median, no backward). Evaluation and generation run in f32
-    /// whatever the training precision, so bf16 rows leave this and the sampling figures out.
+    /// Forward-only tokens per second (median, no backward). Evaluation and generation do not
+    /// depend on the training precision, so bf16 rows leave this and the sampling figures out.
     pub forward_tokens_per_s: Option<f64>,
     /// Generated tokens per second over 200 tokens, recomputing the whole context each token
     /// (median of 7 rounds, alternating with the cached measurement).

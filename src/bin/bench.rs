@@ -172,7 +172,7 @@ fn print_text(report: &Report, one_dtype: bool) {
         report.matmul_ceiling_gflops
     );
     match report.bf16_matmul_ceiling_gflops {
-        Some(c) => println!("bf16 matmul ceiling (AMX, packing included) {c:.1} GFLOP/s; bf16 rows: training only (evaluation and sampling run in f32)"),
+        Some(c) => println!("bf16 matmul ceiling (AMX, packing included) {c:.1} GFLOP/s; bf16 rows: training only (evaluation and sampling do not depend on the training precision)"),
         None if one_dtype => {}
         None => println!("no bf16 rows: this CPU has no AMX-BF16 (or Linux refused its tiles)"),
     }
