@@ -130,8 +130,9 @@ fn dot_rows_lanes(x: &[f32], rows: [&[f32]; DOT_GROUP]) -> [f32; DOT_GROUP] {
     let n = x.len();
     assert!(n.is_multiple_of(LANES) && rows.iter().all(|r| r.len() == n));
     #[cfg(target_arch = "x86_64")]
-    if super::isa::Isa::Avx2.runs_here() {
-        // SAFETY: the CPU has AVX2 and FMA (checked); the lengths are checked above.
+    if super::isa::Isa::detected() != super::isa::Isa::Portable {
+        // SAFETY: both vector instruction sets `detected` picks include AVX2 and FMA; the
+        // lengths are checked above.
         return unsafe { dot_rows_avx2(x, rows) };
     }
     rows.map(|r| dot(x, r))

@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Isa {
-    /// AVX-512 (F, BW, DQ, VL) with FMA and F16C.
+    /// AVX-512 (F, BW, DQ, VL) with AVX2, FMA and F16C.
     Avx512,
     /// AVX2 with FMA and F16C (every AVX2 CPU has them).
     Avx2,
@@ -39,7 +39,8 @@ impl Isa {
             use std::arch::is_x86_feature_detected as has;
             match self {
                 Isa::Avx512 => {
-                    has!("avx512f")
+                    has!("avx2")
+                        && has!("avx512f")
                         && has!("avx512bw")
                         && has!("avx512dq")
                         && has!("avx512vl")
