@@ -272,61 +272,88 @@ pub struct OpTiming {
     pub per_step: usize,
 }
 
-/// Times each fused op (forward and backward) alone, at batch 32 × 128 positions, n_embd 128,
-/// vocabulary 6,000, 4 heads.
+/// Times each kernel of the engine's training step (forward and backward) alone, at batch 32 ×
+/// 128 positions, n_embd 128, vocabulary 6,000, 4 heads.
 pub fn op_timings(runs: usize) -> Result<Vec<OpTiming>> {
-    use crate::ops::{attention, gelu, layer_norm, linear, lm_head_loss};
-    let dev = Device::Cpu;
-    let var = |shape: &[usize]| -> Result<candle_core::Var> {
-        Ok(candle_core::Var::randn(0f32, 1.0, shape, &dev)?)
-    };
-    let time = |f: &dyn Fn() -> Result<Tensor>| -> Result<f64> {
+    use crate::ops::attention::{qkv_backward, qkv_forward, Heads};
+    use crate::ops::{gelu, layer_norm, linear, lm_head_loss};
+    let f32 = Precision::F32;
+    let mut rng = ChaCha8Rng::seed_from_u64(0);
+    let mut random =
+        |len: usize| -> Vec<f32> { (0..len).map(|_| rng.random::<f32>() * 2.0 - 1.0).collect() };
+    let time = |f: &dyn Fn()| -> f64 {
         let mut times = Vec::new();
         for _ in 0..runs + 1 {
             let start = Instant::now();
-            let _ = f()?.sum_all()?.backward()?;
+            f();
             times.push(start.elapsed().as_secs_f64() * 1e3);
         }
-        Ok(median(times[1..].to_vec()))
+        median(times[1..].to_vec())
     };
-    let n = 32 * 128;
-    let (x, x4) = (var(&[n, 128])?, var(&[n, 512])?);
-    let (w_fc, b_fc, w_head) = (var(&[512, 128])?, var(&[512])?, var(&[6000, 128])?);
-    let (ln_w, ln_b) = (var(&[128])?, var(&[128])?);
-    let targets = Tensor::from_vec(
-        (0..n as u32).map(|i| i * 13 % 6000).collect::<Vec<_>>(),
-        n,
-        &dev,
-    )?;
-    let qkv = var(&[32, 128, 384])?;
+    let (n, c, v) = (32 * 128, 128, 6000);
+    let (x, dy, x4, dy4) = (
+        random(n * c),
+        random(n * c),
+        random(n * 4 * c),
+        random(n * 4 * c),
+    );
+    let (w_fc, b_fc, w_head) = (random(4 * c * c), random(4 * c), random(v * c));
+    let (ln_w, ln_b, qkv) = (random(c), random(c), random(n * 3 * c));
+    let targets: Vec<u32> = (0..n as u32).map(|i| i * 13 % v as u32).collect();
+    let heads = Heads {
+        n_head: 4,
+        scale: 0.17,
+        slopes: None,
+        masks: None,
+    };
     Ok(vec![
         OpTiming {
             op: "linear 128→512 (c_fc)".into(),
-            ms: time(&|| Ok(linear::linear(&x, &w_fc, Some(&b_fc))?))?,
+            ms: time(&|| {
+                let _y = linear::forward(&x, &w_fc, Some(&b_fc), 4 * c, f32);
+                let (mut dx, mut dw, mut db) =
+                    (vec![0.0; n * c], vec![0.0; 4 * c * c], vec![0.0; 4 * c]);
+                linear::backward_into(
+                    (&x, &w_fc, &dy4),
+                    4 * c,
+                    &mut dx,
+                    &mut dw,
+                    Some(&mut db),
+                    f32,
+                );
+            }),
             per_step: 4,
         },
         OpTiming {
             op: "lm_head + cross-entropy 128→6000".into(),
             ms: time(&|| {
-                Ok(lm_head_loss::lm_head_cross_entropy(
-                    &x, &w_head, &targets, true,
-                )?)
-            })?,
+                lm_head_loss::loss_and_gradients(&x, &w_head, &targets, c, true, f32);
+            }),
             per_step: 1,
         },
         OpTiming {
             op: "layer norm 4096×128".into(),
-            ms: time(&|| Ok(layer_norm::layer_norm(&x, &ln_w, &ln_b, 1e-5)?))?,
+            ms: time(&|| {
+                let _y = layer_norm::forward(&x, &ln_w, &ln_b, 1e-5);
+                let mut dx = vec![0.0; n * c];
+                layer_norm::backward_into(&x, &ln_w, &dy, 1e-5, &mut dx, false);
+            }),
             per_step: 9,
         },
         OpTiming {
             op: "gelu 4096×512".into(),
-            ms: time(&|| Ok(gelu::gelu(&x4)?))?,
+            ms: time(&|| {
+                let _y = gelu::forward(&x4);
+                gelu::backward_in_place(&x4, &mut dy4.clone());
+            }),
             per_step: 4,
         },
         OpTiming {
             op: "causal attention on qkv 32×128×384, 4 heads".into(),
-            ms: time(&|| Ok(attention::causal_attention_qkv(&qkv, 4, 0.17)?))?,
+            ms: time(&|| {
+                let (_y, weights) = qkv_forward(&qkv, (128, c), &heads);
+                qkv_backward(&qkv, &dy, &weights, (128, c), &heads);
+            }),
             per_step: 4,
         },
     ])

@@ -13,7 +13,7 @@ use rand_chacha::ChaCha8Rng;
 use shige::config::{ModelConfig, Position};
 use shige::engine::{self, CpuDecoder};
 use shige::model::{Gpt, Mode};
-use shige::ops::WeightFormat;
+use shige::ops::{Kernels, WeightFormat};
 use shige::train::optim::{AdamW, AdamWParams, Gradients};
 
 const VOCAB: usize = 40;
@@ -123,14 +123,15 @@ fn batch() -> (Tensor, Tensor) {
     )
 }
 
-/// The engine's loss and gradients, and autograd's through the candle graph, each with dropout
-/// masks drawn from an RNG seeded with `seed`.
+/// The engine's loss and gradients, and autograd's through the candle graph of composite ops,
+/// each with dropout masks drawn from an RNG seeded with `seed`.
 fn both_steps(model: &Gpt, opt: &AdamW, seed: u64) -> ((f64, Gradients), (f64, Gradients)) {
     let (x, y) = batch();
     let rng = || ChaCha8Rng::seed_from_u64(seed);
     let (loss, grads) =
         engine::loss_and_gradients(model, &x, &y, &mut Mode::Train(&mut rng())).unwrap();
-    let reference = model.loss(&x, &y, &mut Mode::Train(&mut rng())).unwrap();
+    let graph = model.clone().with_kernels(Kernels::Composite);
+    let reference = graph.loss(&x, &y, &mut Mode::Train(&mut rng())).unwrap();
     let expected = opt.gradients(&reference.backward().unwrap()).unwrap();
     (
         (loss, opt.gradients_from(grads)),
@@ -268,8 +269,13 @@ fn what_the_engine_cannot_run_is_an_error() {
         .unwrap_err();
     assert!(err.to_string().contains("crop the context"), "{err}");
     drop(decoder);
+    // The fused ops are forward-only: training them through autograd is refused.
+    let err = model
+        .loss(&x, &y, &mut Mode::Train(&mut ChaCha8Rng::seed_from_u64(0)))
+        .unwrap_err();
+    assert!(err.to_string().contains("no backward pass"), "{err}");
     // A model on the composite ops (the path of other devices) runs on candle's graph.
-    let composite = model.with_kernels(shige::ops::Kernels::Composite);
+    let composite = model.with_kernels(Kernels::Composite);
     assert!(!engine::supports(&composite));
     let err = engine::loss_and_gradients(&composite, &x, &y, &mut Mode::Eval).unwrap_err();
     assert!(err.to_string().contains("autograd"), "{err}");

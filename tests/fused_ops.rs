@@ -1,8 +1,9 @@
-//! Every fused CPU kernel against its composite reference: values and gradients.
+//! Every fused CPU op against its composite reference (values), and the engine's backward kernels
+//! against autograd through the reference (gradients).
 
 use candle_core::{Device, Tensor, Var};
 use rand::{Rng, SeedableRng};
-use shige::ops::{gelu, layer_norm, linear, softmax};
+use shige::ops::{gelu, layer_norm, linear, softmax, Precision};
 
 fn random(shape: &[usize], scale: f32, seed: u64) -> Var {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
@@ -37,31 +38,42 @@ fn rel_diff(a: &Tensor, b: &Tensor) -> f32 {
     diff / scale.max(1e-3)
 }
 
-/// Compares outputs and the gradients of every input under a random upstream gradient.
-fn check(name: &str, inputs: &[&Var], fused: impl Fn() -> Tensor, reference: impl Fn() -> Tensor) {
-    let (a, b) = (fused(), reference());
-    assert_eq!(a.dims(), b.dims(), "{name}: shapes");
-    let d = rel_diff(&a, &b);
+/// The values of a tensor, flattened.
+fn values(x: &Tensor) -> Vec<f32> {
+    x.flatten_all().unwrap().to_vec1().unwrap()
+}
+
+/// The kernels' gradients of each input, given the output's gradient (flattened).
+type KernelGrads<'a> = &'a dyn Fn(&[f32]) -> Vec<Vec<f32>>;
+
+/// Compares the fused op's output with the reference's and, when given, the kernels' backward
+/// pass with autograd through the reference, input by input, under a random upstream gradient.
+fn check(
+    name: &str,
+    inputs: &[&Var],
+    fused: Tensor,
+    reference: Tensor,
+    kernel_grads: Option<KernelGrads>,
+) {
+    assert_eq!(fused.dims(), reference.dims(), "{name}: shapes");
+    let d = rel_diff(&fused, &reference);
     assert!(d < 1e-4, "{name}: values differ by {d}");
-    let weights = random(a.dims(), 1.0, 99);
-    let ga = (a * weights.as_tensor())
+    let Some(kernel_grads) = kernel_grads else {
+        return;
+    };
+    let upstream = random(reference.dims(), 1.0, 99);
+    let expected = (reference * upstream.as_tensor())
         .unwrap()
         .sum_all()
         .unwrap()
         .backward()
         .unwrap();
-    let gb = (b * weights.as_tensor())
-        .unwrap()
-        .sum_all()
-        .unwrap()
-        .backward()
-        .unwrap();
-    for (i, x) in inputs.iter().enumerate() {
-        let (da, db) = (
-            ga.get(x.as_tensor()).expect("fused gradient"),
-            gb.get(x.as_tensor()).expect("reference gradient"),
-        );
-        let d = rel_diff(da, db);
+    let grads = kernel_grads(&values(&upstream));
+    assert_eq!(grads.len(), inputs.len(), "{name}: one gradient per input");
+    for (i, (x, grad)) in inputs.iter().zip(grads).enumerate() {
+        let reference = expected.get(x.as_tensor()).expect("reference gradient");
+        let grad = Tensor::from_vec(grad, reference.shape(), &Device::Cpu).unwrap();
+        let d = rel_diff(&grad, reference);
         assert!(d < 1e-4, "{name}: gradient of input {i} differs by {d}");
     }
 }
@@ -74,11 +86,13 @@ fn fused_causal_softmax_matches_the_reference() {
         (vec![4, 9], false),
     ] {
         let x = random(&shape, 3.0, 1);
+        // Its backward pass is part of attention's (below).
         check(
             &format!("softmax {shape:?} causal={causal}"),
             &[&x],
-            || softmax::softmax(&x, causal).unwrap(),
-            || softmax::softmax_reference(&x, causal).unwrap(),
+            softmax::softmax(&x, causal).unwrap(),
+            softmax::softmax_reference(&x, causal).unwrap(),
+            None,
         );
     }
 }
@@ -86,12 +100,19 @@ fn fused_causal_softmax_matches_the_reference() {
 #[test]
 fn fused_gelu_matches_the_reference() {
     let x = random(&[3, 5, 40], 4.0, 2);
+    let xs = values(&x);
     check(
         "gelu",
         &[&x],
-        || gelu::gelu(&x).unwrap(),
-        || gelu::gelu_reference(&x).unwrap(),
+        gelu::gelu(&x).unwrap(),
+        gelu::gelu_reference(&x).unwrap(),
+        Some(&|dy| {
+            let mut dx = dy.to_vec();
+            gelu::backward_in_place(&xs, &mut dx);
+            vec![dx]
+        }),
     );
+    assert_eq!(gelu::forward(&xs), values(&gelu::gelu(&x).unwrap()));
 }
 
 #[test]
@@ -99,12 +120,44 @@ fn fused_layer_norm_matches_the_reference() {
     let x = random(&[3, 70, 24], 2.0, 3);
     let w = random(&[24], 1.0, 4);
     let b = random(&[24], 1.0, 5);
+    let (xs, ws) = (values(&x), values(&w));
     check(
         "layer_norm",
         &[&x, &w, &b],
-        || layer_norm::layer_norm(&x, &w, &b, 1e-5).unwrap(),
-        || layer_norm::layer_norm_reference(&x, &w, &b, 1e-5).unwrap(),
+        layer_norm::layer_norm(&x, &w, &b, 1e-5).unwrap(),
+        layer_norm::layer_norm_reference(&x, &w, &b, 1e-5).unwrap(),
+        Some(&|dy| {
+            let mut dx = vec![0f32; xs.len()];
+            let (dw, db) = layer_norm::backward_into(&xs, &ws, dy, 1e-5, &mut dx, false);
+            vec![dx, dw, db]
+        }),
     );
+}
+
+/// The Linear kernels' gradients (dx, dW and, with a bias, db) for x (.., in) and W (out, in).
+fn linear_grads(x: &Var, w: &Var, with_bias: bool) -> impl Fn(&[f32]) -> Vec<Vec<f32>> {
+    let (xs, ws, n_out) = (values(x), values(w), w.dim(0).unwrap());
+    move |dy| {
+        let (mut dx, mut dw, mut db) = (
+            vec![0f32; xs.len()],
+            vec![0f32; ws.len()],
+            vec![0f32; n_out],
+        );
+        let bias = with_bias.then_some(&mut db[..]);
+        linear::backward_into(
+            (&xs, &ws, dy),
+            n_out,
+            &mut dx,
+            &mut dw,
+            bias,
+            Precision::F32,
+        );
+        if with_bias {
+            vec![dx, dw, db]
+        } else {
+            vec![dx, dw]
+        }
+    }
 }
 
 #[test]
@@ -115,14 +168,16 @@ fn fused_linear_matches_the_reference() {
     check(
         "linear+bias",
         &[&x, &w, &b],
-        || linear::linear(&x, &w, Some(&b)).unwrap(),
-        || linear::linear_reference(&x, &w, Some(&b)).unwrap(),
+        linear::linear(&x, &w, Some(&b)).unwrap(),
+        linear::linear_reference(&x, &w, Some(&b)).unwrap(),
+        Some(&linear_grads(&x, &w, true)),
     );
     check(
         "linear",
         &[&x, &w],
-        || linear::linear(&x, &w, None).unwrap(),
-        || linear::linear_reference(&x, &w, None).unwrap(),
+        linear::linear(&x, &w, None).unwrap(),
+        linear::linear_reference(&x, &w, None).unwrap(),
+        Some(&linear_grads(&x, &w, false)),
     );
     // A few rows (one token while generating) take the dot-product path; lengths that are not
     // multiples of the vector width or of four outputs exercise its tails.
@@ -133,15 +188,18 @@ fn fused_linear_matches_the_reference() {
         check(
             &format!("linear+bias, {rows} rows"),
             &[&x, &w, &b],
-            || linear::linear(&x, &w, Some(&b)).unwrap(),
-            || linear::linear_reference(&x, &w, Some(&b)).unwrap(),
+            linear::linear(&x, &w, Some(&b)).unwrap(),
+            linear::linear_reference(&x, &w, Some(&b)).unwrap(),
+            Some(&linear_grads(&x, &w, true)),
         );
     }
 }
 
 #[test]
 fn fused_output_layer_and_loss_match_the_reference() {
-    use shige::ops::lm_head_loss::{lm_head_cross_entropy, lm_head_cross_entropy_reference};
+    use shige::ops::lm_head_loss::{
+        lm_head_cross_entropy, lm_head_cross_entropy_reference, loss_and_gradients,
+    };
     // 1,100 rows: five chunks of 256, the last one partial, split between threads.
     let x = random(&[1100, 24], 1.0, 10);
     let w = random(&[53, 24], 0.5, 11);
@@ -151,38 +209,21 @@ fn fused_output_layer_and_loss_match_the_reference() {
         &Device::Cpu,
     )
     .unwrap();
+    let (xs, ws, ids) = (values(&x), values(&w), targets.to_vec1::<u32>().unwrap());
     check(
         "lm_head + cross-entropy",
         &[&x, &w],
-        || lm_head_cross_entropy(&x, &w, &targets, true).unwrap(),
-        || lm_head_cross_entropy_reference(&x, &w, &targets).unwrap(),
+        lm_head_cross_entropy(&x, &w, &targets).unwrap(),
+        lm_head_cross_entropy_reference(&x, &w, &targets).unwrap(),
+        Some(&|upstream| {
+            let (_, grads) = loss_and_gradients(&xs, &ws, &ids, 24, true, Precision::F32);
+            let (dx, dw) = grads.expect("gradients");
+            let scaled = |g: Vec<f32>| g.into_iter().map(|v| v * upstream[0]).collect();
+            vec![scaled(dx), scaled(dw)]
+        }),
     );
-    let eval = lm_head_cross_entropy(&x, &w, &targets, false).unwrap();
-    let d = rel_diff(
-        &eval,
-        &lm_head_cross_entropy_reference(&x, &w, &targets).unwrap(),
-    );
-    assert!(d < 1e-4, "evaluation loss differs by {d}");
-    // Straight from the loss (an upstream gradient of 1, as in training).
-    let fused = lm_head_cross_entropy(&x, &w, &targets, true)
-        .unwrap()
-        .backward()
-        .unwrap();
-    let reference = lm_head_cross_entropy_reference(&x, &w, &targets)
-        .unwrap()
-        .backward()
-        .unwrap();
-    for v in [&x, &w] {
-        let d = rel_diff(
-            fused.get(v.as_tensor()).unwrap(),
-            reference.get(v.as_tensor()).unwrap(),
-        );
-        assert!(d < 1e-4, "gradient from the loss differs by {d}");
-    }
     let bad = Tensor::new(&[60u32; 1100], &Device::Cpu).unwrap();
-    let err = lm_head_cross_entropy(&x, &w, &bad, true)
-        .unwrap_err()
-        .to_string();
+    let err = lm_head_cross_entropy(&x, &w, &bad).unwrap_err().to_string();
     assert!(err.contains("outside the vocabulary"), "{err}");
 }
 
@@ -194,13 +235,15 @@ fn fused_causal_attention_matches_the_reference() {
         random(&[2, 3, 19, 8], 1.5, 13),
         random(&[2, 3, 19, 8], 1.0, 14),
     );
+    // Its backward pass is the engine's, on the qkv projection (below).
     check(
         "causal attention",
         &[&q, &k, &v],
-        || causal_attention(&q, &k, &v, 0.35).unwrap(),
-        || causal_attention_reference(&q, &k, &v, 0.35).unwrap(),
+        causal_attention(&q, &k, &v, 0.35).unwrap(),
+        causal_attention_reference(&q, &k, &v, 0.35).unwrap(),
+        None,
     );
-    // Fewer queries than keys (the later keys come from a cache while generating): values only.
+    // Fewer queries than keys, the queries being the last positions.
     for t_q in [1, 5] {
         let q = random(&[2, 3, t_q, 8], 1.5, 15);
         let fused = causal_attention(&q, &k, &v, 0.35).unwrap();
@@ -212,8 +255,7 @@ fn fused_causal_attention_matches_the_reference() {
             "attention with {t_q} queries of 19 keys differs by {d}"
         );
     }
-    // Keys and values read in place from a longer buffer, as from the cache: (T, D) slabs that
-    // are contiguous but stand 30 positions apart.
+    // Keys and values that are views into a longer buffer: (T, D) slabs 30 positions apart.
     let (k_buf, v_buf) = (
         random(&[2, 3, 30, 8], 1.5, 16),
         random(&[2, 3, 30, 8], 1.0, 17),
@@ -233,19 +275,32 @@ fn fused_causal_attention_matches_the_reference() {
     )
     .unwrap();
     let d = rel_diff(&fused, &reference);
-    assert!(d < 1e-4, "attention over cache views differs by {d}");
+    assert!(d < 1e-4, "attention over views differs by {d}");
 }
 
 #[test]
 fn fused_attention_on_the_qkv_projection_matches_the_reference() {
-    use shige::ops::attention::{causal_attention_qkv, causal_attention_qkv_reference};
+    use shige::ops::attention::{
+        causal_attention_qkv, causal_attention_qkv_reference, qkv_backward, qkv_forward, Heads,
+    };
     // Batch 2, 19 positions, 3 heads of 4 dims: q, k and v side by side in the last dimension.
     let qkv = random(&[2, 19, 3 * 12], 1.5, 21);
+    let qkv_values = values(&qkv);
+    let heads = Heads {
+        n_head: 3,
+        scale: 0.5,
+        slopes: None,
+        masks: None,
+    };
     check(
         "qkv attention",
         &[&qkv],
-        || causal_attention_qkv(&qkv, 3, 0.5).unwrap(),
-        || causal_attention_qkv_reference(&qkv, 3, 0.5).unwrap(),
+        causal_attention_qkv(&qkv, 3, 0.5).unwrap(),
+        causal_attention_qkv_reference(&qkv, 3, 0.5).unwrap(),
+        Some(&|dy| {
+            let (_, weights) = qkv_forward(&qkv_values, (19, 12), &heads);
+            vec![qkv_backward(&qkv_values, dy, &weights, (19, 12), &heads)]
+        }),
     );
     assert!(
         causal_attention_qkv(&qkv, 5, 0.5).is_err(),
@@ -259,29 +314,22 @@ fn parameter_gradients_do_not_depend_on_the_thread_count() {
     // in a fixed order, a run repeats to the bit however the chunks were shared among threads.
     let x = random(&[4096, 64], 1.0, 31);
     let (w, b) = (random(&[64], 1.0, 32), random(&[64], 1.0, 33));
-    let (lw, lb) = (random(&[48, 64], 0.2, 34), random(&[48], 1.0, 35));
+    let lw = random(&[48, 64], 0.2, 34);
     let upstream = random(&[4096, 48], 1.0, 36);
+    let (xs, ws, lws, ups) = (values(&x), values(&w), values(&lw), values(&upstream));
     let gradients = |threads: usize| -> Vec<Vec<f32>> {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .build()
             .unwrap();
         pool.install(|| {
-            let h = layer_norm::layer_norm(&x, &w, &b, 1e-5).unwrap();
-            let y = linear::linear(&h, &lw, Some(&lb)).unwrap();
-            let grads = (y * upstream.as_tensor())
-                .unwrap()
-                .sum_all()
-                .unwrap()
-                .backward()
-                .unwrap();
-            [&w, &b, &lw, &lb]
-                .iter()
-                .map(|v| {
-                    let g = grads.get(v.as_tensor()).expect("gradient");
-                    g.flatten_all().unwrap().to_vec1().unwrap()
-                })
-                .collect()
+            let (mut dh, mut dx) = (vec![0f32; 4096 * 64], vec![0f32; 4096 * 64]);
+            let (mut dlw, mut dlb) = (vec![0f32; 48 * 64], vec![0f32; 48]);
+            let h = layer_norm::forward(&xs, &ws, &values(&b), 1e-5);
+            let lb = Some(&mut dlb[..]);
+            linear::backward_into((&h, &lws, &ups), 48, &mut dh, &mut dlw, lb, Precision::F32);
+            let (dw, db) = layer_norm::backward_into(&xs, &ws, &dh, 1e-5, &mut dx, false);
+            vec![dw, db, dlw, dlb]
         })
     };
     let one = gradients(1);

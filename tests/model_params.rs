@@ -79,6 +79,7 @@ fn every_parameter_gets_a_gradient_for_every_scheme() {
                 ..common::small_config(30, 2, position)
             };
             let (model, varmap) = Gpt::seeded(&cfg, 1, &Device::Cpu).unwrap();
+            let model = model.with_kernels(shige::ops::Kernels::Composite); // differentiable
             let ids: Vec<u32> = (0..32).map(|i| (i * 11 % 30) as u32).collect();
             let x = Tensor::new(&ids[..16], &Device::Cpu)
                 .unwrap()

@@ -22,7 +22,7 @@ struct Args {
     /// Sequences per step.
     #[arg(long, default_value_t = 32)]
     batch_size: usize,
-    /// Also time each fused op alone (forward and backward) at the course model's sizes.
+    /// Also time each kernel of the training step alone (forward and backward) at the course model's sizes.
     #[arg(long)]
     ops: bool,
     /// Print one JSON object.

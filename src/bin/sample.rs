@@ -115,13 +115,14 @@ fn run() -> Result<()> {
     let device = shige::device::open(&args.device)?;
     let run = load_run_on(&args.checkpoint, &device)?;
     let position = run.config.model.position;
-    if args.no_cache
+    let recomputes = args.no_cache || !device.is_cpu(); // the cache is the CPU decoder's
+    if recomputes
         && position != Position::Learned
         && prompt_chars + args.max_new_tokens > MAX_UNCACHED_CHARS
     {
         bail!(
-            "--no-cache recomputes the whole context for every character, and a {position} model's context is never cut: \
-             at most {MAX_UNCACHED_CHARS} characters (prompt and --max-new-tokens) without the cache; leave out --no-cache or ask for fewer"
+            "without the cache (--no-cache, or on a GPU) each character recomputes the whole context, and a {position} model's context is never cut: \
+             at most {MAX_UNCACHED_CHARS} characters (prompt and --max-new-tokens) that way; ask for fewer, or leave out --no-cache on the CPU"
         );
     }
     let tokenizer = &run.tokenizer;

@@ -135,9 +135,9 @@ fn shapes(tokenizer: &CharTokenizer, seed: u64) -> Result<Shapes> {
         ..Default::default()
     };
     let (model, _) = Gpt::seeded(&cfg, seed, &device)?;
-    let x = model.embed(&ids(tokenizer, SENTENCE, &device)?, 0, &mut Mode::Eval)?; // (1, 5, 32)
+    let x = model.embed(&ids(tokenizer, SENTENCE, &device)?, &mut Mode::Eval)?; // (1, 5, 32)
     let block = &model.h[0];
-    let (q, k, _v) = block.attn.qkv(&block.attn_input(&x)?, &model.position, 0)?; // (1, 4, 5, 8)
+    let (q, k, _v) = block.attn.qkv(&block.attn_input(&x)?, &model.position)?; // (1, 4, 5, 8)
     let weights = block.attn.weights(&q, &k, &model.position)?; // (1, 4, 5, 5)
     let (b, h, t, d) = q.dims4()?;
     Ok(Shapes {

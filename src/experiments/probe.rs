@@ -27,7 +27,7 @@ pub fn position_probe(
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let (x, _) = splits.batch(Split::Val, PROBE_WINDOWS, context, &mut rng, &Device::Cpu)?; // (N, T)
     let mut layers = Vec::new();
-    let mut h = model.embed(&x, 0, &mut Mode::Eval)?; // (N, T, C)
+    let mut h = model.embed(&x, &mut Mode::Eval)?; // (N, T, C)
     layers.push(h.clone());
     for block in &model.h {
         h = block.forward(&h, &model.position, &mut Mode::Eval)?; // (N, T, C)

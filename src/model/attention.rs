@@ -1,7 +1,6 @@
 //! Causal multi-head self-attention with one fused qkv projection.
 
 use crate::config::ModelConfig;
-use crate::model::cache::LayerCache;
 use crate::model::layers::{Dropout, Linear, Mode, INIT_STD};
 use crate::model::position::PositionEncoding;
 use crate::ops::Kernels;
@@ -10,6 +9,7 @@ use candle_nn::VarBuilder;
 
 /// Multi-head attention: `c_attn` makes q, k and v in one matmul, the heads are slices of them,
 /// and `c_proj` mixes the heads back. Its parameter count does not depend on `n_head`.
+#[derive(Clone)]
 pub struct CausalSelfAttention {
     pub(crate) c_attn: Linear,
     pub(crate) c_proj: Linear,
@@ -50,20 +50,14 @@ impl CausalSelfAttention {
             .contiguous()
     }
 
-    /// q, k and v for x (B, T, C) whose rows stand at positions `start..start+T`, each
-    /// (B, n_head, T, head_dim); q and k rotated for RoPE.
-    pub fn qkv(
-        &self,
-        x: &Tensor,
-        pos: &PositionEncoding,
-        start: usize,
-    ) -> Result<(Tensor, Tensor, Tensor)> {
+    /// q, k and v for x (B, T, C), each (B, n_head, T, head_dim); q and k rotated for RoPE.
+    pub fn qkv(&self, x: &Tensor, pos: &PositionEncoding) -> Result<(Tensor, Tensor, Tensor)> {
         let c = x.dim(2)?;
         let qkv = self.c_attn.forward(x)?; // (B, T, 3C)
         let q = self.split_heads(&qkv.narrow(2, 0, c)?)?; // (B, H, T, D)
         let k = self.split_heads(&qkv.narrow(2, c, c)?)?; // (B, H, T, D)
         let v = self.split_heads(&qkv.narrow(2, 2 * c, c)?)?; // (B, H, T, D)
-        Ok((pos.rotate(&q, start)?, pos.rotate(&k, start)?, v))
+        Ok((pos.rotate(&q, 0)?, pos.rotate(&k, 0)?, v))
     }
 
     /// The score scale 1/√head_dim.
@@ -100,11 +94,8 @@ impl CausalSelfAttention {
             // No score bias and no dropout on the weights: the fused kernel does it all.
             crate::ops::attention::causal_attention(q, k, v, self.scale()) // (B, H, Tq, D)
         } else {
-            let (k, v) = (k.contiguous()?, v.contiguous()?); // cached keys are views
-            let att = self
-                .attn_dropout
-                .forward(&self.weights(q, &k, pos)?, mode)?; // (B, H, Tq, Tk)
-            att.matmul(&v) // (B, H, Tq, D)
+            let att = self.attn_dropout.forward(&self.weights(q, k, pos)?, mode)?; // (B, H, Tq, Tk)
+            att.matmul(v) // (B, H, Tq, D)
         }
     }
 
@@ -126,23 +117,7 @@ impl CausalSelfAttention {
             let y = crate::ops::attention::causal_attention_qkv(&qkv, self.n_head, self.scale())?; // (B, T, C)
             return self.resid_dropout.forward(&self.c_proj.forward(&y)?, mode);
         }
-        let (q, k, v) = self.qkv(x, pos, 0)?; // each (B, H, T, D)
+        let (q, k, v) = self.qkv(x, pos)?; // each (B, H, T, D)
         self.project(&self.attend(&q, &k, &v, pos, mode)?, mode)
-    }
-
-    /// The same for new positions x (B, Tnew, C) following the Tcached positions whose keys and
-    /// values `cache` holds; it reads and extends them. No dropout.
-    pub fn forward_cached(
-        &self,
-        x: &Tensor,
-        pos: &PositionEncoding,
-        cache: &mut LayerCache,
-    ) -> Result<Tensor> {
-        let (q, k, v) = self.qkv(x, pos, cache.len())?; // each (B, H, Tnew, D)
-        let (k, v) = cache.append(&k, &v)?; // each (B, H, Tcached + Tnew, D)
-        self.project(
-            &self.attend(&q, &k, &v, pos, &mut Mode::Eval)?,
-            &mut Mode::Eval,
-        )
     }
 }

@@ -2,7 +2,6 @@
 
 use crate::config::ModelConfig;
 use crate::model::attention::CausalSelfAttention;
-use crate::model::cache::LayerCache;
 use crate::model::layers::{Dropout, LayerNorm, Linear, Mode, INIT_STD};
 use crate::model::position::PositionEncoding;
 use crate::ops::Kernels;
@@ -10,6 +9,7 @@ use candle_core::{Module, Result, Tensor};
 use candle_nn::VarBuilder;
 
 /// The feed-forward network: n_embd → 4·n_embd → GELU (exact, erf) → n_embd.
+#[derive(Clone)]
 pub struct Mlp {
     pub(crate) c_fc: Linear,
     pub(crate) c_proj: Linear,
@@ -47,6 +47,7 @@ impl Mlp {
 }
 
 /// One pre-LN block: `x = x + attn(ln_1(x))`, then `x = x + mlp(ln_2(x))`.
+#[derive(Clone)]
 pub struct Block {
     pub(crate) ln_1: LayerNorm,
     /// The block's attention, public so that experiments can read its weights.
@@ -82,19 +83,5 @@ impl Block {
     pub fn forward(&self, x: &Tensor, pos: &PositionEncoding, mode: &mut Mode) -> Result<Tensor> {
         let x = (x + self.attn.forward(&self.ln_1.forward(x)?, pos, mode)?)?; // (B, T, C)
         &x + self.mlp.forward(&self.ln_2.forward(&x)?, mode)? // (B, T, C)
-    }
-
-    /// The same for new positions x (B, Tnew, C) after those in this layer's `cache`; no dropout.
-    pub fn forward_cached(
-        &self,
-        x: &Tensor,
-        pos: &PositionEncoding,
-        cache: &mut LayerCache,
-    ) -> Result<Tensor> {
-        let attn = self
-            .attn
-            .forward_cached(&self.ln_1.forward(x)?, pos, cache)?; // (B, Tnew, C)
-        let x = (x + attn)?; // (B, Tnew, C)
-        &x + self.mlp.forward(&self.ln_2.forward(&x)?, &mut Mode::Eval)? // (B, Tnew, C)
     }
 }

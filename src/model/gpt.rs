@@ -2,7 +2,6 @@
 
 use crate::config::ModelConfig;
 use crate::model::block::Block;
-use crate::model::cache::GenerationCache;
 use crate::model::init::seeded_var_builder;
 use crate::model::layers::{Dropout, LayerNorm, Linear, Mode, INIT_STD};
 use crate::model::position::PositionEncoding;
@@ -11,6 +10,7 @@ use candle_core::{Device, Module, Result, Tensor};
 use candle_nn::{Embedding, Init, VarBuilder, VarMap};
 
 /// A decoder-only transformer with nanoGPT's parameter names (`transformer.wte.weight`, …).
+#[derive(Clone)]
 pub struct Gpt {
     pub(crate) wte: Embedding,
     /// The positional scheme, public so that experiments can inspect it.
@@ -114,17 +114,17 @@ impl Gpt {
         &self.cfg
     }
 
-    /// The residual stream entering the blocks for tokens idx (B, T) at positions
-    /// `start..start+T`: token embedding plus absolute positions.
-    pub fn embed(&self, idx: &Tensor, start: usize, mode: &mut Mode) -> Result<Tensor> {
+    /// The residual stream entering the blocks for tokens idx (B, T): token embedding plus
+    /// absolute positions.
+    pub fn embed(&self, idx: &Tensor, mode: &mut Mode) -> Result<Tensor> {
         let tok = self.wte.forward(idx)?; // (B, T, C)
-        let x = self.position.add_to_embedding(&tok, start)?; // (B, T, C)
+        let x = self.position.add_to_embedding(&tok)?; // (B, T, C)
         self.drop.forward(&x, mode)
     }
 
     /// The residual stream leaving the last block (B, T, C) for token ids idx (B, T).
     fn residual(&self, idx: &Tensor, mode: &mut Mode) -> Result<Tensor> {
-        let mut x = self.embed(idx, 0, mode)?; // (B, T, C)
+        let mut x = self.embed(idx, mode)?; // (B, T, C)
         for block in &self.h {
             x = block.forward(&x, &self.position, mode)?; // (B, T, C)
         }
@@ -154,38 +154,23 @@ impl Gpt {
         self.last_logits(&self.residual(idx, &mut Mode::Eval)?) // (B, V)
     }
 
-    /// Logits (B, vocab) of the token after idx (B, Tnew), which follows the positions held in
-    /// `cache`; their keys and values are read from the cache and idx's are added to it.
-    /// Equal to the last row of `forward` on the whole context, at the cost of Tnew positions.
-    pub fn forward_cached(&self, idx: &Tensor, cache: &mut GenerationCache) -> Result<Tensor> {
-        let mut x = self.embed(idx, cache.len(), &mut Mode::Eval)?; // (B, Tnew, C)
-        for (block, layer_cache) in self.h.iter().zip(&mut cache.layers) {
-            x = block.forward_cached(&x, &self.position, layer_cache)?; // (B, Tnew, C)
-        }
-        self.last_logits(&x) // (B, V)
-    }
-
-    /// An empty key/value cache for this model.
-    pub fn new_cache(&self) -> GenerationCache {
-        GenerationCache::new(self.h.len(), self.cfg.block_size)
-    }
-
     /// Mean cross-entropy of the next-token predictions for idx (B, T) against targets (B, T).
-    /// The output layer and the loss run fused, without materialising the logits; in training
-    /// mode they also prepare their gradients for `backward`.
+    /// The fused ops are forward-only (the output layer and the loss run without materialising
+    /// the logits): on the CPU, training runs on [`crate::engine::loss_and_gradients`], and a
+    /// graph to differentiate takes [`Kernels::Composite`].
     pub fn loss(&self, idx: &Tensor, targets: &Tensor, mode: &mut Mode) -> Result<Tensor> {
+        if matches!(mode, Mode::Train(_)) && self.runs_fused_kernels() {
+            candle_core::bail!("the candle graph's fused CPU ops have no backward pass: train with engine::loss_and_gradients, or on Kernels::Composite (with_kernels)")
+        }
         let h = self.hidden(idx, mode)?; // (B, T, C)
         let (b, t, c) = h.dims3()?;
-        let training = matches!(mode, Mode::Train(_));
         let (h, w, targets) = (
             &h.reshape((b * t, c))?,
             self.lm_head.weight(),
             &targets.reshape(b * t)?,
         );
         match self.kernels {
-            Kernels::Fused => {
-                crate::ops::lm_head_loss::lm_head_cross_entropy(h, w, targets, training)
-            }
+            Kernels::Fused => crate::ops::lm_head_loss::lm_head_cross_entropy(h, w, targets),
             Kernels::Composite => {
                 crate::ops::lm_head_loss::lm_head_cross_entropy_reference(h, w, targets)
             }

@@ -21,6 +21,7 @@ pub enum Mode<'a> {
 }
 
 /// A Linear layer `y = x Wᵀ + b` with W stored [out, in] (as PyTorch), run by a fused op.
+#[derive(Clone)]
 pub struct Linear {
     pub(crate) weight: Tensor,
     pub(crate) bias: Option<Tensor>,
@@ -81,8 +82,9 @@ impl Module for Linear {
     }
 }
 
-/// LayerNorm over the last dimension, eps [`LN_EPS`], with a fused CPU kernel and its backward
-/// (candle's own `LayerNorm` module has no backward pass).
+/// LayerNorm over the last dimension, eps [`LN_EPS`]: a fused CPU kernel, or the composite of
+/// differentiable tensor ops (candle's own `LayerNorm` module has no backward pass).
+#[derive(Clone)]
 pub struct LayerNorm {
     pub(crate) weight: Tensor,
     /// A parameter when `bias` is on, else constant zeros.
@@ -119,6 +121,7 @@ impl Module for LayerNorm {
 
 /// Inverted dropout: zeroes each element with probability `p` in training and scales the rest by
 /// 1/(1-p); does nothing in evaluation.
+#[derive(Clone)]
 pub struct Dropout {
     p: f64,
 }

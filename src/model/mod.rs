@@ -4,12 +4,10 @@
 
 pub mod attention;
 pub mod block;
-pub mod cache;
 pub mod gpt;
 pub mod init;
 pub mod layers;
 pub mod position;
 
-pub use cache::GenerationCache;
 pub use gpt::Gpt;
 pub use layers::Mode;

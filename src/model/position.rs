@@ -73,6 +73,7 @@ pub fn alibi_slopes(n_head: usize) -> Vec<f64> {
 }
 
 /// The positional scheme of one model, with its parameters or settings.
+#[derive(Clone)]
 pub enum PositionEncoding {
     /// Nothing: attention sees a set, and only the causal mask leaks order.
     None,
@@ -115,24 +116,23 @@ impl PositionEncoding {
         })
     }
 
-    /// Adds absolute positions `start..start+T` to the token embeddings x (B, T, C) for the
-    /// learned and sinusoidal schemes; returns x unchanged for the others.
-    pub fn add_to_embedding(&self, x: &Tensor, start: usize) -> Result<Tensor> {
+    /// Adds absolute positions 0..T to the token embeddings x (B, T, C) for the learned and
+    /// sinusoidal schemes; returns x unchanged for the others.
+    pub fn add_to_embedding(&self, x: &Tensor) -> Result<Tensor> {
         let (_b, t, c) = x.dims3()?;
         match self {
             PositionEncoding::Learned { table } => {
                 let rows = table.dim(0)?;
-                if start + t > rows {
+                if t > rows {
                     bail!(
-                        "the learned position table has {rows} rows but positions up to {} were asked for: \
-                         crop the context to block_size or use none, sinusoidal, rope or alibi",
-                        start + t
+                        "the learned position table has {rows} rows but {t} positions were asked for: \
+                         crop the context to block_size or use none, sinusoidal, rope or alibi"
                     )
                 }
-                x.broadcast_add(&table.narrow(0, start, t)?) // (B, T, C)
+                x.broadcast_add(&table.narrow(0, 0, t)?) // (B, T, C)
             }
             PositionEncoding::Sinusoidal { n_embd, scale } => {
-                let table = sinusoidal_table(start, t, *n_embd, *scale);
+                let table = sinusoidal_table(0, t, *n_embd, *scale);
                 let table = f32_tensor(table, (t, c), x)?; // (T, C)
                 x.broadcast_add(&table) // (B, T, C)
             }

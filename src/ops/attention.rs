@@ -1,55 +1,10 @@
-//! Causal scaled dot-product attention, softmax(q kᵀ/√d) v with the causal mask, fused per
-//! (batch, head) with its backward pass: no (B, H, T, T) score tensor goes through candle's
-//! graph, and the weights are kept for the backward pass.
+//! Causal scaled dot-product attention, softmax(q kᵀ/√d) v with the causal mask, per (batch,
+//! head): the engine's forward and backward kernels (with ALiBi's score bias and dropout), and the
+//! fused ops of the candle graph (forward only), through which no (B, H, T, T) score tensor goes.
 
 use super::{contiguous, isa, matmul_on, Operand};
 use candle_core::{bail, CpuStorage, CustomOp1, CustomOp3, Layout, Result, Shape, Tensor, D};
 use rayon::prelude::*;
-use std::sync::Mutex;
-
-/// Whether each (T, D) slab of a (B, H, T, D) tensor is contiguous, as in keys and values that
-/// are a prefix of a longer cache: the kernel reads those in place.
-fn has_contiguous_slabs(x: &Tensor) -> bool {
-    let (dims, stride) = (x.dims(), x.stride());
-    dims.len() == 4 && stride[3] == 1 && (dims[2] <= 1 || stride[2] == dims[3])
-}
-
-/// The (T, D) slab of each (batch, head) of a (B, H, T, D) tensor with contiguous slabs, in
-/// (b, h) order.
-fn slabs<'a>(storage: &'a CpuStorage, layout: &Layout) -> Result<Vec<&'a [f32]>> {
-    let data = storage.as_slice::<f32>()?;
-    let (dims, stride) = (layout.dims(), layout.stride());
-    let (h, slab) = (dims[1], dims[2] * dims[3]);
-    let start = layout.start_offset();
-    (0..dims[0] * h)
-        .map(|bh| {
-            let offset = start + bh / h * stride[0] + bh % h * stride[1];
-            data.get(offset..offset + slab).ok_or_else(|| {
-                candle_core::Error::Msg("fused attention: keys or values out of bounds".into())
-            })
-        })
-        .collect()
-}
-
-/// Stores the forward pass's attention weights for the backward pass.
-fn keep(slot: &Mutex<Option<Vec<f32>>>, weights: Vec<f32>) -> Result<()> {
-    *slot
-        .lock()
-        .map_err(|_| candle_core::Error::Msg("attention lock poisoned".into()))? = Some(weights);
-    Ok(())
-}
-
-/// Takes back the weights [`keep`] stored.
-fn take(slot: &Mutex<Option<Vec<f32>>>) -> Result<Vec<f32>> {
-    match slot
-        .lock()
-        .map_err(|_| candle_core::Error::Msg("attention lock poisoned".into()))?
-        .take()
-    {
-        Some(weights) => Ok(weights),
-        None => bail!("fused attention: backward called twice"),
-    }
-}
 
 /// One (batch, head) forward: p (Tq × Tk) = causal softmax of q kᵀ · scale, o (Tq × D) = p v, for
 /// q (Tq × D) and k, v (Tk × D), query i standing at position i + Tk − Tq.
@@ -141,8 +96,6 @@ fn head_backward(
 
 struct CausalAttention {
     scale: f32,
-    /// The attention weights of the forward pass, (B·H, T, T), for the backward pass.
-    weights: Mutex<Option<Vec<f32>>>,
 }
 
 impl CustomOp3 for CausalAttention {
@@ -160,8 +113,11 @@ impl CustomOp3 for CausalAttention {
         l3: &Layout,
     ) -> Result<(CpuStorage, Shape)> {
         let name = self.name();
-        let q = contiguous(s1, l1, name)?;
-        let (k, v) = (slabs(s2, l2)?, slabs(s3, l3)?);
+        let (q, k, v) = (
+            contiguous(s1, l1, name)?,
+            contiguous(s2, l2, name)?,
+            contiguous(s3, l3, name)?,
+        );
         let (t_q, d) = (l1.dims()[2], l1.dims()[3]);
         let t_k = l2.dims()[2];
         let mut out = vec![0f32; q.len()];
@@ -173,57 +129,12 @@ impl CustomOp3 for CausalAttention {
                 let q = &q[bh * t_q * d..(bh + 1) * t_q * d];
                 let qkv = (
                     Operand::rows(q, d),
-                    Operand::rows(k[bh], d),
-                    Operand::rows(v[bh], d),
+                    Operand::rows(&k[bh * t_k * d..(bh + 1) * t_k * d], d),
+                    Operand::rows(&v[bh * t_k * d..(bh + 1) * t_k * d], d),
                 );
                 head_forward(qkv, (t_q, t_k, d), (self.scale, None), None, p, o);
             });
-        keep(&self.weights, weights)?;
         Ok((CpuStorage::F32(out), l1.shape().clone()))
-    }
-
-    fn bwd(
-        &self,
-        q: &Tensor,
-        k: &Tensor,
-        v: &Tensor,
-        _out: &Tensor,
-        d_out: &Tensor,
-    ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        let p = take(&self.weights)?;
-        let (_, _, t, d) = q.dims4()?;
-        if k.dim(2)? != t {
-            bail!("fused attention: the backward pass needs as many queries as keys (no cache)")
-        }
-        let flat = |x: &Tensor| x.flatten_all()?.to_vec1::<f32>();
-        let (q_v, k_v, v_v, do_v) = (flat(q)?, flat(k)?, flat(v)?, flat(d_out)?);
-        let n = q_v.len();
-        let (mut dq, mut dk, mut dv) = (vec![0f32; n], vec![0f32; n], vec![0f32; n]);
-        dq.par_chunks_mut(t * d)
-            .zip(dk.par_chunks_mut(t * d))
-            .zip(dv.par_chunks_mut(t * d))
-            .enumerate()
-            .for_each(|(bh, ((dq, dk), dv))| {
-                let range = bh * t * d..(bh + 1) * t * d;
-                let operands = (
-                    Operand::rows(&q_v[range.clone()], d),
-                    Operand::rows(&k_v[range.clone()], d),
-                    Operand::rows(&v_v[range.clone()], d),
-                    Operand::rows(&do_v[range], d),
-                );
-                let p = &p[bh * t * t..(bh + 1) * t * t];
-                let mut ds = vec![0f32; t * t];
-                head_backward(
-                    operands,
-                    (t, d),
-                    (self.scale, None),
-                    p,
-                    &mut ds,
-                    (dq, dk, dv),
-                );
-            });
-        let make = |x: Vec<f32>| Tensor::from_vec(x, q.shape(), q.device());
-        Ok((Some(make(dq)?), Some(make(dk)?), Some(make(dv)?)))
     }
 }
 
@@ -233,8 +144,6 @@ impl CustomOp3 for CausalAttention {
 struct QkvAttention {
     n_head: usize,
     scale: f32,
-    /// The attention weights of the forward pass, (B·H, T, T), for the backward pass.
-    weights: Mutex<Option<Vec<f32>>>,
 }
 
 /// Head h's q, k and v in batch row `qkv` (T × 3C) of `n_head` heads: T × D operands with row
@@ -245,7 +154,7 @@ fn head_operands(qkv: &[f32], h: usize, c: usize, n_head: usize) -> [Operand<'_>
 }
 
 /// How the heads of one layer attend.
-pub(crate) struct Heads<'a> {
+pub struct Heads<'a> {
     pub n_head: usize,
     /// The scores' scale, 1/√head_dim.
     pub scale: f32,
@@ -258,11 +167,7 @@ pub(crate) struct Heads<'a> {
 /// Causal attention of every head in qkv (B × T × 3C, sequences of T rows): the heads' outputs
 /// side by side (B × T × C) and the attention weights before dropout (B × H × T × T) for
 /// [`qkv_backward`].
-pub(crate) fn qkv_forward(
-    qkv: &[f32],
-    (t, c): (usize, usize),
-    heads: &Heads,
-) -> (Vec<f32>, Vec<f32>) {
+pub fn qkv_forward(qkv: &[f32], (t, c): (usize, usize), heads: &Heads) -> (Vec<f32>, Vec<f32>) {
     let (c3, n_head) = (3 * c, heads.n_head);
     let (b, d) = (qkv.len() / (t * c3), c / n_head);
     let mut out = vec![0f32; b * t * c];
@@ -286,7 +191,7 @@ pub(crate) fn qkv_forward(
 
 /// The gradient of qkv (B × T × 3C) from the output's gradient g (B × T × C) and the weights p
 /// of [`qkv_forward`].
-pub(crate) fn qkv_backward(
+pub fn qkv_backward(
     qkv: &[f32],
     g: &[f32],
     p: &[f32],
@@ -360,20 +265,8 @@ impl CustomOp1 for QkvAttention {
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
         let qkv = contiguous(storage, layout, self.name())?;
         let (b, t, c3) = layout.shape().dims3()?;
-        let (out, weights) = qkv_forward(qkv, (t, c3 / 3), &self.heads());
-        keep(&self.weights, weights)?;
+        let (out, _weights) = qkv_forward(qkv, (t, c3 / 3), &self.heads());
         Ok((CpuStorage::F32(out), Shape::from((b, t, c3 / 3))))
-    }
-
-    fn bwd(&self, qkv: &Tensor, _out: &Tensor, d_out: &Tensor) -> Result<Option<Tensor>> {
-        let p = take(&self.weights)?;
-        let (_, t, c3) = qkv.dims3()?;
-        let (qkv_v, g_v) = (
-            qkv.flatten_all()?.to_vec1::<f32>()?,
-            d_out.flatten_all()?.to_vec1::<f32>()?,
-        );
-        let dqkv = qkv_backward(&qkv_v, &g_v, &p, (t, c3 / 3), &self.heads());
-        Ok(Some(Tensor::from_vec(dqkv, qkv.shape(), qkv.device())?))
     }
 }
 
@@ -390,14 +283,12 @@ pub fn causal_attention_qkv(qkv: &Tensor, n_head: usize, scale: f64) -> Result<T
     let op = QkvAttention {
         n_head,
         scale: scale as f32,
-        weights: Mutex::new(None),
     };
     qkv.contiguous()?.apply_op1(op)
 }
 
 /// softmax(q kᵀ · scale + causal mask) v for q (B, H, Tq, D) and k, v (B, H, Tk, D), Tq ≤ Tk,
-/// the queries being the last Tq positions (Tq < Tk when earlier keys come from a cache; the
-/// backward pass needs Tq = Tk).
+/// the queries being the last Tq positions.
 pub fn causal_attention(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64) -> Result<Tensor> {
     let (b, h, t_q, d) = q.dims4()?;
     let t_k = k.dim(2)?;
@@ -407,16 +298,9 @@ pub fn causal_attention(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64) -> Resul
     }
     let op = CausalAttention {
         scale: scale as f32,
-        weights: Mutex::new(None),
     };
-    let in_place = |x: &Tensor| {
-        if has_contiguous_slabs(x) {
-            Ok(x.clone())
-        } else {
-            x.contiguous()
-        }
-    };
-    q.contiguous()?.apply_op3(&in_place(k)?, &in_place(v)?, op)
+    q.contiguous()?
+        .apply_op3(&k.contiguous()?, &v.contiguous()?, op)
 }
 
 /// The composite reference: scores, the causal softmax, then the weighted sum of v.

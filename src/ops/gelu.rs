@@ -1,7 +1,8 @@
-//! GELU (exact, with erf), fused, with its backward.
+//! GELU (exact, with erf): the engine's forward and backward kernels, and the fused op of the
+//! candle graph (forward only).
 
 use super::{contiguous, fast_math, isa, ROWS_PER_TASK};
-use candle_core::{CpuStorage, CustomOp1, CustomOp2, Layout, Result, Shape, Tensor};
+use candle_core::{CpuStorage, CustomOp1, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
 const CHUNK: usize = 256 * ROWS_PER_TASK;
@@ -16,7 +17,7 @@ pub(crate) fn gelu_value(v: f32) -> f32 {
 }
 
 /// GELU of every element of x.
-pub(crate) fn forward(x: &[f32]) -> Vec<f32> {
+pub fn forward(x: &[f32]) -> Vec<f32> {
     let mut y = vec![0f32; x.len()];
     y.par_chunks_mut(CHUNK)
         .zip(x.par_chunks(CHUNK))
@@ -31,7 +32,7 @@ pub(crate) fn forward(x: &[f32]) -> Vec<f32> {
 }
 
 /// Turns the output's gradient `g` into the input's: g · (Φ(x) + x·φ(x)), element by element.
-pub(crate) fn backward_in_place(x: &[f32], g: &mut [f32]) {
+pub fn backward_in_place(x: &[f32], g: &mut [f32]) {
     g.par_chunks_mut(CHUNK)
         .zip(x.par_chunks(CHUNK))
         .for_each(|(gs, xs)| isa::widest(|| gelu_gradient(gs, xs)));
@@ -58,35 +59,6 @@ impl CustomOp1 for Gelu {
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
         let x = contiguous(storage, layout, self.name())?;
         Ok((CpuStorage::F32(forward(x)), layout.shape().clone()))
-    }
-
-    fn bwd(&self, x: &Tensor, _y: &Tensor, dy: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(x.apply_op2_no_bwd(&dy.contiguous()?, &GeluBackward)?))
-    }
-}
-
-/// dx = dy · (Φ(x) + x·φ(x)).
-struct GeluBackward;
-
-impl CustomOp2 for GeluBackward {
-    fn name(&self) -> &'static str {
-        "fused-gelu-backward"
-    }
-
-    fn cpu_fwd(
-        &self,
-        s1: &CpuStorage,
-        l1: &Layout,
-        s2: &CpuStorage,
-        l2: &Layout,
-    ) -> Result<(CpuStorage, Shape)> {
-        let (x, dy) = (
-            contiguous(s1, l1, self.name())?,
-            contiguous(s2, l2, self.name())?,
-        );
-        let mut dx = dy.to_vec();
-        backward_in_place(x, &mut dx);
-        Ok((CpuStorage::F32(dx), l1.shape().clone()))
     }
 }
 

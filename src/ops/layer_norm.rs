@@ -1,4 +1,5 @@
-//! LayerNorm over the last dimension, fused, with its backward (for x, weight and bias).
+//! LayerNorm over the last dimension: the engine's forward and backward kernels, and the fused op
+//! of the candle graph (forward only).
 
 use super::{contiguous, fast_math, isa, ROWS_PER_TASK};
 use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor, D};
@@ -23,7 +24,7 @@ pub(crate) fn normalize_row(x: &[f32], w: &[f32], b: &[f32], eps: f32, out: &mut
 }
 
 /// LayerNorm of the rows of x (N × C) with weight w and bias b (C).
-pub(crate) fn forward(x: &[f32], w: &[f32], b: &[f32], eps: f32) -> Vec<f32> {
+pub fn forward(x: &[f32], w: &[f32], b: &[f32], eps: f32) -> Vec<f32> {
     let c = w.len();
     let mut y = vec![0f32; x.len()];
     y.par_chunks_mut(c * ROWS_PER_TASK)
@@ -76,7 +77,7 @@ pub(crate) fn backward_rows(
 
 /// The gradients of [`forward`] from the output's gradient dy (N × C): dx written into `dx`
 /// (added to it with `accumulate`), and (dweight, dbias) returned.
-pub(crate) fn backward_into(
+pub fn backward_into(
     x: &[f32],
     w: &[f32],
     dy: &[f32],
@@ -129,61 +130,6 @@ impl CustomOp3 for LayerNormOp {
             CpuStorage::F32(forward(x, w, b, self.eps)),
             l1.shape().clone(),
         ))
-    }
-
-    fn bwd(
-        &self,
-        x: &Tensor,
-        w: &Tensor,
-        _b: &Tensor,
-        _y: &Tensor,
-        dy: &Tensor,
-    ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        let c = w.elem_count();
-        let rows = x.elem_count() / c;
-        let x2 = x.reshape((rows, c))?;
-        let dy2 = dy.contiguous()?.reshape((rows, c))?;
-        let packed = x2.apply_op3_no_bwd(w, &dy2, &LayerNormBackward { eps: self.eps })?; // (rows + 2, C)
-        let dx = packed.narrow(0, 0, rows)?.reshape(x.shape())?;
-        Ok((
-            Some(dx),
-            Some(packed.get(rows)?),
-            Some(packed.get(rows + 1)?),
-        ))
-    }
-}
-
-/// Computes dx (rows × C), then dweight and dbias, packed as rows + 2 rows of C.
-struct LayerNormBackward {
-    eps: f32,
-}
-
-impl CustomOp3 for LayerNormBackward {
-    fn name(&self) -> &'static str {
-        "fused-layer-norm-backward"
-    }
-
-    fn cpu_fwd(
-        &self,
-        s1: &CpuStorage,
-        l1: &Layout,
-        s2: &CpuStorage,
-        l2: &Layout,
-        s3: &CpuStorage,
-        l3: &Layout,
-    ) -> Result<(CpuStorage, Shape)> {
-        let x = contiguous(s1, l1, self.name())?;
-        let (w, dy) = (
-            contiguous(s2, l2, self.name())?,
-            contiguous(s3, l3, self.name())?,
-        );
-        let c = w.len();
-        let rows = x.len() / c;
-        let mut out = vec![0f32; (rows + 2) * c];
-        let (dw, db) = backward_into(x, w, dy, self.eps, &mut out[..rows * c], false);
-        out[rows * c..(rows + 1) * c].copy_from_slice(&dw);
-        out[(rows + 1) * c..].copy_from_slice(&db);
-        Ok((CpuStorage::F32(out), Shape::from((rows + 2, c))))
     }
 }
 

@@ -1,12 +1,13 @@
-//! A Linear layer `y = x Wᵀ + b` as one op: gemm calls on the raw buffers forward and backward,
-//! so that no transposed copy, broadcast bias or zeros-then-add gradient is ever built.
+//! A Linear layer `y = x Wᵀ + b`: the engine's forward and backward kernels, gemm calls on the raw
+//! buffers, so that no transposed copy, broadcast bias or zeros-then-add gradient is ever built;
+//! and the fused op of the candle graph (forward only).
 
 use super::{contiguous, matmul_into, Operand, Precision};
 use candle_core::{CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
 /// y (N × out) = x (N × in) · Wᵀ, W stored (out × in), plus `bias` in every row when given.
-pub(crate) fn forward(
+pub fn forward(
     x: &[f32],
     w: &[f32],
     bias: Option<&[f32]>,
@@ -63,7 +64,7 @@ fn add_product(
 /// The gradients of [`forward`] from the output's gradient dy (N × out), W being (out × in): dx
 /// (N × in) = dy·W, dW (out × in) = dyᵀ·x and, when given, db (out) = Σ_rows dy. Every output is
 /// overwritten.
-pub(crate) fn backward_into(
+pub fn backward_into(
     (x, w, dy): (&[f32], &[f32], &[f32]),
     n_out: usize,
     dx: &mut [f32],
@@ -132,17 +133,6 @@ impl CustomOp2 for Linear {
             output_shape(l1, self.out),
         ))
     }
-
-    fn bwd(
-        &self,
-        x: &Tensor,
-        w: &Tensor,
-        _y: &Tensor,
-        dy: &Tensor,
-    ) -> Result<(Option<Tensor>, Option<Tensor>)> {
-        let (dx, dw, _) = backward(x, w, dy, false)?;
-        Ok((Some(dx), Some(dw)))
-    }
 }
 
 impl CustomOp3 for Linear {
@@ -170,83 +160,6 @@ impl CustomOp3 for Linear {
             output_shape(l1, self.out),
         ))
     }
-
-    fn bwd(
-        &self,
-        x: &Tensor,
-        w: &Tensor,
-        _b: &Tensor,
-        _y: &Tensor,
-        dy: &Tensor,
-    ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
-        let (dx, dw, db) = backward(x, w, dy, true)?;
-        Ok((Some(dx), Some(dw), db))
-    }
-}
-
-/// Gradients of a Linear layer from one packed buffer: dx = dy·W, dW = dyᵀ·x, db = Σ_rows dy.
-struct LinearBackward {
-    with_bias: bool,
-}
-
-impl CustomOp3 for LinearBackward {
-    fn name(&self) -> &'static str {
-        "fused-linear-backward"
-    }
-
-    fn cpu_fwd(
-        &self,
-        s1: &CpuStorage,
-        l1: &Layout,
-        s2: &CpuStorage,
-        l2: &Layout,
-        s3: &CpuStorage,
-        l3: &Layout,
-    ) -> Result<(CpuStorage, Shape)> {
-        let name = self.name();
-        let (x, w, dy) = (
-            contiguous(s1, l1, name)?,
-            contiguous(s2, l2, name)?,
-            contiguous(s3, l3, name)?,
-        );
-        let (n_out, n_in) = (l2.dims()[0], l2.dims()[1]);
-        let rows = x.len() / n_in;
-        let bias_len = if self.with_bias { n_out } else { 0 };
-        let mut packed = vec![0f32; rows * n_in + n_out * n_in + bias_len];
-        let (dx, rest) = packed.split_at_mut(rows * n_in);
-        let (dw, db) = rest.split_at_mut(n_out * n_in);
-        backward_into(
-            (x, w, dy),
-            n_out,
-            dx,
-            dw,
-            self.with_bias.then_some(db),
-            Precision::F32,
-        );
-        let len = packed.len();
-        Ok((CpuStorage::F32(packed), Shape::from(len)))
-    }
-}
-
-fn backward(
-    x: &Tensor,
-    w: &Tensor,
-    dy: &Tensor,
-    with_bias: bool,
-) -> Result<(Tensor, Tensor, Option<Tensor>)> {
-    let (n_out, n_in) = w.dims2()?;
-    let rows = x.elem_count() / n_in;
-    let packed = x.apply_op3_no_bwd(w, &dy.contiguous()?, &LinearBackward { with_bias })?;
-    let dx = packed.narrow(0, 0, rows * n_in)?.reshape(x.shape())?;
-    let dw = packed
-        .narrow(0, rows * n_in, n_out * n_in)?
-        .reshape((n_out, n_in))?;
-    let db = if with_bias {
-        Some(packed.narrow(0, rows * n_in + n_out * n_in, n_out)?)
-    } else {
-        None
-    };
-    Ok((dx, dw, db))
 }
 
 /// y = x Wᵀ + b for x (.., in), W (out, in), b (out).

@@ -1,11 +1,11 @@
 //! The output layer and the loss in one pass: logits = x Wᵀ, cross-entropy against the targets,
 //! and (when training) the gradients of x and W, computed chunk by chunk of rows so that the
 //! (B·T) × vocab logits are never materialised (the fused linear cross-entropy of Liger-Kernel).
+//! The engine's kernel, and the fused op of the candle graph (the loss alone).
 
 use super::{bf16, contiguous, fast_math, isa, matmul_on, Operand, Precision};
 use candle_core::{bail, CpuStorage, CustomOp2, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
-use std::sync::{Arc, Mutex};
 
 /// Rows of logits computed at once per thread: 256 × a 6,000-character vocabulary is 6 MB, so that
 /// one chunk per thread fits in the shared L3 cache with room to spare (training runs one shard
@@ -19,13 +19,12 @@ const CHUNK_ROWS: usize = 256;
 /// copies stay in the core's L2 cache.
 const BF16_CHUNK_ROWS: usize = 64;
 
-/// The gradients computed during the forward pass, handed to the backward pass.
-type Grads = (Vec<f32>, Vec<f32>);
+/// The output layer's gradients (dx, dW), computed in the same pass as the loss.
+pub type Grads = (Vec<f32>, Vec<f32>);
 
+/// The loss alone, for the candle graph (forward only: training runs on `crate::engine`).
 struct LmHeadLoss {
-    targets: Arc<Vec<u32>>,
-    with_grad: bool,
-    grads: Mutex<Option<Grads>>,
+    targets: Vec<u32>,
 }
 
 /// The output layer's three products for one chunk of rows, with the weight W (V × C) in the
@@ -173,7 +172,7 @@ fn share(
 
 /// The mean loss of x (N × C) · Wᵀ (W: V × C) against `targets` (N) and, with `with_grad`, its
 /// gradients (dx, dW).
-pub(crate) fn loss_and_gradients(
+pub fn loss_and_gradients(
     x: &[f32],
     w: &[f32],
     targets: &[u32],
@@ -232,61 +231,14 @@ impl CustomOp2 for LmHeadLoss {
             contiguous(s1, l1, self.name())?,
             contiguous(s2, l2, self.name())?,
         );
-        let (loss, grads) = loss_and_gradients(
-            x,
-            w,
-            &self.targets,
-            l2.dims()[1],
-            self.with_grad,
-            Precision::F32,
-        );
-        if grads.is_some() {
-            *self
-                .grads
-                .lock()
-                .map_err(|_| candle_core::Error::Msg("gradient lock poisoned".into()))? = grads;
-        }
+        let c = l2.dims()[1];
+        let (loss, _) = loss_and_gradients(x, w, &self.targets, c, false, Precision::F32);
         Ok((CpuStorage::F32(vec![loss as f32]), Shape::from(())))
-    }
-
-    fn bwd(
-        &self,
-        x: &Tensor,
-        w: &Tensor,
-        _loss: &Tensor,
-        dloss: &Tensor,
-    ) -> Result<(Option<Tensor>, Option<Tensor>)> {
-        let taken = self
-            .grads
-            .lock()
-            .map_err(|_| candle_core::Error::Msg("gradient lock poisoned".into()))?
-            .take();
-        let Some((dx, dw)) = taken else {
-            bail!("the fused output layer ran without gradients (evaluation mode) and cannot be differentiated")
-        };
-        let g = dloss
-            .to_dtype(candle_core::DType::F32)?
-            .to_scalar::<f32>()?;
-        let (dx, dw) = (
-            Tensor::from_vec(dx, x.shape(), x.device())?,
-            Tensor::from_vec(dw, w.shape(), w.device())?,
-        );
-        if g == 1.0 {
-            // The loss is the graph's output (as in training): no scaling, no copies.
-            return Ok((Some(dx), Some(dw)));
-        }
-        Ok((Some((dx * g as f64)?), Some((dw * g as f64)?)))
     }
 }
 
-/// Mean cross-entropy of `x` (N, C) · `w`ᵀ (w: (V, C)) against `targets` (N,). With `with_grad`
-/// the gradients are computed in the same pass (training); without, only the loss (evaluation).
-pub fn lm_head_cross_entropy(
-    x: &Tensor,
-    w: &Tensor,
-    targets: &Tensor,
-    with_grad: bool,
-) -> Result<Tensor> {
+/// Mean cross-entropy of `x` (N, C) · `w`ᵀ (w: (V, C)) against `targets` (N,).
+pub fn lm_head_cross_entropy(x: &Tensor, w: &Tensor, targets: &Tensor) -> Result<Tensor> {
     if !super::fused_for(x) {
         return lm_head_cross_entropy_reference(x, w, targets);
     }
@@ -301,12 +253,8 @@ pub fn lm_head_cross_entropy(
     if let Some(&bad) = targets.iter().find(|&&t| t as usize >= v) {
         bail!("target id {bad} is outside the vocabulary of {v}")
     }
-    let op = LmHeadLoss {
-        targets: Arc::new(targets),
-        with_grad,
-        grads: Mutex::new(None),
-    };
-    x.contiguous()?.apply_op2(&w.contiguous()?, op)
+    x.contiguous()?
+        .apply_op2(&w.contiguous()?, LmHeadLoss { targets })
 }
 
 /// The composite reference: the Linear layer, then candle-nn's cross-entropy.

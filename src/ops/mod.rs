@@ -1,8 +1,11 @@
-//! Fused CPU kernels with hand-written backward passes, each beside its composite reference.
+//! CPU kernels on plain buffers with hand-written backward passes, each beside its composite
+//! reference.
 //!
-//! candle's own fast softmax and LayerNorm have no backward pass, and the composites built from
-//! tensor ops are slow on the CPU. Each op here runs as a candle `CustomOp` on the CPU (rows spread
-//! over threads with rayon) and falls back to its composite reference on other devices.
+//! The composites built from candle's tensor ops are slow on the CPU (and candle's own fast
+//! softmax and LayerNorm have no backward pass). The engine's training step calls the kernels
+//! here directly ([`crate::engine`]); the candle graph runs their forward passes as `CustomOp`s on
+//! the CPU (rows spread over threads with rayon) and falls back to the composite reference on
+//! other devices; a graph to differentiate takes the composite path (`Kernels::Composite`).
 
 pub mod attention;
 pub mod bf16;
@@ -29,8 +32,8 @@ pub enum Kernels {
     /// elsewhere.
     #[default]
     Fused,
-    /// Always the composite reference: candle's tensor ops, the path other devices take. For
-    /// comparisons and tests of that path on the CPU.
+    /// Always the composite reference: candle's tensor ops, the path other devices take, and the
+    /// one to differentiate through candle's autograd (the fused ops are forward-only).
     Composite,
 }
 

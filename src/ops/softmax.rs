@@ -1,7 +1,8 @@
-//! Softmax over the last dimension with an optional causal mask, fused, with its backward.
+//! Softmax over the last dimension with an optional causal mask, fused (forward only: training
+//! runs on `crate::engine`).
 
 use super::{contiguous, fast_math, isa, ROWS_PER_TASK};
-use candle_core::{CpuStorage, CustomOp1, CustomOp2, Layout, Result, Shape, Tensor, D};
+use candle_core::{CpuStorage, CustomOp1, Layout, Result, Shape, Tensor, D};
 use rayon::prelude::*;
 
 /// Keys a query row may see: with Tq queries being the last of Tk keys, row i sees keys 0..=i+Tk-Tq.
@@ -48,51 +49,6 @@ impl CustomOp1 for Softmax {
                 })
             });
         Ok((CpuStorage::F32(y), layout.shape().clone()))
-    }
-
-    fn bwd(&self, _x: &Tensor, y: &Tensor, dy: &Tensor) -> Result<Option<Tensor>> {
-        Ok(Some(
-            y.apply_op2_no_bwd(&dy.contiguous()?, &SoftmaxBackward)?,
-        ))
-    }
-}
-
-/// dx = y ⊙ (dy − Σ y ⊙ dy), row by row.
-struct SoftmaxBackward;
-
-impl CustomOp2 for SoftmaxBackward {
-    fn name(&self) -> &'static str {
-        "fused-softmax-backward"
-    }
-
-    fn cpu_fwd(
-        &self,
-        s1: &CpuStorage,
-        l1: &Layout,
-        s2: &CpuStorage,
-        l2: &Layout,
-    ) -> Result<(CpuStorage, Shape)> {
-        let (y, dy) = (
-            contiguous(s1, l1, self.name())?,
-            contiguous(s2, l2, self.name())?,
-        );
-        let t_k = l1.dims()[l1.dims().len() - 1];
-        let mut dx = vec![0f32; y.len()];
-        dx.par_chunks_mut(t_k * ROWS_PER_TASK)
-            .enumerate()
-            .for_each(|(task, out)| {
-                isa::widest(|| {
-                    for (r, out_row) in out.chunks_mut(t_k).enumerate() {
-                        let start = (task * ROWS_PER_TASK + r) * t_k;
-                        let (y_row, dy_row) = (&y[start..start + t_k], &dy[start..start + t_k]);
-                        let dot: f32 = y_row.iter().zip(dy_row).map(|(a, b)| a * b).sum();
-                        for ((o, &yv), &g) in out_row.iter_mut().zip(y_row).zip(dy_row) {
-                            *o = yv * (g - dot);
-                        }
-                    }
-                })
-            });
-        Ok((CpuStorage::F32(dx), l1.shape().clone()))
     }
 }
 

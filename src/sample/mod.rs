@@ -12,8 +12,8 @@ use crate::config::Position;
 use crate::data::poem::Form;
 use crate::data::tokenizer::NEWLINE;
 use crate::data::{CharTokenizer, DataError};
-use crate::engine::{CpuDecoder, DecodeState};
-use crate::model::{GenerationCache, Gpt};
+use crate::engine::CpuDecoder;
+use crate::model::Gpt;
 use crate::ops::WeightFormat;
 use crate::verse::Tables;
 use candle_core::{bail, Result, Tensor};
@@ -228,10 +228,10 @@ fn decode(
     };
     let mut context = prompt.to_vec();
     let mut start = 0; // the first token of the context the model sees
-    let mut cache = match gen.use_cache {
-        true => Some(KeyValueCache::new(model, decoder)),
-        false => None,
-    };
+                       // The CPU decoder's keys and values of the context so far; other devices recompute.
+    let mut cache = decoder
+        .filter(|_| gen.use_cache)
+        .map(|decoder| (decoder, decoder.new_state()));
     let mut new = Vec::new();
     for _ in 0..gen.max_new_tokens {
         if gen.cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
@@ -239,12 +239,12 @@ fn decode(
         }
         if context.len() - start > window {
             start = context.len() - (window / 2).max(1);
-            if let Some(cache) = &mut cache {
-                cache.clear();
+            if let Some((_, state)) = &mut cache {
+                state.clear();
             }
         }
         let mut logits = match &mut cache {
-            Some(cache) => cache.next_logits(&context[start..])?,
+            Some((decoder, state)) => decoder.forward(&context[start + state.len()..], state)?,
             None => next_logits(model, &context[start..])?,
         };
         if let Some(constraint) = gen.constraint {
@@ -281,41 +281,6 @@ pub fn mean_nll(model: &Gpt, ids: &[u32]) -> Result<f64> {
 fn next_logits(model: &Gpt, context: &[u32]) -> Result<Vec<f32>> {
     let idx = Tensor::new(context, model.device())?.unsqueeze(0)?; // (1, T)
     model.forward_last(&idx)?.get(0)?.to_vec1() // (V,)
-}
-
-/// The keys and values of the context so far: the [`CpuDecoder`]'s when the model is on the CPU
-/// (per-op overhead would dominate a one-position step), else the model's own tensors.
-enum KeyValueCache<'d, 'm> {
-    Cpu(&'d CpuDecoder<'m>, DecodeState),
-    Tensors(&'d Gpt, GenerationCache),
-}
-
-impl<'d, 'm> KeyValueCache<'d, 'm> {
-    fn new(model: &'d Gpt, decoder: Option<&'d CpuDecoder<'m>>) -> Self {
-        match decoder {
-            Some(decoder) => KeyValueCache::Cpu(decoder, decoder.new_state()),
-            None => KeyValueCache::Tensors(model, model.new_cache()),
-        }
-    }
-
-    /// Forgets every position.
-    fn clear(&mut self) {
-        match self {
-            KeyValueCache::Cpu(_, state) => state.clear(),
-            KeyValueCache::Tensors(_, cache) => cache.clear(),
-        }
-    }
-
-    /// Logits (V,) after `context`, computing only the positions the cache does not hold yet.
-    fn next_logits(&mut self, context: &[u32]) -> Result<Vec<f32>> {
-        match self {
-            KeyValueCache::Cpu(decoder, state) => decoder.forward(&context[state.len()..], state),
-            KeyValueCache::Tensors(model, cache) => {
-                let idx = Tensor::new(&context[cache.len()..], model.device())?.unsqueeze(0)?; // (1, Tnew)
-                model.forward_cached(&idx, cache)?.get(0)?.to_vec1() // (V,)
-            }
-        }
-    }
 }
 
 /// Whether `poem` is well-formed verse: a regular form (4 or 8 lines, all of 5 or all of 7
