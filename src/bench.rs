@@ -277,7 +277,7 @@ pub struct OpTiming {
 pub fn op_timings(runs: usize) -> Result<Vec<OpTiming>> {
     use crate::ops::attention::{qkv_backward, qkv_forward, Heads};
     use crate::ops::{gelu, layer_norm, linear, lm_head_loss};
-    let f32 = Precision::F32;
+    let exact = Precision::F32;
     let mut rng = ChaCha8Rng::seed_from_u64(0);
     let mut random =
         |len: usize| -> Vec<f32> { (0..len).map(|_| rng.random::<f32>() * 2.0 - 1.0).collect() };
@@ -310,7 +310,7 @@ pub fn op_timings(runs: usize) -> Result<Vec<OpTiming>> {
         OpTiming {
             op: "linear 128→512 (c_fc)".into(),
             ms: time(&|| {
-                let _y = linear::forward(&x, &w_fc, Some(&b_fc), 4 * c, f32);
+                let _y = linear::forward(&x, &w_fc, Some(&b_fc), 4 * c, exact);
                 let (mut dx, mut dw, mut db) =
                     (vec![0.0; n * c], vec![0.0; 4 * c * c], vec![0.0; 4 * c]);
                 linear::backward_into(
@@ -319,7 +319,7 @@ pub fn op_timings(runs: usize) -> Result<Vec<OpTiming>> {
                     &mut dx,
                     &mut dw,
                     Some(&mut db),
-                    f32,
+                    exact,
                 );
             }),
             per_step: 4,
@@ -327,7 +327,7 @@ pub fn op_timings(runs: usize) -> Result<Vec<OpTiming>> {
         OpTiming {
             op: "lm_head + cross-entropy 128→6000".into(),
             ms: time(&|| {
-                lm_head_loss::loss_and_gradients(&x, &w_head, &targets, c, true, f32);
+                lm_head_loss::loss_and_gradients(&x, &w_head, &targets, c, true, exact);
             }),
             per_step: 1,
         },

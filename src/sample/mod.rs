@@ -228,7 +228,8 @@ fn decode(
     };
     let mut context = prompt.to_vec();
     let mut start = 0; // the first token of the context the model sees
-                       // The CPU decoder's keys and values of the context so far; other devices recompute.
+
+    // The CPU decoder's keys and values of the context so far; other devices recompute.
     let mut cache = decoder
         .filter(|_| gen.use_cache)
         .map(|decoder| (decoder, decoder.new_state()));
