@@ -57,31 +57,36 @@ impl<'w> Products<'w> {
         }
     }
 
-    /// dx (rows × C) = dlogits (rows × V) · W.
-    fn dx(&self, dlogits: &[f32], rows: usize, c: usize, dx: &mut [f32]) {
+    /// dx (rows × C) = dlogits (rows × V) · W, and dW += dlogitsᵀ (V × rows) · x (rows × C). In
+    /// bf16, `dw` holds dWᵀ (C × V) until [`Products::finish_dw`]: xᵀ · dlogits packs the small
+    /// xᵀ transposed and the large dlogits as they lie (once, moved into the second layout),
+    /// where dlogitsᵀ · x would transpose the large one.
+    fn backward(
+        &self,
+        dlogits: &[f32],
+        x: Operand,
+        rows: usize,
+        c: usize,
+        dx: &mut [f32],
+        dw: &mut [f32],
+    ) {
         let v = dlogits.len() / rows.max(1);
         let dlogits = Operand::rows(dlogits, v);
         match self {
-            Products::F32(w) => matmul_on(dx, rows, c, v, dlogits, Operand::rows(w, c), false, 1),
+            Products::F32(w) => {
+                matmul_on(dx, rows, c, v, dlogits, Operand::rows(w, c), false, 1);
+                matmul_on(dw, v, c, rows, dlogits.t(), x, true, 1);
+            }
             Products::Bf16 { w, .. } => {
-                bf16::product(dx, &bf16::Lhs::pack(dlogits, rows, v), w, false, 1)
+                let as_lhs = bf16::Lhs::pack(dlogits, rows, v);
+                bf16::product(dx, &as_lhs, w, false, 1);
+                let x_t = bf16::Lhs::pack(x.t(), c, rows);
+                bf16::product(dw, &x_t, &bf16::Rhs::relayout(&as_lhs), true, 1);
             }
         }
     }
 
-    /// dW += dlogitsᵀ (V × rows) · x (rows × C). In bf16, `dw` holds dWᵀ (C × V) until
-    /// [`Products::finish_dw`]: xᵀ · dlogits packs the small xᵀ transposed and the large dlogits
-    /// as they lie, where dlogitsᵀ · x would transpose the large one.
-    fn add_dw(&self, dlogits: &[f32], x: Operand, rows: usize, c: usize, dw: &mut [f32]) {
-        let v = dlogits.len() / rows.max(1);
-        let dlogits = Operand::rows(dlogits, v);
-        match self {
-            Products::F32(_) => matmul_on(dw, v, c, rows, dlogits.t(), x, true, 1),
-            Products::Bf16 { .. } => bf16::matmul(dw, c, v, rows, x.t(), dlogits, true, 1),
-        }
-    }
-
-    /// dW (V × C) from what [`Products::add_dw`] summed.
+    /// dW (V × C) from what [`Products::backward`] summed.
     fn finish_dw(&self, dw: Vec<f32>, c: usize) -> Vec<f32> {
         match self {
             Products::F32(_) => dw,
@@ -163,8 +168,8 @@ fn share(
         total += isa::widest(|| cross_entropy_rows(logits, targets, inv_n, with_grad));
         if with_grad {
             let local = start - rows.start;
-            products.dx(logits, chunk, c, &mut dx[local * c..(local + chunk) * c]); // dlogits · W
-            products.add_dw(logits, x_op, chunk, c, &mut dw); // += dlogitsᵀ · x
+            let dx = &mut dx[local * c..(local + chunk) * c];
+            products.backward(logits, x_op, chunk, c, dx, &mut dw); // dlogits · W, += dlogitsᵀ · x
         }
     }
     (total, products.finish_dw(dw, c))
