@@ -13,8 +13,10 @@ With --corpus it trains on a real corpus instead, with this project's recipe and
 first, and prints the wall time and the validation loss over the whole held-out split, every
 character predicted once (as `train` reports it):
 
-    python bench/torch_twin.py --corpus data/poems.txt --n-layer 2 --batch-size 8 --position rope \
-        --learning-rate 2e-3 --max-iters 4800
+    python bench/torch_twin.py --corpus data/poems.txt --n-layer 3 --batch-size 8 --position rope \
+        --learning-rate 2e-3 --dropout 0.1 --tie-weights --beta2 0.999 --max-iters 5400
+
+(the default config's recipe; match --max-iters to the twin's own speed for an equal-time run).
 
 Not part of the tests or CI.
 """
@@ -39,12 +41,14 @@ def rotate(x, base=10000.0):
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, n_embd, n_head, rope=False):
+    def __init__(self, n_embd, n_head, rope=False, dropout=0.0):
         super().__init__()
         self.c_attn = nn.Linear(n_embd, 3 * n_embd)
         self.c_proj = nn.Linear(n_embd, n_embd)
         self.n_head = n_head
         self.rope = rope
+        self.dropout = dropout
+        self.resid_dropout = nn.Dropout(dropout)
 
     def forward(self, x):
         B, T, C = x.size()
@@ -52,17 +56,19 @@ class CausalSelfAttention(nn.Module):
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
         if self.rope:
             q, k = rotate(q), rotate(k)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C))
+        p = self.dropout if self.training else 0.0
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, is_causal=True)
+        return self.resid_dropout(self.c_proj(y.transpose(1, 2).contiguous().view(B, T, C)))
 
 
 class Block(nn.Module):
-    def __init__(self, n_embd, n_head, rope=False):
+    def __init__(self, n_embd, n_head, rope=False, dropout=0.0):
         super().__init__()
         self.ln_1 = nn.LayerNorm(n_embd)
-        self.attn = CausalSelfAttention(n_embd, n_head, rope)
+        self.attn = CausalSelfAttention(n_embd, n_head, rope, dropout)
         self.ln_2 = nn.LayerNorm(n_embd)
-        self.mlp = nn.Sequential(nn.Linear(n_embd, 4 * n_embd), nn.GELU(), nn.Linear(4 * n_embd, n_embd))
+        self.mlp = nn.Sequential(nn.Linear(n_embd, 4 * n_embd), nn.GELU(), nn.Linear(4 * n_embd, n_embd),
+                                 nn.Dropout(dropout))
 
     def forward(self, x):
         x = x + self.attn(self.ln_1(x))
@@ -70,13 +76,16 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, vocab, block, n_layer, n_head, n_embd, rope=False):
+    def __init__(self, vocab, block, n_layer, n_head, n_embd, rope=False, dropout=0.0, tie_weights=False):
         super().__init__()
         self.wte = nn.Embedding(vocab, n_embd)
         self.wpe = None if rope else nn.Embedding(block, n_embd)
-        self.h = nn.ModuleList(Block(n_embd, n_head, rope) for _ in range(n_layer))
+        self.drop = nn.Dropout(dropout)
+        self.h = nn.ModuleList(Block(n_embd, n_head, rope, dropout) for _ in range(n_layer))
         self.ln_f = nn.LayerNorm(n_embd)
         self.lm_head = nn.Linear(n_embd, vocab, bias=False)
+        if tie_weights:
+            self.lm_head.weight = self.wte.weight
         for name, p in self.named_parameters():
             if p.dim() >= 2:
                 std = 0.02 / math.sqrt(2 * n_layer) if name.endswith("c_proj.weight") or name.endswith("mlp.2.weight") else 0.02
@@ -89,6 +98,7 @@ class GPT(nn.Module):
         x = self.wte(idx)
         if self.wpe is not None:
             x = x + self.wpe(torch.arange(T, device=idx.device))
+        x = self.drop(x)
         for block in self.h:
             x = block(x)
         logits = self.lm_head(self.ln_f(x))
@@ -105,11 +115,12 @@ def corpus_run(args):
     val = encode(p for i, p in enumerate(poems) if i % 20 == 19)
     block = 128
     torch.manual_seed(args.seed)
-    model = GPT(len(vocab), block, args.n_layer, 4, 128, rope=args.position == "rope")
+    model = GPT(len(vocab), block, args.n_layer, 4, 128, rope=args.position == "rope", dropout=args.dropout,
+                tie_weights=args.tie_weights)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
-                            lr=args.learning_rate, betas=(0.9, 0.95))
+                            lr=args.learning_rate, betas=(0.9, args.beta2))
 
     def lr_at(step):
         peak, warm, total = args.learning_rate, args.warmup_iters, args.max_iters
@@ -161,6 +172,9 @@ def main():
     ap.add_argument("--max-iters", type=int, default=5200)
     ap.add_argument("--minutes", type=float, default=1e9)
     ap.add_argument("--seed", type=int, default=1337)
+    ap.add_argument("--dropout", type=float, default=0.0, help="nanoGPT's: embeddings, attention weights, residual branches")
+    ap.add_argument("--tie-weights", action="store_true", help="the output layer shares the embedding's matrix")
+    ap.add_argument("--beta2", type=float, default=0.95, help="AdamW's β2 (--corpus runs)")
     ap.add_argument("--autocast", action="store_true",
                     help="bf16 mixed precision: the forward pass under torch.autocast('cpu', dtype=torch.bfloat16)")
     args = ap.parse_args()
