@@ -1,4 +1,4 @@
-//! Prints training, forward and sampling speed and MFU for the default config's model (3 layers)
+//! Prints training, forward and sampling speed and MFU for the default config's model
 //! and the course's (the lesson's 4 layers, vocabulary 6,000), the latter also with RoPE, with
 //! ALiBi and with dropout.
 
