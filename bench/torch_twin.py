@@ -13,10 +13,11 @@ With --corpus it trains on a real corpus instead, with this project's recipe and
 first, and prints the wall time and the validation loss over the whole held-out split, every
 character predicted once (as `train` reports it):
 
-    python bench/torch_twin.py --corpus data/poems.txt --n-layer 3 --batch-size 8 --position rope \
-        --learning-rate 2e-3 --dropout 0.1 --tie-weights --beta2 0.999 --max-iters 5400
+    python bench/torch_twin.py --corpus data/poems.txt --n-layer 2 --batch-size 8 --position rope \
+        --learning-rate 2e-3 --tie-weights --beta2 0.999 --max-iters 9400
 
-(the default config's recipe; match --max-iters to the twin's own speed for an equal-time run).
+(the best recipe found for the twin in about 8½ minutes on a 2-core Xeon, docs/experiments.md
+section 6, round 5; for an equal-time run, match --max-iters to the twin's own measured speed).
 
 Not part of the tests or CI.
 """
