@@ -158,8 +158,8 @@ struct BlockActivations {
     mid: Vec<f32>,
     /// ln_2(mid) (C).
     ln_2: Vec<f32>,
-    /// The MLP's hidden layer before GELU (4C).
-    fc: Vec<f32>,
+    /// GELU's slope at the MLP's hidden layer (4C), left by `gelu::forward_keeping_slope`.
+    gelu_slope: Vec<f32>,
     /// After GELU (4C).
     act: Vec<f32>,
     /// Dropout's masks: attention weights (B × H × T × T), attention and MLP outputs (C).
@@ -207,8 +207,8 @@ fn block_forward(
     let resid_mask = s.dropout.mask(n * c); // (N, C)
     let mid = residual_forward(&attn.c_proj, &heads, x.clone(), resid_mask.as_deref(), p)?; // (N, C)
     let ln_2 = Norm::new(&block.ln_2)?.forward(&mid); // (N, C)
-    let fc = linear_forward(&mlp.c_fc, &ln_2, p)?; // (N, 4C)
-    let act = gelu::forward(&fc); // (N, 4C)
+    let mut gelu_slope = linear_forward(&mlp.c_fc, &ln_2, p)?; // (N, 4C)
+    let act = gelu::forward_keeping_slope(&mut gelu_slope); // (N, 4C), (N, 4C)
     let mlp_mask = s.dropout.mask(n * c); // (N, C)
     let out = residual_forward(&mlp.c_proj, &act, mid.clone(), mlp_mask.as_deref(), p)?; // (N, C)
     let kept = BlockActivations {
@@ -219,7 +219,7 @@ fn block_forward(
         heads,
         mid,
         ln_2,
-        fc,
+        gelu_slope,
         act,
         masks: [attn_mask, resid_mask, mlp_mask],
     };
@@ -241,7 +241,7 @@ fn block_backward(
     // out = mid + dropout(c_proj(gelu(c_fc(ln_2(mid))))).
     let d_mlp = through_dropout(&d_out, mlp_mask.as_deref()); // (N, C)
     let mut d_fc = linear_backward(&mlp.c_proj, &a.act, &d_mlp, grads, s.precision)?; // (N, 4C)
-    gelu::backward_in_place(&a.fc, &mut d_fc);
+    gelu::backward_in_place(&a.gelu_slope, &mut d_fc);
     let d_ln_2 = linear_backward(&mlp.c_fc, &a.ln_2, &d_fc, grads, s.precision)?; // (N, C)
     drop(d_mlp);
     let mut d_mid = d_out;

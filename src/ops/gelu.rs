@@ -31,22 +31,37 @@ pub fn forward(x: &[f32]) -> Vec<f32> {
     y
 }
 
-/// Turns the output's gradient `g` into the input's: g · (Φ(x) + x·φ(x)), element by element.
-pub fn backward_in_place(x: &[f32], g: &mut [f32]) {
-    g.par_chunks_mut(CHUNK)
-        .zip(x.par_chunks(CHUNK))
-        .for_each(|(gs, xs)| isa::widest(|| gelu_gradient(gs, xs)));
+/// GELU of every element of `pre`, returned; `pre` itself is overwritten by GELU's slope there,
+/// Φ(x) + x·φ(x), which is all its backward pass needs (so the pass is one multiply per element,
+/// not a second exponential and erf).
+pub fn forward_keeping_slope(pre: &mut [f32]) -> Vec<f32> {
+    let mut y = vec![0f32; pre.len()];
+    y.par_chunks_mut(CHUNK)
+        .zip(pre.par_chunks_mut(CHUNK))
+        .for_each(|(out, inp)| isa::widest(|| values_and_slopes(out, inp)));
+    y
 }
 
-/// [`backward_in_place`] for one chunk.
+/// [`forward_keeping_slope`] for one chunk: `out` = GELU(`pre`), then `pre` = GELU'(`pre`).
 #[inline(always)]
-pub(crate) fn gelu_gradient(gs: &mut [f32], xs: &[f32]) {
-    for (g, &v) in gs.iter_mut().zip(xs) {
-        // e^(−v²/2) is both φ(v)·√(2π) and the exponential inside erf(v/√2).
-        let gaussian = fast_math::exp(-0.5 * v * v);
-        let cdf = 0.5 * (1.0 + fast_math::erf_with_gaussian(v * INV_SQRT_2, gaussian));
-        *g *= v.mul_add(INV_SQRT_2PI * gaussian, cdf);
+pub(crate) fn values_and_slopes(out: &mut [f32], pre: &mut [f32]) {
+    for (o, v) in out.iter_mut().zip(pre) {
+        let x = *v * INV_SQRT_2;
+        // e^(−x²) = e^(−v²/2) is both the exponential inside erf(v/√2) and φ(v)·√(2π).
+        let gaussian = fast_math::exp(-x * x);
+        let erf = fast_math::erf_with_gaussian(x, gaussian);
+        // The value as `gelu_value` computes it, to the bit.
+        let (value, cdf) = (0.5 * *v * (1.0 + erf), 0.5 * (1.0 + erf));
+        (*o, *v) = (value, v.mul_add(INV_SQRT_2PI * gaussian, cdf));
     }
+}
+
+/// Turns the output's gradient `g` into the input's, given the slope [`forward_keeping_slope`]
+/// left: g · GELU'(x), element by element.
+pub fn backward_in_place(slope: &[f32], g: &mut [f32]) {
+    g.par_chunks_mut(CHUNK)
+        .zip(slope.par_chunks(CHUNK))
+        .for_each(|(gs, ss)| gs.iter_mut().zip(ss).for_each(|(g, s)| *g *= s));
 }
 
 struct Gelu;

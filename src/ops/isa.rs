@@ -148,9 +148,9 @@ mod tests {
         ]);
         // Gradients: GELU's, LayerNorm's (dx, dweight, dbias), the cross-entropy's over logits.
         let g: Vec<f32> = x.iter().map(|v| (v * 3.0).sin()).collect();
-        let mut gelu_grad = g.clone();
-        gelu::gelu_gradient(&mut gelu_grad, &x);
-        out.push(gelu_grad);
+        let (mut gelu, mut gelu_slope) = (vec![0f32; x.len()], x.clone());
+        gelu::values_and_slopes(&mut gelu, &mut gelu_slope);
+        out.extend([gelu, gelu_slope]);
         let mut dx = vec![0f32; x.len()];
         let (dw, db) = layer_norm::backward_rows((&x, &w, &g), 1e-5, &mut dx, false);
         out.extend([dx, dw, db]);
