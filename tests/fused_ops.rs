@@ -234,6 +234,46 @@ fn fused_output_layer_and_loss_match_the_reference() {
     assert!(err.contains("outside the vocabulary"), "{err}");
 }
 
+/// max |a − b| / max |b|: a difference relative to the whole reference's scale.
+fn scaled_diff(a: &[f32], b: &[f32]) -> f32 {
+    let diff = a
+        .iter()
+        .zip(b)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0f32, f32::max);
+    diff / b.iter().map(|b| b.abs()).fold(0f32, f32::max)
+}
+
+#[test]
+fn output_layer_in_bf16_follows_f32() {
+    use shige::ops::lm_head_loss::loss_and_gradients;
+    // 300 rows: chunks of 64 with a partial last one; a vocabulary of 500 (16 blocks, one partial).
+    let (xs, ws) = (
+        values(&random(&[300, 40], 1.0, 12)),
+        values(&random(&[500, 40], 0.5, 13)),
+    );
+    let ids: Vec<u32> = (0..300u32).map(|i| i * 37 % 500).collect();
+    let (loss, grads) = loss_and_gradients(&xs, &ws, &ids, 40, true, Precision::F32);
+    let (loss_bf16, grads_bf16) = loss_and_gradients(&xs, &ws, &ids, 40, true, Precision::Bf16);
+    let ((dx, dw), (dx_bf16, dw_bf16)) = (grads.unwrap(), grads_bf16.unwrap());
+    // bf16 keeps 8 bits of mantissa (relative rounding 2⁻⁹ ≈ 0.002); the sums are f32.
+    assert!(
+        (loss_bf16 - loss).abs() < 1e-2 * loss,
+        "loss {loss_bf16} vs {loss}"
+    );
+    for (name, got, want) in [("dx", &dx_bf16, &dx), ("dW", &dw_bf16, &dw)] {
+        let d = scaled_diff(got, want);
+        assert!(
+            d < 1e-2,
+            "{name} in bf16 differs from f32 by {d} of its scale"
+        );
+        assert!(
+            d > 0.0,
+            "{name}: bf16 gave f32's values exactly: it did not round"
+        );
+    }
+}
+
 #[test]
 fn fused_causal_attention_matches_the_reference() {
     use shige::ops::attention::{causal_attention, causal_attention_reference};

@@ -146,7 +146,7 @@ mod tests {
             fast_math::max(&x),
             fast_math::dot(&x, &x),
         ]);
-        // Gradients: GELU's, LayerNorm's (dx, dweight, dbias), the cross-entropy's over logits.
+        // Gradients: GELU's, LayerNorm's (dx, dweight, dbias), the cross-entropy's exponentials and scales.
         let g: Vec<f32> = x.iter().map(|v| (v * 3.0).sin()).collect();
         let (mut gelu, mut gelu_slope) = (vec![0f32; x.len()], x.clone());
         gelu::values_and_slopes(&mut gelu, &mut gelu_slope);
@@ -156,8 +156,9 @@ mod tests {
         out.extend([dx, dw, db]);
         let mut logits = x.clone();
         let targets: Vec<u32> = (0..10).map(|i| i * 7).collect();
-        let loss = lm_head_loss::cross_entropy_rows(&mut logits, &targets, 0.1, true);
-        out.extend([logits, vec![loss as f32]]);
+        let mut scales = vec![0f32; targets.len()];
+        let loss = lm_head_loss::cross_entropy_rows(&mut logits, &targets, 0.1, Some(&mut scales));
+        out.extend([logits, scales, vec![loss as f32]]);
         out
     }
 

@@ -105,28 +105,34 @@ impl<'w> Products<'w> {
     }
 }
 
-/// The summed cross-entropy of the rows of `logits` (rows × V) against `targets`; with
-/// `with_grad`, each row is overwritten by d loss / d logits = (softmax − onehot) · `inv_n`.
+/// The summed cross-entropy of the rows of `logits` (rows × V) against `targets`. With `scales`,
+/// each row is overwritten by its exponentials e^(l − max) and `scales` gets `inv_n` / Σ for it:
+/// d loss / d logits is then scale · row − `inv_n` · onehot(target), which [`share`] applies to
+/// the products' results instead of rescaling every logit.
 #[inline(always)]
 pub(crate) fn cross_entropy_rows(
     logits: &mut [f32],
     targets: &[u32],
     inv_n: f32,
-    with_grad: bool,
+    scales: Option<&mut [f32]>,
 ) -> f64 {
     let v = logits.len() / targets.len().max(1);
     let mut total = 0f64;
-    for (row, &t) in logits.chunks_mut(v).zip(targets) {
-        let (max, target) = (fast_math::max(row), row[t as usize]);
-        if with_grad {
-            // The exponentials first (one exp per logit), then scaled by 1 / (N·Σ).
-            let sum = fast_math::exp_in_place(row, max);
-            total += (max + sum.ln() - target) as f64;
-            let scale = inv_n / sum;
-            row.iter_mut().for_each(|l| *l *= scale);
-            row[t as usize] -= inv_n;
-        } else {
-            total += (max + fast_math::sum_exp(row, max).ln() - target) as f64;
+    let rows = logits.chunks_mut(v).zip(targets);
+    match scales {
+        Some(scales) => {
+            for ((row, &t), scale) in rows.zip(scales) {
+                let (max, target) = (fast_math::max(row), row[t as usize]);
+                let sum = fast_math::exp_in_place(row, max);
+                total += (max + sum.ln() - target) as f64;
+                *scale = inv_n / sum;
+            }
+        }
+        None => {
+            for (row, &t) in rows {
+                let (max, target) = (fast_math::max(row), row[t as usize]);
+                total += (max + fast_math::sum_exp(row, max).ln() - target) as f64;
+            }
         }
     }
     total
@@ -135,6 +141,11 @@ pub(crate) fn cross_entropy_rows(
 /// The summed loss of `rows` of `x` (N × C, N = `n`) against W (V × C) and `targets` (N), on the
 /// calling thread, chunk by chunk. With gradients, also writes d loss/dx of those rows into `dx`
 /// and returns their contribution to dW (empty without gradients).
+///
+/// The gradients come from the exponentials E (rows × V) and each row's scale s (see
+/// [`cross_entropy_rows`]): dlogits = diag(s)·E − onehot/N, so dx = diag(s)·(E·W) − W[targets]/N
+/// and dW = Eᵀ·(diag(s)·x) − Σ x rows into their target rows / N. The one-hot terms are exact
+/// f32 (in bf16, only E and the scaled x are rounded).
 #[allow(clippy::too_many_arguments)]
 fn share(
     (x, w, targets): (&[f32], &[f32], &[u32]),
@@ -158,21 +169,45 @@ fn share(
         Precision::Bf16 => BF16_CHUNK_ROWS,
     };
     let mut logits = vec![0f32; chunk_rows * v];
+    let (mut scales, mut x_scaled) = (vec![0f32; chunk_rows], vec![0f32; chunk_rows * c]);
     let mut total = 0f64;
     for start in rows.clone().step_by(chunk_rows) {
         let chunk = chunk_rows.min(rows.end - start);
         let logits = &mut logits[..chunk * v];
-        let x_op = Operand::rows(&x[start * c..(start + chunk) * c], c);
-        products.logits(x_op, chunk, c, logits); // x Wᵀ
+        let x_rows = &x[start * c..(start + chunk) * c];
+        products.logits(Operand::rows(x_rows, c), chunk, c, logits); // x Wᵀ
         let targets = &targets[start..start + chunk];
-        total += isa::widest(|| cross_entropy_rows(logits, targets, inv_n, with_grad));
+        let scales = &mut scales[..chunk];
+        let wanted = with_grad.then_some(&mut *scales);
+        total += isa::widest(|| cross_entropy_rows(logits, targets, inv_n, wanted));
         if with_grad {
+            let x_scaled = &mut x_scaled[..chunk * c];
+            for ((out, row), s) in x_scaled.chunks_mut(c).zip(x_rows.chunks(c)).zip(&*scales) {
+                out.iter_mut().zip(row).for_each(|(o, x)| *o = x * s);
+            }
             let local = start - rows.start;
             let dx = &mut dx[local * c..(local + chunk) * c];
-            products.backward(logits, x_op, chunk, c, dx, &mut dw); // dlogits · W, += dlogitsᵀ · x
+            let x_scaled = Operand::rows(x_scaled, c);
+            products.backward(logits, x_scaled, chunk, c, dx, &mut dw); // E · W, += Eᵀ · (s x)
+            for ((d, &t), s) in dx.chunks_mut(c).zip(targets).zip(&*scales) {
+                let w_t = &w[t as usize * c..(t as usize + 1) * c];
+                d.iter_mut()
+                    .zip(w_t)
+                    .for_each(|(d, w)| *d = *d * s - w * inv_n);
+            }
         }
     }
-    (total, products.finish_dw(dw, c))
+    let mut dw = products.finish_dw(dw, c);
+    if with_grad {
+        for (row, &t) in x[rows.start * c..rows.end * c]
+            .chunks(c)
+            .zip(&targets[rows])
+        {
+            let d = &mut dw[t as usize * c..(t as usize + 1) * c];
+            d.iter_mut().zip(row).for_each(|(d, x)| *d -= x * inv_n);
+        }
+    }
+    (total, dw)
 }
 
 /// The mean loss of x (N × C) · Wᵀ (W: V × C) against `targets` (N) and, with `with_grad`, its
