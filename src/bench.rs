@@ -270,14 +270,15 @@ pub struct OpTiming {
     pub ms: f64,
     /// How often one training step runs it.
     pub per_step: usize,
+    /// The inputs of its matmuls.
+    pub dtype: Precision,
 }
 
 /// Times each kernel of the engine's training step (forward and backward) alone, at batch 32 ×
-/// 128 positions, n_embd 128, vocabulary 6,000, 4 heads.
-pub fn op_timings(runs: usize) -> Result<Vec<OpTiming>> {
+/// 128 positions, n_embd 128, vocabulary 6,000, 4 heads, with the matmuls' inputs in `precision`.
+pub fn op_timings(runs: usize, precision: Precision) -> Result<Vec<OpTiming>> {
     use crate::ops::attention::{qkv_backward, qkv_forward, Heads};
     use crate::ops::{gelu, layer_norm, linear, lm_head_loss};
-    let exact = Precision::F32;
     let mut rng = ChaCha8Rng::seed_from_u64(0);
     let mut random =
         |len: usize| -> Vec<f32> { (0..len).map(|_| rng.random::<f32>() * 2.0 - 1.0).collect() };
@@ -310,7 +311,7 @@ pub fn op_timings(runs: usize) -> Result<Vec<OpTiming>> {
         OpTiming {
             op: "linear 128→512 (c_fc)".into(),
             ms: time(&|| {
-                let _y = linear::forward(&x, &w_fc, Some(&b_fc), 4 * c, exact);
+                let _y = linear::forward(&x, &w_fc, Some(&b_fc), 4 * c, precision);
                 let (mut dx, mut dw, mut db) =
                     (vec![0.0; n * c], vec![0.0; 4 * c * c], vec![0.0; 4 * c]);
                 linear::backward_into(
@@ -319,17 +320,19 @@ pub fn op_timings(runs: usize) -> Result<Vec<OpTiming>> {
                     &mut dx,
                     &mut dw,
                     Some(&mut db),
-                    exact,
+                    precision,
                 );
             }),
             per_step: 4,
+            dtype: precision,
         },
         OpTiming {
             op: "lm_head + cross-entropy 128→6000".into(),
             ms: time(&|| {
-                lm_head_loss::loss_and_gradients(&x, &w_head, &targets, c, true, exact);
+                lm_head_loss::loss_and_gradients(&x, &w_head, &targets, c, true, precision);
             }),
             per_step: 1,
+            dtype: precision,
         },
         OpTiming {
             op: "layer norm 4096×128".into(),
@@ -339,6 +342,7 @@ pub fn op_timings(runs: usize) -> Result<Vec<OpTiming>> {
                 layer_norm::backward_into(&x, &ln_w, &dy, 1e-5, &mut dx, false);
             }),
             per_step: 9,
+            dtype: precision,
         },
         OpTiming {
             op: "gelu 4096×512".into(),
@@ -348,6 +352,7 @@ pub fn op_timings(runs: usize) -> Result<Vec<OpTiming>> {
                 gelu::backward_in_place(&slope, &mut dy4.clone());
             }),
             per_step: 4,
+            dtype: precision,
         },
         OpTiming {
             op: "causal attention on qkv 32×128×384, 4 heads".into(),
@@ -356,6 +361,7 @@ pub fn op_timings(runs: usize) -> Result<Vec<OpTiming>> {
                 qkv_backward(&qkv, &dy, &weights, (128, c), &heads);
             }),
             per_step: 4,
+            dtype: precision,
         },
     ])
 }

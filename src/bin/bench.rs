@@ -22,7 +22,7 @@ struct Args {
     /// Sequences per step.
     #[arg(long, default_value_t = 32)]
     batch_size: usize,
-    /// Also time each kernel of the training step alone (forward and backward) at the course model's sizes.
+    /// Also time each kernel of the training step alone (forward and backward) at the course model's sizes, its matmuls in --dtype (f32 by default)
     #[arg(long)]
     ops: bool,
     /// Print one JSON object.
@@ -142,7 +142,7 @@ fn run() -> Result<()> {
         }
     }
     let ops = if args.ops {
-        rayon::scope(|_| op_timings(args.steps))?
+        rayon::scope(|_| op_timings(args.steps, args.dtype.unwrap_or_default()))?
     } else {
         Vec::new()
     };
@@ -215,12 +215,12 @@ fn print_text(report: &Report, one_dtype: bool) {
     if !report.ops.is_empty() {
         println!(
             "\n{:<46}{:>8}{:>10}{:>14}",
-            "op (forward + backward)", "ms", "per step", "ms per step"
+            "op (forward + backward), matmuls in", "ms", "per step", "ms per step"
         );
         for o in &report.ops {
             println!(
                 "{:<46}{:>8.1}{:>10}{:>14.1}",
-                o.op,
+                format!("{} {}", o.op, o.dtype),
                 o.ms,
                 o.per_step,
                 o.ms * o.per_step as f64
