@@ -275,14 +275,57 @@ fn output_layer_in_bf16_follows_f32() {
 }
 
 #[test]
+fn linear_in_bf16_follows_f32() {
+    // A widening layer (its own bf16 path) and a narrowing one; 150 rows (blocks of 32, one
+    // partial), with a bias.
+    for (n_in, n_out) in [(40, 100), (100, 40)] {
+        let xs = values(&random(&[150, n_in], 1.0, 14));
+        let (ws, dy) = (
+            values(&random(&[n_out, n_in], 0.3, 15)),
+            values(&random(&[150, n_out], 1.0, 16)),
+        );
+        let grads = |precision| {
+            let (mut dx, mut dw, mut db) = (
+                vec![0f32; xs.len()],
+                vec![0f32; ws.len()],
+                vec![0f32; n_out],
+            );
+            linear::backward_into(
+                (&xs, &ws, &dy),
+                n_out,
+                &mut dx,
+                &mut dw,
+                Some(&mut db),
+                precision,
+            );
+            [dx, dw, db]
+        };
+        let (full, mixed) = (grads(Precision::F32), grads(Precision::Bf16));
+        for ((name, got), want) in ["dx", "dW", "db"].iter().zip(&mixed).zip(&full) {
+            let d = scaled_diff(got, want);
+            assert!(
+                d < 1e-2,
+                "{n_in}→{n_out}: {name} in bf16 differs from f32 by {d} of its scale"
+            );
+            if *name != "db" {
+                assert!(
+                    d > 0.0,
+                    "{n_in}→{n_out}: {name} in bf16 gave f32's values exactly"
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn fused_causal_attention_matches_the_reference() {
     use shige::ops::attention::{causal_attention, causal_attention_reference};
     let (q, k, v) = (
-        random(&[2, 3, 19, 8], 1.5, 12),
-        random(&[2, 3, 19, 8], 1.5, 13),
-        random(&[2, 3, 19, 8], 1.0, 14),
-    );
-    // Its backward pass is the engine's, on the qkv projection (below).
+        random(&[2, 3, 75, 8], 1.5, 12),
+        random(&[2, 3, 75, 8], 1.5, 13),
+        random(&[2, 3, 75, 8], 1.0, 14),
+    ); // 75 positions: two whole blocks of the causal products and a partial one
+       // Its backward pass is the engine's, on the qkv projection (below).
     check(
         "causal attention",
         &[&q, &k, &v],
@@ -291,7 +334,7 @@ fn fused_causal_attention_matches_the_reference() {
         None,
     );
     // Fewer queries than keys, the queries being the last positions.
-    for t_q in [1, 5] {
+    for t_q in [1, 5, 40] {
         let q = random(&[2, 3, t_q, 8], 1.5, 15);
         let fused = causal_attention(&q, &k, &v, 0.35).unwrap();
         let reference = causal_attention_reference(&q, &k, &v, 0.35).unwrap();
@@ -299,7 +342,7 @@ fn fused_causal_attention_matches_the_reference() {
         let d = rel_diff(&fused, &reference);
         assert!(
             d < 1e-4,
-            "attention with {t_q} queries of 19 keys differs by {d}"
+            "attention with {t_q} queries of 75 keys differs by {d}"
         );
     }
     // Keys and values that are views into a longer buffer: (T, D) slabs 30 positions apart.
@@ -330,8 +373,8 @@ fn fused_attention_on_the_qkv_projection_matches_the_reference() {
     use shige::ops::attention::{
         causal_attention_qkv, causal_attention_qkv_reference, qkv_backward, qkv_forward, Heads,
     };
-    // Batch 2, 19 positions, 3 heads of 4 dims: q, k and v side by side in the last dimension.
-    let qkv = random(&[2, 19, 3 * 12], 1.5, 21);
+    // Batch 2, 70 positions, 3 heads of 4 dims: q, k and v side by side in the last dimension.
+    let qkv = random(&[2, 70, 3 * 12], 1.5, 21);
     let qkv_values = values(&qkv);
     let heads = Heads {
         n_head: 3,
@@ -345,8 +388,8 @@ fn fused_attention_on_the_qkv_projection_matches_the_reference() {
         causal_attention_qkv(&qkv, 3, 0.5).unwrap(),
         causal_attention_qkv_reference(&qkv, 3, 0.5).unwrap(),
         Some(&|dy| {
-            let (_, weights) = qkv_forward(&qkv_values, (19, 12), &heads);
-            vec![qkv_backward(&qkv_values, dy, &weights, (19, 12), &heads)]
+            let (_, weights) = qkv_forward(&qkv_values, (70, 12), &heads);
+            vec![qkv_backward(&qkv_values, dy, &weights, (70, 12), &heads)]
         }),
     );
     assert!(

@@ -69,6 +69,18 @@ impl std::fmt::Display for Precision {
     }
 }
 
+/// The transpose (cols × rows, row-major) of `src` (rows × cols, row-major).
+pub(crate) fn transpose(src: &[f32], cols: usize) -> Vec<f32> {
+    let rows = src.len() / cols.max(1);
+    let mut turned = vec![0f32; src.len()];
+    for (i, row) in src.chunks(cols).enumerate() {
+        for (j, &v) in row.iter().enumerate() {
+            turned[j * rows + i] = v;
+        }
+    }
+    turned
+}
+
 /// Whether an op on `t` can run its fused kernel: f32 on the CPU.
 pub(crate) fn fused_for(t: &Tensor) -> bool {
     t.device().is_cpu() && t.dtype() == DType::F32
@@ -124,6 +136,15 @@ impl<'a> Operand<'a> {
         last.is_some_and(|last| last < self.data.len())
     }
 
+    /// The rows from `first` on (element (i, j) is this one's (first + i, j)); empty past the end.
+    pub(crate) fn from_row(self, first: usize) -> Self {
+        let start = first.saturating_mul(self.row_stride).min(self.data.len());
+        Operand {
+            data: &self.data[start..],
+            ..self
+        }
+    }
+
     /// The transposed operand (the same values, strides swapped).
     pub(crate) fn t(self) -> Self {
         Operand {
@@ -177,6 +198,22 @@ pub(crate) fn matmul_on(
     accumulate: bool,
     threads: usize,
 ) {
+    matmul_rows_on((dst, n), m, n, k, lhs, rhs, accumulate, threads)
+}
+
+/// [`matmul_on`] into the first n columns of rows `dst_stride` apart: dst (m × n, row i at
+/// i·`dst_stride`) = (dst if `accumulate`) + lhs (m × k) · rhs (k × n).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn matmul_rows_on(
+    (dst, dst_stride): (&mut [f32], usize),
+    m: usize,
+    n: usize,
+    k: usize,
+    lhs: Operand,
+    rhs: Operand,
+    accumulate: bool,
+    threads: usize,
+) {
     let parallelism = if threads > 1 {
         Parallelism::Rayon(threads)
     } else {
@@ -184,8 +221,13 @@ pub(crate) fn matmul_on(
     };
     // The checks that make the gemm call below sound for any input: every element it reads or
     // writes lies inside its buffer.
+    let dst_rows = Operand {
+        data: &*dst,
+        row_stride: dst_stride,
+        col_stride: 1,
+    };
     assert!(
-        m.checked_mul(n).is_some_and(|mn| dst.len() >= mn),
+        n <= dst_stride && dst_rows.covers(m, n),
         "matmul destination too small"
     );
     assert!(
@@ -194,7 +236,8 @@ pub(crate) fn matmul_on(
     );
     if m <= DOT_ROWS && lhs.col_stride == 1 && rhs.row_stride == 1 {
         // Each output is the dot product of an lhs row and a contiguous rhs column.
-        for (i, dst_row) in dst.chunks_mut(n).take(m).enumerate() {
+        for (i, dst_row) in dst.chunks_mut(dst_stride).take(m).enumerate() {
+            let dst_row = &mut dst_row[..n];
             let row = &lhs.data[i * lhs.row_stride..i * lhs.row_stride + k];
             let column = |j: usize| &rhs.data[j * rhs.col_stride..j * rhs.col_stride + k];
             let columns = |(task, out): (usize, &mut [f32])| {
@@ -228,8 +271,8 @@ pub(crate) fn matmul_on(
         return;
     }
     // SAFETY: the assertions above check that every element gemm reads (lhs (i, l) at
-    // i·row_stride + l·col_stride, rhs likewise) and writes (dst (i, j) at i·n + j) is inside
-    // its slice; dst is borrowed mutably, so nothing else reads it meanwhile.
+    // i·row_stride + l·col_stride, rhs likewise) and writes (dst (i, j) at i·dst_stride + j) is
+    // inside its slice; dst is borrowed mutably, so nothing else reads it meanwhile.
     unsafe {
         gemm(
             m,
@@ -237,7 +280,7 @@ pub(crate) fn matmul_on(
             k,
             dst.as_mut_ptr(),
             1,
-            n as isize,
+            dst_stride as isize,
             accumulate,
             lhs.data.as_ptr(),
             lhs.col_stride as isize,
