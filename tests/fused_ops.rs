@@ -276,8 +276,8 @@ fn output_layer_in_bf16_follows_f32() {
 
 #[test]
 fn linear_in_bf16_follows_f32() {
-    // A widening layer (its own bf16 path) and a narrowing one; 150 rows (blocks of 32, one
-    // partial), with a bias.
+    // A widening layer (its weight gradient computed turned, xᵀ·dy) and a narrowing one; 150 rows
+    // (blocks of 32, one partial), with a bias.
     for (n_in, n_out) in [(40, 100), (100, 40)] {
         let xs = values(&random(&[150, n_in], 1.0, 14));
         let (ws, dy) = (

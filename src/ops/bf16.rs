@@ -99,61 +99,6 @@ mod avx512 {
             _mm512_permutexvar_epi16(order, both),
         );
     }
-
-    /// [`super::interleave_halves`]. Safety: the CPU must have the features [`available`] checks.
-    #[target_feature(enable = "avx512f,avx512bw")]
-    pub(super) unsafe fn interleave_halves(
-        out: &mut [u16; 32],
-        first: &[u16; 32],
-        second: &[u16; 32],
-        half: usize,
-    ) {
-        // Word 2c of the result is word h·16 + c of `first`, word 2c + 1 the same of `second`
-        // (indices from 32 on pick from the second operand).
-        let h = (half as i16) * 16;
-        let order = _mm512_set_epi16(
-            32 + h + 15,
-            h + 15,
-            32 + h + 14,
-            h + 14,
-            32 + h + 13,
-            h + 13,
-            32 + h + 12,
-            h + 12,
-            32 + h + 11,
-            h + 11,
-            32 + h + 10,
-            h + 10,
-            32 + h + 9,
-            h + 9,
-            32 + h + 8,
-            h + 8,
-            32 + h + 7,
-            h + 7,
-            32 + h + 6,
-            h + 6,
-            32 + h + 5,
-            h + 5,
-            32 + h + 4,
-            h + 4,
-            32 + h + 3,
-            h + 3,
-            32 + h + 2,
-            h + 2,
-            32 + h + 1,
-            h + 1,
-            32 + h,
-            h,
-        );
-        let (a, b) = (
-            _mm512_loadu_si512(first.as_ptr().cast()),
-            _mm512_loadu_si512(second.as_ptr().cast()),
-        );
-        _mm512_storeu_si512(
-            out.as_mut_ptr().cast(),
-            _mm512_permutex2var_epi16(a, order, b),
-        );
-    }
 }
 
 /// The f32 of a bf16's 16 bits (exact).
@@ -375,31 +320,16 @@ fn pack_rhs_block(block: &mut [u16], op: Operand, ks: Range<usize>, cols: Range<
 fn relayout_block(block: &mut [u16], source: &[u16; BLOCK_LEN]) {
     for (p, pair) in source.chunks_exact(2 * BLOCK).enumerate() {
         let (first, second) = pair.split_at(BLOCK);
-        let (first, second) = (
-            first.try_into().expect("32"),
-            second.try_into().expect("32"),
-        );
         for tile in 0..2 {
             let out = &mut block[tile * (BLOCK_LEN / 2) + p * BLOCK..][..BLOCK];
-            interleave_halves(out.try_into().expect("32"), first, second, tile);
+            let columns = tile * 16..tile * 16 + 16;
+            for (o, (&a, &b)) in out
+                .chunks_exact_mut(2)
+                .zip(first[columns.clone()].iter().zip(&second[columns]))
+            {
+                (o[0], o[1]) = (a, b);
+            }
         }
-    }
-}
-
-/// out = the pairs (first[h·16 + c], second[h·16 + c]) for c = 0…15, h = `half`.
-fn interleave_halves(
-    out: &mut [u16; BLOCK],
-    first: &[u16; BLOCK],
-    second: &[u16; BLOCK],
-    half: usize,
-) {
-    #[cfg(target_arch = "x86_64")]
-    if avx512::available() {
-        // SAFETY: `available` checked the target features.
-        return unsafe { avx512::interleave_halves(out, first, second, half) };
-    }
-    for (c, pair) in out.chunks_exact_mut(2).enumerate() {
-        (pair[0], pair[1]) = (first[half * 16 + c], second[half * 16 + c]);
     }
 }
 
@@ -870,31 +800,6 @@ mod tests {
             let moved = Rhs::relayout(&lhs);
             assert_eq!((moved.k, moved.n), (m, k));
             assert!(moved.data == packed.data, "{m} × {k}: the layouts differ");
-        }
-    }
-
-    #[test]
-    fn halves_interleave_word_by_word() {
-        let first: [u16; BLOCK] = std::array::from_fn(|i| i as u16);
-        let second: [u16; BLOCK] = std::array::from_fn(|i| 100 + i as u16);
-        for half in 0..2 {
-            let mut out = [0u16; BLOCK];
-            interleave_halves(&mut out, &first, &second, half);
-            let expected: [u16; BLOCK] = std::array::from_fn(|w| {
-                let c = half * 16 + w / 2;
-                if w % 2 == 0 {
-                    first[c]
-                } else {
-                    second[c]
-                }
-            });
-            assert_eq!(out, expected, "half {half}");
-        }
-        #[cfg(target_arch = "x86_64")]
-        if !avx512::available() {
-            eprintln!(
-                "halves_interleave_word_by_word: no AVX512-BF16 here, the portable loop was tested"
-            );
         }
     }
 

@@ -2,7 +2,7 @@
 //! buffers, so that no transposed copy, broadcast bias or zeros-then-add gradient is ever built;
 //! and the fused op of the candle graph (forward only).
 
-use super::{bf16, contiguous, matmul_into, transpose, Operand, Precision};
+use super::{contiguous, matmul_into, Operand, Precision};
 use candle_core::{CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
@@ -74,17 +74,11 @@ pub fn backward_into(
 ) {
     let n_in = w.len() / n_out;
     let rows = x.len() / n_in;
-    let (dy_op, w_op, x_op) = (
-        Operand::rows(dy, n_out),
-        Operand::rows(w, n_in),
-        Operand::rows(x, n_in),
-    );
-    if precision == Precision::Bf16 && n_out > n_in {
-        bf16_products((x_op, w_op, dy_op), (rows, n_in, n_out), dx, dw);
-    } else {
-        matmul_into(dx, rows, n_in, n_out, dy_op, w_op, false, precision); // dy·W
-        matmul_into(dw, n_out, n_in, rows, dy_op.t(), x_op, false, precision); // dyᵀ·x
-    }
+    let dy_op = Operand::rows(dy, n_out);
+    let w_op = Operand::rows(w, n_in);
+    matmul_into(dx, rows, n_in, n_out, dy_op, w_op, false, precision); // dy·W
+    let x_op = Operand::rows(x, n_in);
+    matmul_into(dw, n_out, n_in, rows, dy_op.t(), x_op, false, precision); // dyᵀ·x
     if let Some(db) = db {
         let sums = dy
             .par_chunks(n_out * 256)
@@ -105,24 +99,6 @@ pub fn backward_into(
             });
         db.copy_from_slice(&sums);
     }
-}
-
-/// [`backward_into`]'s products in bf16 for a layer that widens (out > in): dy (N × out), the
-/// larger operand, is rounded and packed once, as the left operand of dx = dy·W, and its blocks
-/// moved into the right operand of dWᵀ = xᵀ·dy; only the smaller x is packed transposed.
-fn bf16_products(
-    (x, w, dy): (Operand, Operand, Operand),
-    (rows, n_in, n_out): (usize, usize, usize),
-    dx: &mut [f32],
-    dw: &mut [f32],
-) {
-    let threads = rayon::current_num_threads();
-    let dy = bf16::Lhs::pack(dy, rows, n_out);
-    bf16::product(dx, &dy, &bf16::Rhs::pack(w, n_out, n_in), false, threads); // dy·W
-    let mut dw_t = vec![0f32; n_in * n_out];
-    let x_t = bf16::Lhs::pack(x.t(), n_in, rows);
-    bf16::product(&mut dw_t, &x_t, &bf16::Rhs::relayout(&dy), false, threads); // xᵀ·dy
-    dw.copy_from_slice(&transpose(&dw_t, n_out));
 }
 
 /// The Linear op; `out` is the number of output features.

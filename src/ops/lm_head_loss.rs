@@ -3,7 +3,7 @@
 //! (B·T) × vocab logits are never materialised (the fused linear cross-entropy of Liger-Kernel).
 //! The engine's kernel, and the fused op of the candle graph (the loss alone).
 
-use super::{bf16, contiguous, fast_math, isa, matmul_on, transpose, Operand, Precision};
+use super::{bf16, contiguous, fast_math, isa, matmul_on, Operand, Precision};
 use candle_core::{bail, CpuStorage, CustomOp2, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
@@ -91,7 +91,16 @@ impl<'w> Products<'w> {
         match self {
             Products::F32(_) => dw,
             Products::Bf16 { .. } if dw.is_empty() => dw,
-            Products::Bf16 { .. } => transpose(&dw, dw.len() / c),
+            Products::Bf16 { .. } => {
+                let v = dw.len() / c;
+                let mut turned = vec![0f32; dw.len()];
+                for (j, row) in dw.chunks(v).enumerate() {
+                    for (i, &g) in row.iter().enumerate() {
+                        turned[i * c + j] = g;
+                    }
+                }
+                turned
+            }
         }
     }
 }

@@ -69,18 +69,6 @@ impl std::fmt::Display for Precision {
     }
 }
 
-/// The transpose (cols × rows, row-major) of `src` (rows × cols, row-major).
-pub(crate) fn transpose(src: &[f32], cols: usize) -> Vec<f32> {
-    let rows = src.len() / cols.max(1);
-    let mut turned = vec![0f32; src.len()];
-    for (i, row) in src.chunks(cols).enumerate() {
-        for (j, &v) in row.iter().enumerate() {
-            turned[j * rows + i] = v;
-        }
-    }
-    turned
-}
-
 /// Whether an op on `t` can run its fused kernel: f32 on the CPU.
 pub(crate) fn fused_for(t: &Tensor) -> bool {
     t.device().is_cpu() && t.dtype() == DType::F32
