@@ -81,6 +81,33 @@ mod avx512 {
         _mm512_storeu_si512(dst.as_mut_ptr().cast(), packed);
     }
 
+    /// A whole left block: row r of `block` = the 32 values from r·`stride` in `src`, rounded.
+    /// Safety: the CPU must have the features [`available`] checks.
+    #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+    pub(super) unsafe fn lhs_block(block: &mut [u16; 1024], src: &[f32], stride: usize) {
+        for (r, out) in block.chunks_exact_mut(32).enumerate() {
+            let row = &src[r * stride..r * stride + 32];
+            convert32(out.try_into().expect("32"), row.try_into().expect("32"));
+        }
+    }
+
+    /// A whole right block: value (l, j) = `src`[l·`stride` + j], rounded, at
+    /// [`super::rhs_offset`]. Safety: the CPU must have the features [`available`] checks.
+    #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
+    pub(super) unsafe fn rhs_block(block: &mut [u16; 1024], src: &[f32], stride: usize) {
+        let half = |l: usize, tile: usize| -> &[f32; 16] {
+            let start = l * stride + tile * 16;
+            src[start..start + 16].try_into().expect("16")
+        };
+        for pair in 0..16 {
+            for tile in 0..2 {
+                let out = &mut block[tile * 512 + pair * 32..][..32];
+                let (first, second) = (half(2 * pair, tile), half(2 * pair + 1, tile));
+                interleave(out.try_into().expect("32"), first, second);
+            }
+        }
+    }
+
     /// [`super::interleave`]. Safety: the CPU must have the features [`available`] checks.
     #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
     pub(super) unsafe fn interleave(out: &mut [u16; 32], first: &[f32; 16], second: &[f32; 16]) {
@@ -206,6 +233,13 @@ mod spare {
 /// staging block, which is then transposed.
 fn pack_lhs_block(block: &mut [u16], op: Operand, rows: Range<usize>, cols: Range<usize>) {
     let (width, height) = (cols.len(), rows.len());
+    #[cfg(target_arch = "x86_64")]
+    if op.col_stride == 1 && width == BLOCK && height == BLOCK && avx512::available() {
+        let src = &op.data[rows.start * op.row_stride + cols.start..];
+        let block = block.try_into().expect("one block");
+        // SAFETY: `available` checked the target features.
+        return unsafe { avx512::lhs_block(block, src, op.row_stride) };
+    }
     if op.col_stride == 1 {
         for (r, i) in rows.enumerate() {
             let start = i * op.row_stride + cols.start;
@@ -280,6 +314,13 @@ fn rhs_offset(l: usize, j: usize) -> usize {
 /// operand (at [`rhs_offset`]). A row-major source goes through [`interleave`], pair of rows by
 /// pair of rows; otherwise (a transposed source: small weights) value by value.
 fn pack_rhs_block(block: &mut [u16], op: Operand, ks: Range<usize>, cols: Range<usize>) {
+    #[cfg(target_arch = "x86_64")]
+    if op.col_stride == 1 && ks.len() == BLOCK && cols.len() == BLOCK && avx512::available() {
+        let src = &op.data[ks.start * op.row_stride + cols.start..];
+        let block = block.try_into().expect("one block");
+        // SAFETY: `available` checked the target features.
+        return unsafe { avx512::rhs_block(block, src, op.row_stride) };
+    }
     if op.col_stride != 1 {
         for j in cols.clone() {
             for l in ks.clone() {
