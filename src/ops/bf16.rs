@@ -126,6 +126,30 @@ mod avx512 {
             _mm512_permutexvar_epi16(order, both),
         );
     }
+
+    /// [`super::relayout_block`]. Safety: the CPU must have the features [`available`] checks.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    pub(super) unsafe fn relayout_block(block: &mut [u16; 1024], source: &[u16; 1024]) {
+        // Word 2c of tile t's row p is word t·16 + c of source row 2p, word 2c + 1 the same of
+        // row 2p + 1 (indices from 32 on pick from the second operand).
+        let order = |t: i16| {
+            let w = |c: i16| [t * 16 + c, 32 + t * 16 + c];
+            let words: [i16; 32] = std::array::from_fn(|i| w(i as i16 / 2)[i % 2]);
+            _mm512_loadu_si512(words.as_ptr().cast())
+        };
+        let orders = [order(0), order(1)];
+        for p in 0..16 {
+            let (first, second) = (
+                _mm512_loadu_si512(source[2 * p * 32..].as_ptr().cast()),
+                _mm512_loadu_si512(source[(2 * p + 1) * 32..].as_ptr().cast()),
+            );
+            for (tile, order) in orders.iter().enumerate() {
+                let out = &mut block[tile * 512 + p * 32..][..32];
+                let pairs = _mm512_permutex2var_epi16(first, *order, second);
+                _mm512_storeu_si512(out.as_mut_ptr().cast(), pairs);
+            }
+        }
+    }
 }
 
 /// The f32 of a bf16's 16 bits (exact).
@@ -358,18 +382,20 @@ fn pack_rhs_block(block: &mut [u16], op: Operand, ks: Range<usize>, cols: Range<
 
 /// A left operand's block (row l, column j at l·32 + j) in a right operand's layout (at
 /// [`rhs_offset`]): rows 2p and 2p + 1 interleaved, 16 columns per tile.
-fn relayout_block(block: &mut [u16], source: &[u16; BLOCK_LEN]) {
-    for (p, pair) in source.chunks_exact(2 * BLOCK).enumerate() {
-        let (first, second) = pair.split_at(BLOCK);
-        for tile in 0..2 {
-            let out = &mut block[tile * (BLOCK_LEN / 2) + p * BLOCK..][..BLOCK];
-            let columns = tile * 16..tile * 16 + 16;
-            for (o, (&a, &b)) in out
-                .chunks_exact_mut(2)
-                .zip(first[columns.clone()].iter().zip(&second[columns]))
-            {
-                (o[0], o[1]) = (a, b);
-            }
+fn relayout_block(block: &mut [u16; BLOCK_LEN], source: &[u16; BLOCK_LEN]) {
+    #[cfg(target_arch = "x86_64")]
+    if avx512::available() {
+        // SAFETY: `available` checked the target features.
+        return unsafe { avx512::relayout_block(block, source) };
+    }
+    relayout_block_portable(block, source)
+}
+
+/// [`relayout_block`] value by value.
+fn relayout_block_portable(block: &mut [u16; BLOCK_LEN], source: &[u16; BLOCK_LEN]) {
+    for (l, row) in source.chunks_exact(BLOCK).enumerate() {
+        for (j, &v) in row.iter().enumerate() {
+            block[rhs_offset(l, j)] = v;
         }
     }
 }
@@ -400,7 +426,10 @@ impl Rhs {
             .for_each(|(cb, along_k)| {
                 for (kb, block) in along_k.chunks_mut(BLOCK_LEN).enumerate() {
                     let source = &lhs.data[(kb * blocks(n) + cb) * BLOCK_LEN..][..BLOCK_LEN];
-                    relayout_block(block, source.try_into().expect("one block"));
+                    relayout_block(
+                        block.try_into().expect("one block"),
+                        source.try_into().expect("one block"),
+                    );
                 }
             });
         Rhs { data, k, n }
@@ -841,6 +870,31 @@ mod tests {
             let moved = Rhs::relayout(&lhs);
             assert_eq!((moved.k, moved.n), (m, k));
             assert!(moved.data == packed.data, "{m} × {k}: the layouts differ");
+        }
+    }
+
+    #[test]
+    fn a_block_relayout_puts_each_value_at_its_right_operand_offset() {
+        let source: [u16; BLOCK_LEN] = std::array::from_fn(|i| (i * 7 + 3) as u16);
+        let mut expected = [0u16; BLOCK_LEN];
+        for l in 0..BLOCK {
+            for j in 0..BLOCK {
+                expected[rhs_offset(l, j)] = source[l * BLOCK + j];
+            }
+        }
+        // rhs_offset maps the block onto itself: every value lands somewhere different.
+        assert!(expected.iter().all(|&v| v != 0));
+        let mut moved = [0u16; BLOCK_LEN];
+        relayout_block_portable(&mut moved, &source);
+        assert_eq!(moved, expected, "portable");
+        #[cfg(target_arch = "x86_64")]
+        if avx512::available() {
+            let mut moved = [0u16; BLOCK_LEN];
+            // SAFETY: `available` checked the target features.
+            unsafe { avx512::relayout_block(&mut moved, &source) };
+            assert_eq!(moved, expected, "AVX-512");
+        } else {
+            eprintln!("skipped the AVX-512 relayout: this CPU lacks AVX512-BF16 or AVX512-BW");
         }
     }
 
