@@ -127,6 +127,41 @@ mod avx512 {
         );
     }
 
+    /// out = the transpose of the 32 × 32 matrix `src` (row-major, 16-bit values): five rounds
+    /// that each swap the off-diagonal halves of sub-blocks of 16, 8, 4, 2 and 1 rows and columns,
+    /// one word permute per row and round. Safety: the CPU must have the features [`available`]
+    /// checks.
+    #[target_feature(enable = "avx512f,avx512bw")]
+    pub(super) unsafe fn transpose_block(out: &mut [u16; 1024], src: &[u16; 1024]) {
+        let mut rows: [__m512i; 32] =
+            std::array::from_fn(|r| _mm512_loadu_si512(src[r * 32..].as_ptr().cast()));
+        for half in [16, 8, 4, 2, 1] {
+            // Row r (r & half = 0) keeps its columns c with c & half = 0 and takes row r + half's
+            // columns c − half for the others; row r + half the converse.
+            let index = |upper: bool| {
+                let words: [i16; 32] = std::array::from_fn(|c| {
+                    let (c, h) = (c as i16, half as i16);
+                    match (c & h == 0, upper) {
+                        (true, false) => c,
+                        (false, false) => 32 + c - h,
+                        (true, true) => c + h,
+                        (false, true) => 32 + c,
+                    }
+                });
+                _mm512_loadu_si512(words.as_ptr().cast())
+            };
+            let (lower_index, upper_index) = (index(false), index(true));
+            for r in (0..32).filter(|r| r & half == 0) {
+                let (a, b) = (rows[r], rows[r + half]);
+                rows[r] = _mm512_permutex2var_epi16(a, lower_index, b);
+                rows[r + half] = _mm512_permutex2var_epi16(a, upper_index, b);
+            }
+        }
+        for (r, row) in rows.iter().enumerate() {
+            _mm512_storeu_si512(out[r * 32..].as_mut_ptr().cast(), *row);
+        }
+    }
+
     /// [`super::relayout_block`]. Safety: the CPU must have the features [`available`] checks.
     #[target_feature(enable = "avx512f,avx512bw")]
     pub(super) unsafe fn relayout_block(block: &mut [u16; 1024], source: &[u16; 1024]) {
@@ -276,6 +311,31 @@ fn pack_lhs_block(block: &mut [u16], op: Operand, rows: Range<usize>, cols: Rang
         return;
     }
     let mut stage = [0u16; BLOCK_LEN]; // (l − cols.start, i − rows.start)
+    #[cfg(target_arch = "x86_64")]
+    if avx512::available() {
+        if op.row_stride == 1 && width == BLOCK && height == BLOCK {
+            let src = &op.data[cols.start * op.col_stride + rows.start..];
+            // SAFETY: `available` checked the target features.
+            unsafe { avx512::lhs_block(&mut stage, src, op.col_stride) };
+        } else {
+            fill_stage(&mut stage, op, rows, cols);
+        }
+        let block = block.try_into().expect("one block");
+        // SAFETY: `available` checked the target features.
+        return unsafe { avx512::transpose_block(block, &stage) };
+    }
+    fill_stage(&mut stage, op, rows, cols);
+    for (r, out) in block.chunks_mut(BLOCK).enumerate() {
+        for (j, o) in out.iter_mut().enumerate() {
+            *o = stage[j * BLOCK + r];
+        }
+    }
+}
+
+/// The staging block of [`pack_lhs_block`] for a source read across its rows: stage[j·32 + r] =
+/// value (rows.start + r, cols.start + j) rounded (zero past the edges if the stage was).
+fn fill_stage(stage: &mut [u16; BLOCK_LEN], op: Operand, rows: Range<usize>, cols: Range<usize>) {
+    let height = rows.len();
     for (j, l) in cols.enumerate() {
         let line = &mut stage[j * BLOCK..j * BLOCK + height];
         if op.row_stride == 1 {
@@ -285,11 +345,6 @@ fn pack_lhs_block(block: &mut [u16], op: Operand, rows: Range<usize>, cols: Rang
             for (d, i) in line.iter_mut().zip(rows.clone()) {
                 *d = to_bf16(op.data[i * op.row_stride + l * op.col_stride]);
             }
-        }
-    }
-    for (r, out) in block.chunks_mut(BLOCK).enumerate() {
-        for (j, o) in out.iter_mut().enumerate() {
-            *o = stage[j * BLOCK + r];
         }
     }
 }
@@ -896,6 +951,24 @@ mod tests {
         } else {
             eprintln!("skipped the AVX-512 relayout: this CPU lacks AVX512-BF16 or AVX512-BW");
         }
+    }
+
+    #[test]
+    fn the_avx512_transpose_turns_a_block() {
+        #[cfg(target_arch = "x86_64")]
+        if avx512::available() {
+            let src: [u16; BLOCK_LEN] = std::array::from_fn(|i| i as u16);
+            let mut out = [0u16; BLOCK_LEN];
+            // SAFETY: `available` checked the target features.
+            unsafe { avx512::transpose_block(&mut out, &src) };
+            for (r, row) in out.chunks(BLOCK).enumerate() {
+                for (c, &v) in row.iter().enumerate() {
+                    assert_eq!(v, src[c * BLOCK + r], "({r}, {c})");
+                }
+            }
+            return;
+        }
+        eprintln!("skipped the AVX-512 transpose: this CPU lacks AVX512-BF16 or AVX512-BW");
     }
 
     #[test]
