@@ -400,6 +400,20 @@ fn pack_rhs_block(block: &mut [u16], op: Operand, ks: Range<usize>, cols: Range<
         // SAFETY: `available` checked the target features.
         return unsafe { avx512::rhs_block(block, src, op.row_stride) };
     }
+    #[cfg(target_arch = "x86_64")]
+    if op.row_stride == 1 && ks.len() == BLOCK && cols.len() == BLOCK && avx512::available() {
+        // A transposed source (a weight read as Wᵀ): its rows are the block's columns. Rounded as
+        // a left block of them, turned, and moved into the right operand's layout.
+        let src = &op.data[cols.start * op.col_stride + ks.start..];
+        let (mut stage, mut turned) = ([0u16; BLOCK_LEN], [0u16; BLOCK_LEN]);
+        let block = block.try_into().expect("one block");
+        // SAFETY: `available` checked the target features.
+        return unsafe {
+            avx512::lhs_block(&mut stage, src, op.col_stride);
+            avx512::transpose_block(&mut turned, &stage);
+            avx512::relayout_block(block, &turned)
+        };
+    }
     if op.col_stride != 1 {
         for j in cols.clone() {
             for l in ks.clone() {
