@@ -44,7 +44,7 @@ fn head_forward(
                 rows.len(),
                 keys,
                 d,
-                q.from_row(rows.start),
+                q.rows_from(rows.start),
                 k.t(),
                 false,
                 1,
@@ -72,7 +72,7 @@ fn head_forward(
                 rows.len(),
                 d,
                 keys,
-                weights.from_row(rows.start),
+                weights.rows_from(rows.start),
                 v,
                 false,
                 1,
@@ -99,7 +99,7 @@ fn lower_t_product(x: &[f32], y: Operand, (t, d): (usize, usize), dst: &mut [f32
             d,
             t - from,
             x_t,
-            y.from_row(from),
+            y.rows_from(from),
             false,
             1,
         );
@@ -129,7 +129,7 @@ fn head_backward(
                 rows.len(),
                 keys,
                 d,
-                g.from_row(rows.start),
+                g.rows_from(rows.start),
                 v.t(),
                 false,
                 1,
@@ -151,7 +151,7 @@ fn head_backward(
         }
         for (rows, keys) in causal_blocks(t, 0) {
             let (ds_rows, dq) = (
-                Operand::rows(ds, t).from_row(rows.start),
+                Operand::rows(ds, t).rows_from(rows.start),
                 &mut dq[rows.start * d..],
             );
             matmul_rows_on((dq, d), rows.len(), d, keys, ds_rows, k, false, 1); // dQ = dS k

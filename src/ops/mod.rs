@@ -125,7 +125,7 @@ impl<'a> Operand<'a> {
     }
 
     /// The rows from `first` on (element (i, j) is this one's (first + i, j)); empty past the end.
-    pub(crate) fn from_row(self, first: usize) -> Self {
+    pub(crate) fn rows_from(self, first: usize) -> Self {
         let start = first.saturating_mul(self.row_stride).min(self.data.len());
         Operand {
             data: &self.data[start..],
