@@ -181,33 +181,47 @@ fn share(
         let wanted = with_grad.then_some(&mut *scales);
         total += isa::widest(|| cross_entropy_rows(logits, targets, inv_n, wanted));
         if with_grad {
-            let x_scaled = &mut x_scaled[..chunk * c];
-            for ((out, row), s) in x_scaled.chunks_mut(c).zip(x_rows.chunks(c)).zip(&*scales) {
-                out.iter_mut().zip(row).for_each(|(o, x)| *o = x * s);
-            }
             let local = start - rows.start;
             let dx = &mut dx[local * c..(local + chunk) * c];
-            let x_scaled = Operand::rows(x_scaled, c);
-            products.backward(logits, x_scaled, chunk, c, dx, &mut dw); // E · W, += Eᵀ · (s x)
-            for ((d, &t), s) in dx.chunks_mut(c).zip(targets).zip(&*scales) {
-                let w_t = &w[t as usize * c..(t as usize + 1) * c];
-                d.iter_mut()
-                    .zip(w_t)
-                    .for_each(|(d, w)| *d = *d * s - w * inv_n);
-            }
+            let x_scaled = &mut x_scaled[..chunk * c];
+            let chunk_in = (x_rows, &*logits, &*scales, targets);
+            chunk_gradients(&products, chunk_in, (w, c, inv_n), x_scaled, dx, &mut dw);
         }
     }
     let mut dw = products.finish_dw(dw, c);
     if with_grad {
-        for (row, &t) in x[rows.start * c..rows.end * c]
-            .chunks(c)
-            .zip(&targets[rows])
-        {
+        // dW's one-hot term: −x/N added into each target's row.
+        let x_rows = x[rows.start * c..rows.end * c].chunks(c);
+        for (row, &t) in x_rows.zip(&targets[rows]) {
             let d = &mut dw[t as usize * c..(t as usize + 1) * c];
             d.iter_mut().zip(row).for_each(|(d, x)| *d -= x * inv_n);
         }
     }
     (total, dw)
+}
+
+/// One chunk's dx (rows × C, written) and its share of dW (summed into `dw` as [`Products`]
+/// holds it, without the one-hot term) from its exponentials E and their scales s (see
+/// [`share`]); `x_scaled` is scratch of the chunk's size.
+fn chunk_gradients(
+    products: &Products,
+    (x_rows, exps, scales, targets): (&[f32], &[f32], &[f32], &[u32]),
+    (w, c, inv_n): (&[f32], usize, f32),
+    x_scaled: &mut [f32],
+    dx: &mut [f32],
+    dw: &mut [f32],
+) {
+    for ((out, row), s) in x_scaled.chunks_mut(c).zip(x_rows.chunks(c)).zip(scales) {
+        out.iter_mut().zip(row).for_each(|(o, x)| *o = x * s);
+    }
+    let (rows, x_scaled) = (scales.len(), Operand::rows(x_scaled, c));
+    products.backward(exps, x_scaled, rows, c, dx, dw); // E · W, += Eᵀ · (s x)
+    for ((d, &t), s) in dx.chunks_mut(c).zip(targets).zip(scales) {
+        let w_t = &w[t as usize * c..(t as usize + 1) * c];
+        d.iter_mut()
+            .zip(w_t)
+            .for_each(|(d, w)| *d = *d * s - w * inv_n);
+    }
 }
 
 /// The mean loss of x (N × C) · Wᵀ (W: V × C) against `targets` (N) and, with `with_grad`, its
