@@ -285,3 +285,42 @@ fn what_the_engine_cannot_run_is_an_error() {
         .unwrap()
         .is_none());
 }
+
+#[test]
+fn a_step_reads_nothing_that_earlier_steps_left_in_its_buffers() {
+    // The kernels write their outputs over buffers an earlier step kept (ops::scratch). Poison
+    // those with NaN (a model whose embeddings are NaN writes NaN into every activation), then a
+    // step must compute exactly what it computed before the poisoning.
+    let layout = Layout {
+        position: Position::Alibi,
+        bias: true,
+        tie_weights: false,
+        n_embd: 32,
+        n_head: 2,
+        dropout: 0.0,
+    };
+    let (model, _) = layout.model();
+    let (poisoned, variables) = layout.model_and_variables();
+    for (name, var) in variables.data().lock().unwrap().iter() {
+        if name.contains("wte") {
+            var.set(&(var.as_tensor() * f64::NAN).unwrap()).unwrap();
+        }
+    }
+    let (x, y) = batch();
+    let step = |m: &Gpt| engine::loss_and_gradients(m, &x, &y, &mut Mode::Eval).unwrap();
+    let (loss, grads) = step(&model);
+    assert!(
+        step(&poisoned).0.is_nan(),
+        "the poisoned model computed a number"
+    );
+    let (loss_after, grads_after) = step(&model);
+    assert_eq!(
+        loss.to_bits(),
+        loss_after.to_bits(),
+        "loss {loss} then {loss_after}"
+    );
+    assert!(
+        grads == grads_after,
+        "the gradients changed after the poisoned step"
+    );
+}

@@ -16,7 +16,7 @@ use crate::model::layers::{dropout_mask, LayerNorm, Linear};
 use crate::model::position::PositionEncoding;
 use crate::model::{Gpt, Mode};
 use crate::ops::attention::{self, Heads};
-use crate::ops::{gelu, linear, lm_head_loss, Precision};
+use crate::ops::{gelu, linear, lm_head_loss, scratch, Precision};
 use candle_core::{bail, Result, Tensor, TensorId};
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -183,6 +183,16 @@ impl Setting<'_, '_, '_> {
             scale: block.attn.scale() as f32,
             slopes: self.positions.slopes(),
             masks,
+        }
+    }
+}
+
+impl Drop for BlockActivations {
+    /// The two largest buffers (B·H·T·T and N·4C) go back to this thread for the next step's
+    /// outputs (`ops::scratch`).
+    fn drop(&mut self) {
+        for buffer in [&mut self.weights, &mut self.act] {
+            scratch::give_back(std::mem::take(buffer));
         }
     }
 }

@@ -2,7 +2,7 @@
 //! head): the engine's forward and backward kernels (with ALiBi's score bias and dropout), and the
 //! fused ops of the candle graph (forward only), through which no (B, H, T, T) score tensor goes.
 
-use super::{contiguous, isa, matmul_rows_on, Operand};
+use super::{contiguous, isa, matmul_rows_on, scratch, Operand};
 use candle_core::{bail, CpuStorage, CustomOp1, CustomOp3, Layout, Result, Shape, Tensor, D};
 use rayon::prelude::*;
 use std::ops::Range;
@@ -236,8 +236,8 @@ pub struct Heads<'a> {
 pub fn qkv_forward(qkv: &[f32], (t, c): (usize, usize), heads: &Heads) -> (Vec<f32>, Vec<f32>) {
     let (c3, n_head) = (3 * c, heads.n_head);
     let (b, d) = (qkv.len() / (t * c3), c / n_head);
-    let mut out = vec![0f32; b * t * c];
-    let mut weights = vec![0f32; b * n_head * t * t];
+    // Both written whole: every head's columns of `out`, every row of `weights`.
+    let (mut out, mut weights) = (scratch::take(b * t * c), scratch::take(b * n_head * t * t));
     out.par_chunks_mut(t * c)
         .zip(weights.par_chunks_mut(n_head * t * t))
         .zip(qkv.par_chunks(t * c3))

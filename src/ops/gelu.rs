@@ -1,7 +1,7 @@
 //! GELU (exact, with erf): the engine's forward and backward kernels, and the fused op of the
 //! candle graph (forward only).
 
-use super::{contiguous, fast_math, isa, ROWS_PER_TASK};
+use super::{contiguous, fast_math, isa, scratch, ROWS_PER_TASK};
 use candle_core::{CpuStorage, CustomOp1, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
@@ -35,7 +35,7 @@ pub fn forward(x: &[f32]) -> Vec<f32> {
 /// Φ(x) + x·φ(x), which is all its backward pass needs (so the pass is one multiply per element,
 /// not a second exponential and erf).
 pub fn forward_keeping_slope(pre: &mut [f32]) -> Vec<f32> {
-    let mut y = vec![0f32; pre.len()];
+    let mut y = scratch::take(pre.len()); // written whole
     y.par_chunks_mut(CHUNK)
         .zip(pre.par_chunks_mut(CHUNK))
         .for_each(|(out, inp)| isa::widest(|| values_and_slopes(out, inp)));

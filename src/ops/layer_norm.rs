@@ -1,7 +1,7 @@
 //! LayerNorm over the last dimension: the engine's forward and backward kernels, and the fused op
 //! of the candle graph (forward only).
 
-use super::{contiguous, fast_math, isa, ROWS_PER_TASK};
+use super::{contiguous, fast_math, isa, scratch, ROWS_PER_TASK};
 use candle_core::{CpuStorage, CustomOp3, Layout, Result, Shape, Tensor, D};
 use rayon::prelude::*;
 
@@ -26,7 +26,7 @@ pub(crate) fn normalize_row(x: &[f32], w: &[f32], b: &[f32], eps: f32, out: &mut
 /// LayerNorm of the rows of x (N × C) with weight w and bias b (C).
 pub fn forward(x: &[f32], w: &[f32], b: &[f32], eps: f32) -> Vec<f32> {
     let c = w.len();
-    let mut y = vec![0f32; x.len()];
+    let mut y = scratch::take(x.len()); // written whole, row by row
     y.par_chunks_mut(c * ROWS_PER_TASK)
         .zip(x.par_chunks(c * ROWS_PER_TASK))
         .for_each(|(out, inp)| {

@@ -16,6 +16,7 @@ pub mod layer_norm;
 pub mod linear;
 pub mod lm_head_loss;
 pub(crate) mod matvec;
+pub(crate) mod scratch;
 pub mod softmax;
 
 pub use matvec::WeightFormat;
