@@ -13,9 +13,14 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// A tiny run of 300 steps with a checkpoint every 10, started fresh or resumed.
+/// Steps of the tiny run: enough that the random kills land before it ends (300 were no longer
+/// enough once the training step got faster: a kill's sleep covers more steps).
+const STEPS: usize = 1000;
+
+/// A tiny run of [`STEPS`] steps with a checkpoint every 10, started fresh or resumed.
 fn start(dir: &Path) -> Child {
     let dir_arg = dir.to_str().unwrap();
+    let steps = STEPS.to_string();
     let args: Vec<&str> = if dir.join(STATE_FILE).exists() {
         vec!["--resume", dir_arg]
     } else {
@@ -23,7 +28,7 @@ fn start(dir: &Path) -> Child {
             "--config",
             "configs/tiny.toml",
             "--max-iters",
-            "300",
+            &steps,
             "--eval-interval",
             "10",
             "--out",
@@ -88,7 +93,7 @@ fn sigkill_at_random_moments_loses_nothing() {
     let status = finish(start(&crashed));
     assert!(status.success(), "the resumed run failed");
     let (a, b) = (last_metrics(&reference), last_metrics(&crashed));
-    assert_eq!(a.0, 300);
+    assert_eq!(a.0, STEPS);
     assert_eq!(a.0, b.0);
     assert!(
         (a.1 - b.1).abs() < 1e-5,
@@ -141,7 +146,7 @@ fn a_signal_saves_a_checkpoint_before_exiting(signal: libc::c_int) {
     );
     let step = state_step(&dir);
     assert!(
-        step >= saved_before && step < 300,
+        step >= saved_before && step < STEPS,
         "saved at {step}, before {saved_before}"
     );
     assert!(
@@ -152,7 +157,7 @@ fn a_signal_saves_a_checkpoint_before_exiting(signal: libc::c_int) {
         finish(start(&dir)).success(),
         "resuming after the signal failed"
     );
-    assert_eq!(last_metrics(&dir).0, 300);
+    assert_eq!(last_metrics(&dir).0, STEPS);
 }
 
 #[test]
