@@ -92,11 +92,17 @@ impl<'w> Products<'w> {
             Products::F32(_) => dw,
             Products::Bf16 { .. } if dw.is_empty() => dw,
             Products::Bf16 { .. } => {
+                // Turned in tiles of 16 × 16, so that the writes fill whole cache lines.
+                const TILE: usize = 16;
                 let v = dw.len() / c;
                 let mut turned = vec![0f32; dw.len()];
-                for (j, row) in dw.chunks(v).enumerate() {
-                    for (i, &g) in row.iter().enumerate() {
-                        turned[i * c + j] = g;
+                for j0 in (0..c).step_by(TILE) {
+                    for i0 in (0..v).step_by(TILE) {
+                        for j in j0..c.min(j0 + TILE) {
+                            for i in i0..v.min(i0 + TILE) {
+                                turned[i * c + j] = dw[j * v + i];
+                            }
+                        }
                     }
                 }
                 turned
