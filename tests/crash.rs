@@ -17,8 +17,14 @@ fn root() -> &'static Path {
 /// enough once the training step got faster: a kill's sleep covers more steps).
 const STEPS: usize = 1000;
 
-/// A tiny run of [`STEPS`] steps with a checkpoint every 10, started fresh or resumed.
+/// A tiny run of [`STEPS`] steps with a checkpoint every 10, started fresh or resumed. A run
+/// killed before its first training state was written left files that `train` refuses to write
+/// over or resume ("no training state to resume: move its files elsewhere"): as its message
+/// asks, they are moved out of the way (removed) and the run starts afresh.
 fn start(dir: &Path) -> Child {
+    if dir.exists() && !dir.join(STATE_FILE).exists() {
+        std::fs::remove_dir_all(dir).unwrap();
+    }
     let dir_arg = dir.to_str().unwrap();
     let steps = STEPS.to_string();
     let args: Vec<&str> = if dir.join(STATE_FILE).exists() {
@@ -72,7 +78,11 @@ fn sigkill_at_random_moments_loses_nothing() {
         let mut child = start(&crashed);
         std::thread::sleep(Duration::from_millis(rng.random_range(20..400)));
         if child.try_wait().unwrap().is_some() {
-            break; // it finished before the kill
+            // It finished before the kill: successfully, or the failure is the test's.
+            let out = child.wait_with_output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "after {kills} kills: {stderr}");
+            break;
         }
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
