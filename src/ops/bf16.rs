@@ -248,6 +248,7 @@ fn pack_blocks(
 /// zeroed allocation for each (several per product, up to 768 kB for the output layer's
 /// gradient): the course model's bf16 training step ran 1.2 % faster (docs/performance.md).
 mod spare {
+    use crate::ops::scratch::Shelf;
     use std::cell::RefCell;
 
     /// Buffers kept per thread (the output layer holds five packed operands at once: W in two
@@ -255,34 +256,19 @@ mod spare {
     const KEPT: usize = 8;
 
     thread_local! {
-        static BUFFERS: RefCell<Vec<Vec<u16>>> = const { RefCell::new(Vec::new()) };
+        static SHELF: RefCell<Shelf<u16>> = const { RefCell::new(Shelf::new(KEPT)) };
     }
 
     /// A buffer of `len` values, reused where this thread has one large enough (its values are
     /// left as they were: the packing writes every one).
     pub(super) fn take(len: usize) -> Vec<u16> {
-        let reused = BUFFERS.with_borrow_mut(|kept| {
-            let fitting = (0..kept.len())
-                .filter(|&i| kept[i].capacity() >= len)
-                .min_by_key(|&i| kept[i].capacity());
-            fitting.map(|i| kept.swap_remove(i))
-        });
-        let mut data = reused.unwrap_or_default();
-        data.resize(len, 0);
-        data
+        SHELF.with_borrow_mut(|shelf| shelf.take(len))
     }
 
-    /// Keeps `data` for this thread's next [`take`], dropping the smallest buffer when full
-    /// (nothing is kept while the thread itself is being torn down).
+    /// Keeps `data` for this thread's next [`take`] (nothing is kept while the thread itself is
+    /// being torn down).
     pub(super) fn give_back(data: Vec<u16>) {
-        let _ = BUFFERS.try_with(|kept| {
-            let mut kept = kept.borrow_mut();
-            kept.push(data);
-            if kept.len() > KEPT {
-                let smallest = (0..kept.len()).min_by_key(|&i| kept[i].capacity());
-                smallest.map(|i| kept.swap_remove(i));
-            }
-        });
+        let _ = SHELF.try_with(|shelf| shelf.borrow_mut().keep(data));
     }
 }
 

@@ -11,40 +11,81 @@ use std::cell::RefCell;
 const KEPT: usize = 64;
 
 thread_local! {
-    static BUFFERS: RefCell<Vec<Vec<f32>>> = const { RefCell::new(Vec::new()) };
+    static SHELF: RefCell<Shelf<f32>> = const { RefCell::new(Shelf::new(KEPT)) };
 }
 
 /// A buffer of `len` values for an output the caller overwrites entirely: one this thread kept
-/// (the smallest that holds `len`; its values are those of its last use) or, if none fits, a
-/// fresh zeroed one.
+/// (its values are those of its last use) or a fresh zeroed one.
 pub(crate) fn take(len: usize) -> Vec<f32> {
-    let reused = BUFFERS.with_borrow_mut(|kept| {
-        let fitting = (0..kept.len())
-            .filter(|&i| kept[i].len() >= len)
-            .min_by_key(|&i| kept[i].len());
-        fitting.map(|i| kept.swap_remove(i))
-    });
-    match reused {
-        Some(mut data) => {
-            data.truncate(len);
-            data
+    SHELF.with_borrow_mut(|shelf| shelf.take(len))
+}
+
+/// Keeps `data` for this thread's next [`take`] (nothing is kept while the thread itself is
+/// being torn down).
+pub(crate) fn give_back(data: Vec<f32>) {
+    let _ = SHELF.try_with(|shelf| shelf.borrow_mut().keep(data));
+}
+
+/// Buffers of one element type kept by one thread (a `thread_local!`), for outputs that are
+/// written whole: here and for bf16's packed operands (`bf16::spare`).
+pub(crate) struct Shelf<T> {
+    kept: Vec<Vec<T>>,
+    most: usize,
+}
+
+impl<T: Copy + Default> Shelf<T> {
+    /// An empty shelf that keeps at most `most` buffers.
+    pub(crate) const fn new(most: usize) -> Self {
+        Shelf {
+            kept: Vec::new(),
+            most,
         }
-        None => vec![0f32; len],
+    }
+
+    /// A buffer of `len` values: the smallest kept one whose allocation holds `len` (its values
+    /// left as they were, zeros past its last length) or, if none does, a fresh zeroed one.
+    pub(crate) fn take(&mut self, len: usize) -> Vec<T> {
+        let kept = &mut self.kept;
+        let fitting = (0..kept.len())
+            .filter(|&i| kept[i].capacity() >= len)
+            .min_by_key(|&i| kept[i].capacity());
+        let mut data = fitting.map(|i| kept.swap_remove(i)).unwrap_or_default();
+        data.resize(len, T::default());
+        data
+    }
+
+    /// Keeps `data` for a later [`Shelf::take`], dropping the smallest buffer when full.
+    pub(crate) fn keep(&mut self, data: Vec<T>) {
+        self.kept.push(data);
+        if self.kept.len() > self.most {
+            let smallest = (0..self.kept.len()).min_by_key(|&i| self.kept[i].capacity());
+            smallest.map(|i| self.kept.swap_remove(i));
+        }
     }
 }
 
-/// Keeps `data` for this thread's next [`take`], dropping the smallest buffer when full (nothing
-/// is kept while the thread itself is being torn down).
-pub(crate) fn give_back(mut data: Vec<f32>) {
-    // The whole allocation counts: a truncated buffer may serve a longer output next time.
-    let capacity = data.capacity();
-    data.resize(capacity, 0.0);
-    let _ = BUFFERS.try_with(|kept| {
-        let mut kept = kept.borrow_mut();
-        kept.push(data);
-        if kept.len() > KEPT {
-            let smallest = (0..kept.len()).min_by_key(|&i| kept[i].len());
-            smallest.map(|i| kept.swap_remove(i));
-        }
-    });
+#[cfg(test)]
+mod tests {
+    use super::Shelf;
+
+    #[test]
+    fn a_shelf_hands_out_the_smallest_buffer_that_fits_and_keeps_at_most_its_limit() {
+        let mut shelf = Shelf::new(2);
+        shelf.keep(vec![1u16; 10]);
+        shelf.keep(vec![2u16; 30]);
+        shelf.keep(vec![3u16; 20]); // over the limit: the smallest (10) goes
+        let taken = shelf.take(15);
+        assert_eq!(taken, vec![3u16; 15], "the 20, the smallest that holds 15");
+        let mut grown = shelf.take(25); // the 30, cut to 25
+        assert_eq!(grown, vec![2u16; 25]);
+        grown.truncate(5);
+        shelf.keep(grown);
+        let again = shelf.take(8); // kept values, zeros past the last length
+        assert_eq!(again, [vec![2u16; 5], vec![0u16; 3]].concat());
+        assert_eq!(
+            shelf.take(4),
+            vec![0u16; 4],
+            "nothing left: a fresh zeroed buffer"
+        );
+    }
 }
