@@ -2,23 +2,24 @@
 //! head): the engine's forward and backward kernels (with ALiBi's score bias and dropout), and the
 //! fused ops of the candle graph (forward only), through which no (B, H, T, T) score tensor goes.
 
-use super::{contiguous, isa, matmul_rows_on, scratch, Operand};
+use super::small_matmul::{self, TileSpan};
+use super::{contiguous, isa, scratch, Operand};
 use candle_core::{bail, CpuStorage, CustomOp1, CustomOp3, Layout, Result, Shape, Tensor, D};
 use rayon::prelude::*;
 use std::ops::Range;
 
-/// Queries per block of the causal products: a block's rows multiply only the keys its last
-/// query sees, so that the products skip most of the masked upper triangle (at T = 128, 10 of
-/// 16 blocks of 32 × 32 are computed).
-const CAUSAL_BLOCK: usize = 32;
+/// Keys the queries of the row tile at `first` see together, rounded up to whole tiles of
+/// columns (within `len`): query i sees keys 0..=i + `offset`, and the scores past a query's
+/// last key are overwritten by the masking.
+fn seen_keys(first: usize, offset: usize, len: usize) -> usize {
+    let last = first + small_matmul::ROWS + offset;
+    last.next_multiple_of(small_matmul::WIDTH).min(len)
+}
 
-/// The blocks of [`CAUSAL_BLOCK`] rows of `len`, each with the number of keys its last row sees
-/// when row i sees keys 0..=i + `offset`.
-fn causal_blocks(len: usize, offset: usize) -> impl Iterator<Item = (Range<usize>, usize)> {
-    (0..len).step_by(CAUSAL_BLOCK).map(move |start| {
-        let end = len.min(start + CAUSAL_BLOCK);
-        (start..end, end + offset)
-    })
+/// The terms of a product by the causal weights (zero past each query's last key) for the row
+/// tile at `first`: the keys its last query sees.
+fn terms_seen(first: usize, offset: usize, len: usize) -> Range<usize> {
+    0..(first + small_matmul::ROWS + offset).min(len)
 }
 
 /// One (batch, head) forward: p (Tq × Tk) = causal softmax of q kᵀ · scale, o (Tq × D) = p v, for
@@ -37,19 +38,15 @@ fn head_forward(
 ) {
     isa::widest(|| {
         let offset = t_k - t_q; // query i sees keys 0..=i+offset
-        for (rows, keys) in causal_blocks(t_q, offset) {
-            let p = &mut p[rows.start * t_k..];
-            matmul_rows_on(
-                (p, t_k),
-                rows.len(),
-                keys,
-                d,
-                q.rows_from(rows.start),
-                k.t(),
-                false,
-                1,
-            ); // q kᵀ
-        }
+        let mut k_t = scratch::take(d * t_k); // (D, Tk), written whole
+        small_matmul::transpose(k, (t_k, d), &mut k_t);
+        small_matmul::product((p, t_k), t_q, q, Operand::rows(&k_t, t_k), |first| {
+            TileSpan {
+                cols: seen_keys(first, offset, t_k),
+                terms: 0..d,
+            }
+        }); // q kᵀ
+        scratch::give_back(k_t);
         for (i, row) in p.chunks_mut(t_k).enumerate() {
             let (seen, masked) = row.split_at_mut(i + offset + 1);
             masked.fill(0.0);
@@ -65,19 +62,10 @@ fn head_forward(
         }
         let dropped = mask.map(|mask| dropped(p, mask)); // (Tq, Tk)
         let weights = Operand::rows(dropped.as_deref().unwrap_or(p), t_k);
-        for (rows, keys) in causal_blocks(t_q, offset) {
-            let o = (&mut o[rows.start * d..], d);
-            matmul_rows_on(
-                o,
-                rows.len(),
-                d,
-                keys,
-                weights.rows_from(rows.start),
-                v,
-                false,
-                1,
-            ); // p v
-        }
+        small_matmul::product((o, d), t_q, weights, v, |first| TileSpan {
+            cols: d,
+            terms: terms_seen(first, offset, t_k),
+        }); // p v
     })
 }
 
@@ -86,29 +74,20 @@ fn dropped(p: &[f32], mask: &[f32]) -> Vec<f32> {
     p.iter().zip(mask).map(|(p, m)| p * m).collect()
 }
 
-/// xᵀ · y for the lower-triangular x (T × T) and y (T × D), into dst (T × D): row block j of the
-/// result sums only over the rows i ≥ j's first (x is zero above its diagonal).
+/// xᵀ · y for the lower-triangular x (T × T) and y (T × D), into dst (T × D): row j of the
+/// result sums only over the rows i ≥ its tile's first (x is zero above its diagonal).
+#[inline(always)]
 fn lower_t_product(x: &[f32], y: Operand, (t, d): (usize, usize), dst: &mut [f32]) {
-    for (cols, _) in causal_blocks(t, 0) {
-        let from = cols.start;
-        let x_t = Operand::rows(&x[from * t + from..], t).t(); // (cols, rows from..)
-        let dst = (&mut dst[from * d..], d);
-        matmul_rows_on(
-            dst,
-            cols.len(),
-            d,
-            t - from,
-            x_t,
-            y.rows_from(from),
-            false,
-            1,
-        );
-    }
+    let x_t = Operand::rows(x, t).t();
+    small_matmul::product((dst, d), t, x_t, y, |first| TileSpan {
+        cols: d,
+        terms: first..t,
+    });
 }
 
 /// One (batch, head) backward for T queries of T keys: dq, dk, dv (each T × D) from the weights p
 /// (T × T) and dropout `mask` of [`head_forward`] and the output's gradient g (T × D); `ds` is
-/// T × T scratch. The products skip the blocks above the diagonal, where p and dS are zero.
+/// T × T scratch. The products skip the tiles above the diagonal, where p and dS are zero.
 fn head_backward(
     (q, k, v, g): (Operand, Operand, Operand, Operand),
     (t, d): (usize, usize),
@@ -122,19 +101,13 @@ fn head_backward(
         let dropped = mask.map(|mask| dropped(p, mask));
         lower_t_product(dropped.as_deref().unwrap_or(p), g, (t, d), dv);
         // dP = (dO vᵀ) ⊙ mask, then dS = p ⊙ (dP − Σ_j p dP) · scale, zero above the diagonal.
-        for (rows, keys) in causal_blocks(t, 0) {
-            let ds = (&mut ds[rows.start * t..], t);
-            matmul_rows_on(
-                ds,
-                rows.len(),
-                keys,
-                d,
-                g.rows_from(rows.start),
-                v.t(),
-                false,
-                1,
-            );
-        }
+        let mut v_t = scratch::take(d * t); // (D, T), written whole
+        small_matmul::transpose(v, (t, d), &mut v_t);
+        small_matmul::product((ds, t), t, g, Operand::rows(&v_t, t), |first| TileSpan {
+            cols: seen_keys(first, 0, t),
+            terms: 0..d,
+        });
+        scratch::give_back(v_t);
         for (i, (pi, dsi)) in p.chunks(t).zip(ds.chunks_mut(t)).enumerate() {
             let (seen, above) = dsi.split_at_mut(i + 1);
             above.fill(0.0);
@@ -149,13 +122,11 @@ fn head_backward(
                 .zip(pi)
                 .for_each(|(s, &pij)| *s = pij * (*s - weighted) * scale);
         }
-        for (rows, keys) in causal_blocks(t, 0) {
-            let (ds_rows, dq) = (
-                Operand::rows(ds, t).rows_from(rows.start),
-                &mut dq[rows.start * d..],
-            );
-            matmul_rows_on((dq, d), rows.len(), d, keys, ds_rows, k, false, 1); // dQ = dS k
-        }
+        let ds_rows = Operand::rows(ds, t);
+        small_matmul::product((dq, d), t, ds_rows, k, |first| TileSpan {
+            cols: d,
+            terms: terms_seen(first, 0, t),
+        }); // dQ = dS k
         lower_t_product(ds, q, (t, d), dk); // dK = dSᵀ q
     })
 }
@@ -212,13 +183,6 @@ struct QkvAttention {
     scale: f32,
 }
 
-/// Head h's q, k and v in batch row `qkv` (T × 3C) of `n_head` heads: T × D operands with row
-/// stride 3C.
-fn head_operands(qkv: &[f32], h: usize, c: usize, n_head: usize) -> [Operand<'_>; 3] {
-    let d = c / n_head;
-    [0, c, 2 * c].map(|part| Operand::rows(&qkv[part + h * d..], 3 * c))
-}
-
 /// How the heads of one layer attend.
 pub struct Heads<'a> {
     pub n_head: usize,
@@ -243,14 +207,17 @@ pub fn qkv_forward(qkv: &[f32], (t, c): (usize, usize), heads: &Heads) -> (Vec<f
         .zip(qkv.par_chunks(t * c3))
         .enumerate()
         .for_each(|(row, ((out, p), qkv))| {
-            let mut o = vec![0f32; t * d];
-            for (head, p) in p.chunks_mut(t * t).enumerate() {
-                let [q, k, v] = head_operands(qkv, head, c, n_head);
+            let qkv = split_heads(qkv, t, d); // (3H, T, D): the q heads, the k heads, the v heads
+            let mut o = scratch::take(t * c); // (H, T, D), written whole
+            for (head, (p, o)) in p.chunks_mut(t * t).zip(o.chunks_mut(t * d)).enumerate() {
+                let [q, k, v] =
+                    [0, n_head, 2 * n_head].map(|part| head_block(&qkv, part + head, (t, d)));
                 let slope = heads.slopes.map(|s| s[head]);
                 let mask = heads.mask(row * n_head + head, t);
-                head_forward((q, k, v), (t, t, d), (heads.scale, slope), mask, p, &mut o);
-                scatter(&o, out, c, head * d);
+                head_forward((q, k, v), (t, t, d), (heads.scale, slope), mask, p, o);
             }
+            merge_heads(&o, (t, d), out);
+            [qkv, o].into_iter().for_each(scratch::give_back);
         });
     (out, weights)
 }
@@ -273,13 +240,22 @@ pub fn qkv_backward(
         .zip(p.par_chunks(n_head * t * t))
         .enumerate()
         .for_each(|(row, (((dqkv, qkv), g), p))| {
-            let mut ds = vec![0f32; t * t];
-            let mut grads = [vec![0f32; t * d], vec![0f32; t * d], vec![0f32; t * d]];
-            for (head, p) in p.chunks(t * t).enumerate() {
-                let [q, k, v] = head_operands(qkv, head, c, n_head);
-                let g = Operand::rows(&g[head * d..], c);
+            let (qkv, g) = (split_heads(qkv, t, d), split_heads(g, t, d)); // (3H, T, D), (H, T, D)
+                                                                           // Both written whole: dq, dk, dv of every head (3H, T, D) as qkv, and dS (T, T).
+            let (mut grads, mut ds) = (scratch::take(t * c3), scratch::take(t * t));
+            let (dq, rest) = grads.split_at_mut(t * c);
+            let (dk, dv) = rest.split_at_mut(t * c);
+            for (head, (((p, dq), dk), dv)) in p
+                .chunks(t * t)
+                .zip(dq.chunks_mut(t * d))
+                .zip(dk.chunks_mut(t * d))
+                .zip(dv.chunks_mut(t * d))
+                .enumerate()
+            {
+                let [q, k, v] =
+                    [0, n_head, 2 * n_head].map(|part| head_block(&qkv, part + head, (t, d)));
+                let g = head_block(&g, head, (t, d));
                 let mask = heads.mask(row * n_head + head, t);
-                let [dq, dk, dv] = &mut grads;
                 head_backward(
                     (q, k, v, g),
                     (t, d),
@@ -288,10 +264,9 @@ pub fn qkv_backward(
                     &mut ds,
                     (dq, dk, dv),
                 );
-                for (part, grad) in grads.iter().enumerate() {
-                    scatter(grad, dqkv, c3, part * c + head * d);
-                }
             }
+            merge_heads(&grads, (t, d), dqkv);
+            [qkv, g, grads, ds].into_iter().for_each(scratch::give_back);
         });
     dqkv
 }
@@ -303,12 +278,52 @@ impl Heads<'_> {
     }
 }
 
-/// Copies the rows of `head` (T × D) into columns `offset..offset + D` of `dst` (T × width).
-fn scatter(head: &[f32], dst: &mut [f32], width: usize, offset: usize) {
-    let d = head.len() / (dst.len() / width);
-    for (src, row) in head.chunks(d).zip(dst.chunks_mut(width)) {
-        row[offset..offset + d].copy_from_slice(src);
+/// src (T × width) split into its width / d column blocks, head-major: (width / d, T, d), so
+/// that each head's rows are one contiguous run (in place, a head's rows stand 3C apart, a
+/// stride that maps them onto a few cache sets, evicting each other). One pass in row order.
+fn split_heads(src: &[f32], t: usize, d: usize) -> Vec<f32> {
+    let blocks = src.len() / (t * d);
+    let mut out = scratch::take(src.len()); // written whole
+    for (i, row) in src.chunks_exact(blocks * d).enumerate() {
+        for (block, values) in row.chunks_exact(d).enumerate() {
+            copy(
+                values,
+                &mut out[(block * t + i) * d..(block * t + i + 1) * d],
+            );
+        }
     }
+    out
+}
+
+/// Block `block` (T × d) of a [`split_heads`] buffer.
+fn head_block(heads: &[f32], block: usize, (t, d): (usize, usize)) -> Operand<'_> {
+    Operand::rows(&heads[block * t * d..(block + 1) * t * d], d)
+}
+
+/// The inverse of [`split_heads`]: the blocks (width / d, T, d) side by side into dst (T ×
+/// width).
+fn merge_heads(src: &[f32], (t, d): (usize, usize), dst: &mut [f32]) {
+    let blocks = src.len() / (t * d);
+    for (i, row) in dst.chunks_exact_mut(blocks * d).enumerate() {
+        for (block, values) in row.chunks_exact_mut(d).enumerate() {
+            copy(&src[(block * t + i) * d..(block * t + i + 1) * d], values);
+        }
+    }
+}
+
+/// dst = src, eight values at a time: inline vector moves, where copy_from_slice calls memmove
+/// (whose set-up costs more than a head's row of 32 values).
+#[inline(always)]
+fn copy(src: &[f32], dst: &mut [f32]) {
+    let (mut to, mut from) = (dst.chunks_exact_mut(8), src.chunks_exact(8));
+    for (to, from) in (&mut to).zip(&mut from) {
+        let from: &[f32; 8] = from.try_into().expect("8 values");
+        *<&mut [f32; 8]>::try_from(to).expect("8 values") = *from;
+    }
+    to.into_remainder()
+        .iter_mut()
+        .zip(from.remainder())
+        .for_each(|(t, f)| *t = *f);
 }
 
 impl QkvAttention {

@@ -17,6 +17,7 @@ pub mod linear;
 pub mod lm_head_loss;
 pub(crate) mod matvec;
 pub(crate) mod scratch;
+pub(crate) mod small_matmul;
 pub mod softmax;
 
 pub use matvec::WeightFormat;
