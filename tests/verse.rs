@@ -157,6 +157,21 @@ fn novelty_finds_what_is_copied() {
 }
 
 #[test]
+fn a_summary_without_regular_poems_says_so_instead_of_giving_shares_of_nothing() {
+    let poems: Vec<String> = vec!["白日依山尽黄河入海流".into(), "春眠不觉晓，处处。".into()];
+    let (summary, _) = Summary::of(&poems, Tables::shipped(), None);
+    assert_eq!((summary.poems, summary.regular), (2, 0));
+    // An empty f64 sum is −0.0: the mean must not come out negative.
+    assert!(
+        summary.mean_tone_fit.is_sign_positive(),
+        "{}",
+        summary.mean_tone_fit
+    );
+    let text = summary.describe();
+    assert_eq!(text, "2 poems, none of a regular form", "{text}");
+}
+
+#[test]
 fn tone_classes_follow_the_rule_in_data_readme() {
     let class = |ping, ze, either| ToneCounts { ping, ze, either }.class();
     assert_eq!(class(100, 0, 0), '平');

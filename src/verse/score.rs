@@ -228,7 +228,8 @@ impl Summary {
             poems: poems.len(),
             regular: regular.len(),
             fitting_a_template: regular.iter().filter(|s| s.fits_template()).count(),
-            mean_tone_fit: regular.iter().map(|s| s.tone_fit()).sum::<f64>()
+            // Folded from +0.0: an empty f64 sum is −0.0, which would print as "-0.0 %".
+            mean_tone_fit: regular.iter().fold(0.0, |sum, s| sum + s.tone_fit())
                 / regular.len().max(1) as f64,
             rhyming: regular.iter().filter(|s| s.rhymes).count(),
             copied_run_median: runs.get(runs.len() / 2).copied(),
@@ -241,18 +242,11 @@ impl Summary {
     /// One paragraph for people: counts and shares.
     pub fn describe(&self) -> String {
         let share = |n: usize, of: usize| 100.0 * n as f64 / of.max(1) as f64;
-        let mut text = format!(
-            "{} poems, {} of a regular form ({:.0} %); of those, {} fit a tonal template in every checked \
-             position ({:.0} %; mean share of fitting tones {:.1} %) and {} rhyme ({:.0} %)",
-            self.poems,
-            self.regular,
-            share(self.regular, self.poems),
-            self.fitting_a_template,
-            share(self.fitting_a_template, self.regular),
-            100.0 * self.mean_tone_fit,
-            self.rhyming,
-            share(self.rhyming, self.regular),
-        );
+        let mut text = if self.regular == 0 {
+            format!("{} poems, none of a regular form", self.poems)
+        } else {
+            self.describe_regular(share)
+        };
         if let (Some(median), Some(max), Some(verbatim)) = (
             self.copied_run_median,
             self.copied_run_max,
@@ -265,5 +259,21 @@ impl Summary {
             );
         }
         text
+    }
+
+    /// The counts and shares of the regular poems' tones and rhymes.
+    fn describe_regular(&self, share: impl Fn(usize, usize) -> f64) -> String {
+        format!(
+            "{} poems, {} of a regular form ({:.0} %); of those, {} fit a tonal template in every checked \
+             position ({:.0} %; mean share of fitting tones {:.1} %) and {} rhyme ({:.0} %)",
+            self.poems,
+            self.regular,
+            share(self.regular, self.poems),
+            self.fitting_a_template,
+            share(self.fitting_a_template, self.regular),
+            100.0 * self.mean_tone_fit,
+            self.rhyming,
+            share(self.rhyming, self.regular),
+        )
     }
 }
