@@ -674,6 +674,17 @@ fn training_flags_that_cannot_work_are_refused() {
             vec!["--max-iters", "5"],
             &["warmup_iters 10 is more than max_iters 5", "--warmup-iters"],
         ),
+        // A negative number is a value, not an unknown flag: the message says what is wrong.
+        (
+            "a negative learning rate",
+            vec!["--learning-rate", "-1"],
+            &["learning_rate -1 must be a positive number"],
+        ),
+        (
+            "a negative dropout",
+            vec!["--dropout", "-0.1"],
+            &["dropout -0.1 must be in [0, 1)"],
+        ),
     ];
     for (case, flags, expect) in cases {
         let args: Vec<&str> = tiny.iter().copied().chain(flags).collect();

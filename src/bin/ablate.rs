@@ -13,7 +13,10 @@ use std::time::Instant;
 /// table (Markdown and CSV) and the validation curves (SVG). Finished variants are reused, and
 /// unfinished ones resumed, so an interrupted ablation continues where it stopped.
 #[derive(Parser)]
-#[command(after_help = "Specs: configs/ablations/{heads,positions,layers,extrapolation}.toml")]
+#[command(
+    allow_negative_numbers = true,
+    after_help = "Specs: configs/ablations/{heads,positions,layers,extrapolation}.toml"
+)]
 struct Args {
     /// The ablation spec (TOML).
     spec: PathBuf,

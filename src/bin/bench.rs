@@ -15,6 +15,7 @@ use std::path::Path;
 
 /// Measure speed on this machine: matmul ceiling, then training, forward and sampling throughput.
 #[derive(Parser)]
+#[command(allow_negative_numbers = true)]
 struct Args {
     /// Timed training steps per config (after 2 warm-up steps); the median is reported.
     #[arg(long, default_value_t = 10)]

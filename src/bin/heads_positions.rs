@@ -11,6 +11,7 @@ use std::path::PathBuf;
 /// scheme, and show the shapes and parameter counts of multi-head attention. With --checkpoint,
 /// ask the same of a trained model; with --plot, draw attention heatmaps and the sinusoidal table.
 #[derive(Parser)]
+#[command(allow_negative_numbers = true)]
 struct Args {
     /// Seed of the random models.
     #[arg(long, default_value_t = 0)]

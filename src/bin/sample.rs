@@ -26,9 +26,12 @@ const MAX_UNCACHED_CHARS: usize = 1_000;
 
 /// Write poems with a trained model, streaming characters as they are drawn.
 #[derive(Parser)]
-#[command(after_help = "Examples:
+#[command(
+    allow_negative_numbers = true,
+    after_help = "Examples:
   cargo run --release --bin sample -- --checkpoint checkpoints/<run> --prompt 白日
-  cargo run --release --bin sample -- --checkpoint checkpoints/<run> --form qijue --acrostic 春夏秋冬")]
+  cargo run --release --bin sample -- --checkpoint checkpoints/<run> --form qijue --acrostic 春夏秋冬"
+)]
 struct Args {
     /// Run directory written by `train`.
     #[arg(long)]
@@ -43,13 +46,13 @@ struct Args {
     #[arg(long, default_value_t = 120)]
     max_new_tokens: usize,
     /// Sampling temperature (0 = always the most likely character).
-    #[arg(long, default_value_t = 0.8, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = 0.8)]
     temperature: f64,
     /// Draw only from the k most likely characters.
     #[arg(long)]
     top_k: Option<usize>,
     /// Draw only from the most likely characters whose probabilities sum to p, in (0, 1].
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(long)]
     top_p: Option<f64>,
     /// Seed: the same seed gives the same text.
     #[arg(long, default_value_t = 0)]

@@ -15,10 +15,13 @@ use std::path::{Path, PathBuf};
 /// Score poems as regulated verse: form, best tonal template (平仄), the share of tones that fit,
 /// rhyme (平水韵), and how much is copied from the training poems.
 #[derive(Parser)]
-#[command(after_help = "Examples:
+#[command(
+    allow_negative_numbers = true,
+    after_help = "Examples:
   cargo run --release --bin score -- --val
   cargo run --release --bin sample -- --checkpoint checkpoints/<run> --num-samples 100 > poems.txt
-  cargo run --release --bin score -- poems.txt")]
+  cargo run --release --bin score -- poems.txt"
+)]
 struct Args {
     /// Poems to score, one per line (blank lines and lines starting with # are skipped).
     file: Option<PathBuf>,

@@ -12,8 +12,11 @@ use std::sync::Arc;
 /// Serve a page on this machine: write poems (streamed as they are drawn) and see what every
 /// head of every layer looks at.
 #[derive(Parser)]
-#[command(after_help = "Example:
-  cargo run --release --bin serve -- --checkpoint checkpoints/<run>   # then open http://127.0.0.1:8080/")]
+#[command(
+    allow_negative_numbers = true,
+    after_help = "Example:
+  cargo run --release --bin serve -- --checkpoint checkpoints/<run>   # then open http://127.0.0.1:8080/"
+)]
 struct Args {
     /// Run directory written by `train` (default: the newest run under checkpoints/).
     #[arg(long)]

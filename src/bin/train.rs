@@ -11,9 +11,12 @@ use std::path::PathBuf;
 /// With no arguments: the default config (configs/default.toml) on the shipped corpus, written to
 /// checkpoints/default-<time>/. Flags override single values of the config file.
 #[derive(Parser)]
-#[command(after_help = "Examples:\n  cargo run --release --bin train\n  \
+#[command(
+    allow_negative_numbers = true,
+    after_help = "Examples:\n  cargo run --release --bin train\n  \
 cargo run --release --bin train -- --config configs/tiny.toml --out checkpoints/tiny\n  \
-cargo run --release --bin train -- --resume checkpoints/tiny --max-iters 400")]
+cargo run --release --bin train -- --resume checkpoints/tiny --max-iters 400"
+)]
 struct Args {
     /// Config file (TOML with [model] and [train] tables). Default: configs/default.toml, or the
     /// saved config of the run given to --resume.
