@@ -188,22 +188,6 @@ pub(crate) fn matmul_on(
     accumulate: bool,
     threads: usize,
 ) {
-    matmul_rows_on((dst, n), m, n, k, lhs, rhs, accumulate, threads)
-}
-
-/// [`matmul_on`] into the first n columns of rows `dst_stride` apart: dst (m × n, row i at
-/// i·`dst_stride`) = (dst if `accumulate`) + lhs (m × k) · rhs (k × n).
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn matmul_rows_on(
-    (dst, dst_stride): (&mut [f32], usize),
-    m: usize,
-    n: usize,
-    k: usize,
-    lhs: Operand,
-    rhs: Operand,
-    accumulate: bool,
-    threads: usize,
-) {
     let parallelism = if threads > 1 {
         Parallelism::Rayon(threads)
     } else {
@@ -211,23 +195,20 @@ pub(crate) fn matmul_rows_on(
     };
     // The checks that make the gemm call below sound for any input: every element it reads or
     // writes lies inside its buffer.
-    let dst_rows = Operand {
-        data: &*dst,
-        row_stride: dst_stride,
-        col_stride: 1,
-    };
     assert!(
-        n <= dst_stride && dst_rows.covers(m, n),
+        m.checked_mul(n).is_some_and(|mn| dst.len() >= mn),
         "matmul destination too small"
     );
     assert!(
         lhs.covers(m, k) && rhs.covers(k, n),
         "matmul operand smaller than its shape and strides"
     );
+    if m == 0 || n == 0 {
+        return; // no output
+    }
     if m <= DOT_ROWS && lhs.col_stride == 1 && rhs.row_stride == 1 {
         // Each output is the dot product of an lhs row and a contiguous rhs column.
-        for (i, dst_row) in dst.chunks_mut(dst_stride).take(m).enumerate() {
-            let dst_row = &mut dst_row[..n];
+        for (i, dst_row) in dst.chunks_mut(n).take(m).enumerate() {
             let row = &lhs.data[i * lhs.row_stride..i * lhs.row_stride + k];
             let column = |j: usize| &rhs.data[j * rhs.col_stride..j * rhs.col_stride + k];
             let columns = |(task, out): (usize, &mut [f32])| {
@@ -261,8 +242,8 @@ pub(crate) fn matmul_rows_on(
         return;
     }
     // SAFETY: the assertions above check that every element gemm reads (lhs (i, l) at
-    // i·row_stride + l·col_stride, rhs likewise) and writes (dst (i, j) at i·dst_stride + j) is
-    // inside its slice; dst is borrowed mutably, so nothing else reads it meanwhile.
+    // i·row_stride + l·col_stride, rhs likewise) and writes (dst (i, j) at i·n + j) is inside
+    // its slice; dst is borrowed mutably, so nothing else reads it meanwhile.
     unsafe {
         gemm(
             m,
@@ -270,7 +251,7 @@ pub(crate) fn matmul_rows_on(
             k,
             dst.as_mut_ptr(),
             1,
-            dst_stride as isize,
+            n as isize,
             accumulate,
             lhs.data.as_ptr(),
             lhs.col_stride as isize,
