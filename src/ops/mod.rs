@@ -188,11 +188,6 @@ pub(crate) fn matmul_on(
     accumulate: bool,
     threads: usize,
 ) {
-    let parallelism = if threads > 1 {
-        Parallelism::Rayon(threads)
-    } else {
-        Parallelism::None
-    };
     // The checks that make the gemm call below sound for any input: every element it reads or
     // writes lies inside its buffer.
     assert!(
@@ -207,40 +202,13 @@ pub(crate) fn matmul_on(
         return; // no output
     }
     if m <= DOT_ROWS && lhs.col_stride == 1 && rhs.row_stride == 1 {
-        // Each output is the dot product of an lhs row and a contiguous rhs column.
-        for (i, dst_row) in dst.chunks_mut(n).take(m).enumerate() {
-            let row = &lhs.data[i * lhs.row_stride..i * lhs.row_stride + k];
-            let column = |j: usize| &rhs.data[j * rhs.col_stride..j * rhs.col_stride + k];
-            let columns = |(task, out): (usize, &mut [f32])| {
-                let first = task * COLS_PER_TASK;
-                let done = out.len() / DOT_GROUP * DOT_GROUP;
-                let mut groups = out.chunks_exact_mut(DOT_GROUP);
-                for (g, o) in (&mut groups).enumerate() {
-                    let j = first + DOT_GROUP * g;
-                    let v = fast_math::dot_rows(row, std::array::from_fn(|c| column(j + c)));
-                    for (o, v) in o.iter_mut().zip(v) {
-                        *o = if accumulate { *o + v } else { v };
-                    }
-                }
-                for (c, o) in groups.into_remainder().iter_mut().enumerate() {
-                    let v = fast_math::dot(row, column(first + done + c));
-                    *o = if accumulate { *o + v } else { v };
-                }
-            };
-            if threads > 1 && n * k >= PARALLEL_MACS {
-                dst_row
-                    .par_chunks_mut(COLS_PER_TASK)
-                    .enumerate()
-                    .for_each(columns);
-            } else {
-                dst_row
-                    .chunks_mut(COLS_PER_TASK)
-                    .enumerate()
-                    .for_each(columns);
-            }
-        }
-        return;
+        return dot_products(dst, (m, n, k), lhs, rhs, accumulate, threads);
     }
+    let parallelism = if threads > 1 {
+        Parallelism::Rayon(threads)
+    } else {
+        Parallelism::None
+    };
     // SAFETY: the assertions above check that every element gemm reads (lhs (i, l) at
     // i·row_stride + l·col_stride, rhs likewise) and writes (dst (i, j) at i·n + j) is inside
     // its slice; dst is borrowed mutably, so nothing else reads it meanwhile.
@@ -266,6 +234,49 @@ pub(crate) fn matmul_on(
             false,
             parallelism,
         )
+    }
+}
+
+/// [`matmul_on`] for a few lhs rows and contiguous rhs columns: each output is the dot product
+/// of an lhs row and an rhs column (gemm would pack the whole rhs for them).
+fn dot_products(
+    dst: &mut [f32],
+    (m, n, k): (usize, usize, usize),
+    lhs: Operand,
+    rhs: Operand,
+    accumulate: bool,
+    threads: usize,
+) {
+    for (i, dst_row) in dst.chunks_mut(n).take(m).enumerate() {
+        let row = &lhs.data[i * lhs.row_stride..i * lhs.row_stride + k];
+        let column = |j: usize| &rhs.data[j * rhs.col_stride..j * rhs.col_stride + k];
+        let columns = |(task, out): (usize, &mut [f32])| {
+            let first = task * COLS_PER_TASK;
+            let done = out.len() / DOT_GROUP * DOT_GROUP;
+            let mut groups = out.chunks_exact_mut(DOT_GROUP);
+            for (g, o) in (&mut groups).enumerate() {
+                let j = first + DOT_GROUP * g;
+                let v = fast_math::dot_rows(row, std::array::from_fn(|c| column(j + c)));
+                for (o, v) in o.iter_mut().zip(v) {
+                    *o = if accumulate { *o + v } else { v };
+                }
+            }
+            for (c, o) in groups.into_remainder().iter_mut().enumerate() {
+                let v = fast_math::dot(row, column(first + done + c));
+                *o = if accumulate { *o + v } else { v };
+            }
+        };
+        if threads > 1 && n * k >= PARALLEL_MACS {
+            dst_row
+                .par_chunks_mut(COLS_PER_TASK)
+                .enumerate()
+                .for_each(columns);
+        } else {
+            dst_row
+                .chunks_mut(COLS_PER_TASK)
+                .enumerate()
+                .for_each(columns);
+        }
     }
 }
 
