@@ -54,10 +54,16 @@ pub(crate) fn product(
             cols <= dst_stride && dst_rows.rows_from(first).covers(rows, cols),
             "small_matmul: destination too small"
         );
+        if terms.is_empty() {
+            // A sum of no terms.
+            for row in dst[first * dst_stride..].chunks_mut(dst_stride).take(rows) {
+                row[..cols].fill(0.0);
+            }
+            continue;
+        }
         assert!(
-            terms.is_empty()
-                || (a.rows_from(first).covers(rows, terms.end)
-                    && b.rows_from(terms.start).covers(terms.len(), cols)),
+            a.rows_from(first).covers(rows, terms.end)
+                && b.rows_from(terms.start).covers(terms.len(), cols),
             "small_matmul: operand smaller than its span"
         );
         let b = b.rows_from(terms.start);
@@ -73,7 +79,7 @@ pub(crate) fn product(
         } else if a.row_stride == 1 && rows == ROWS {
             // a is a transposed matrix: the tile's values of term l are contiguous.
             let start = terms.start * a.col_stride + first;
-            let end = (start + len.saturating_sub(1) * a.col_stride + ROWS).max(start);
+            let end = start + (len - 1) * a.col_stride + ROWS;
             let columns = Columns {
                 data: &a.data[start..end],
                 stride: a.col_stride,
@@ -324,6 +330,25 @@ mod tests {
                     .map(|l| a_data[i * k + l] as f64 * b_data[l * m + j] as f64)
                     .sum();
                 assert!((got as f64 - want).abs() <= 1e-6 * want.abs().max(1.0));
+            }
+        }
+    }
+
+    #[test]
+    fn a_tile_without_terms_is_zero() {
+        // A whole row tile of a transposed a (its term-major path) and of a row-major one,
+        // their terms starting at the end of the data.
+        let data = vec![1f32; ROWS * ROWS];
+        let (a, b) = (Operand::rows(&data, ROWS), Operand::rows(&data, ROWS));
+        for a in [a, a.t()] {
+            let mut dst = vec![f32::NAN; ROWS * ROWS];
+            product((&mut dst, ROWS), ROWS, a, b, |_| TileSpan {
+                cols: ROWS - 1,
+                terms: ROWS..ROWS,
+            });
+            for (i, v) in dst.iter().enumerate() {
+                assert_eq!(v.is_nan(), i % ROWS == ROWS - 1, "element {i}: {v}");
+                assert!(v.is_nan() || *v == 0.0, "element {i}: {v}");
             }
         }
     }
