@@ -17,8 +17,8 @@ use shige::ops::{Kernels, WeightFormat};
 use shige::train::optim::{AdamW, AdamWParams, Gradients};
 
 const VOCAB: usize = 40;
-/// Past one block of the attention kernels' causal products (32 queries), so that the blocks
-/// above the diagonal are skipped here too.
+/// Several of the attention products' register tiles (6 rows × 16 columns), the last ones
+/// partial, so that the tiles above the causal diagonal are skipped here too.
 const BLOCK_SIZE: usize = 40;
 
 /// (n_embd, n_head): heads of 32, 16 and 8 dims, and of 24 (the decoder's weighted sum runs in

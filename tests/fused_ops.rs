@@ -324,8 +324,9 @@ fn fused_causal_attention_matches_the_reference() {
         random(&[2, 3, 75, 8], 1.5, 12),
         random(&[2, 3, 75, 8], 1.5, 13),
         random(&[2, 3, 75, 8], 1.0, 14),
-    ); // 75 positions: two whole blocks of the causal products and a partial one
-       // Its backward pass is the engine's, on the qkv projection (below).
+    ); // 75 positions and head size 8: a partial last row tile (6 rows) and column tile (16
+       // columns) in every product. Its backward pass is the engine's, on the qkv projection
+       // (below).
     check(
         "causal attention",
         &[&q, &k, &v],
