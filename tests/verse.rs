@@ -169,6 +169,8 @@ fn a_summary_without_regular_poems_says_so_instead_of_giving_shares_of_nothing()
     );
     let text = summary.describe();
     assert_eq!(text, "2 poems, none of a regular form", "{text}");
+    let (one, _) = Summary::of(&poems[..1], Tables::shipped(), None);
+    assert_eq!(one.describe(), "1 poem, none of a regular form");
 }
 
 #[test]

@@ -243,7 +243,7 @@ impl Summary {
     pub fn describe(&self) -> String {
         let share = |n: usize, of: usize| 100.0 * n as f64 / of.max(1) as f64;
         let mut text = if self.regular == 0 {
-            format!("{} poems, none of a regular form", self.poems)
+            format!("{}, none of a regular form", self.poem_count())
         } else {
             self.describe_regular(share)
         };
@@ -261,12 +261,20 @@ impl Summary {
         text
     }
 
+    /// "1 poem", "3 poems".
+    fn poem_count(&self) -> String {
+        match self.poems {
+            1 => "1 poem".into(),
+            n => format!("{n} poems"),
+        }
+    }
+
     /// The counts and shares of the regular poems' tones and rhymes.
     fn describe_regular(&self, share: impl Fn(usize, usize) -> f64) -> String {
         format!(
-            "{} poems, {} of a regular form ({:.0} %); of those, {} fit a tonal template in every checked \
+            "{}, {} of a regular form ({:.0} %); of those, {} fit a tonal template in every checked \
              position ({:.0} %; mean share of fitting tones {:.1} %) and {} rhyme ({:.0} %)",
-            self.poems,
+            self.poem_count(),
             self.regular,
             share(self.regular, self.poems),
             self.fitting_a_template,
