@@ -3,7 +3,9 @@
 //! output, N·4C) go back to their thread when the step drops them, and the next step's kernels
 //! write over them instead of asking for fresh zeroed memory, whose zeroing is a pass over every
 //! value. Course model: bf16 step 1.063×, f32 0.99× (within noise); keeping every activation
-//! instead made f32 slower (0.97×, a third more page faults) — docs/performance.md.
+//! instead made f32 slower (0.97×, a third more page faults) — docs/performance.md. Attention's
+//! per-sequence working buffers (its heads split into blocks, their gradients, the weights'
+//! gradient dS, a head's kᵀ and vᵀ) are taken and given back here within one call.
 
 use std::cell::RefCell;
 
