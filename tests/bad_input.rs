@@ -411,6 +411,18 @@ fn bad_checkpoints_are_refused_and_left_alone() {
             Some(b"[model\n".to_vec()),
             &["not valid"],
         ),
+        (
+            // A syntax error inside "decoder" is where tokenizers 0.23 panics.
+            "tokenizer with a syntax error in its decoder",
+            "tokenizer.json",
+            Some(
+                std::fs::read_to_string(run.join("tokenizer.json"))
+                    .unwrap()
+                    .replacen("\"Fuse\"", "\"Fuse\"1", 1)
+                    .into_bytes(),
+            ),
+            &["tokenizer.json", "not valid JSON"],
+        ),
     ];
     for (i, (case, file, bytes, expect)) in cases.into_iter().enumerate() {
         let broken = tmp.path().join(format!("broken{i}"));

@@ -1,14 +1,17 @@
-//! Property-based fuzzing of the two places where raw user text enters: config files and prompts
-//! (with the form rules). Nothing may panic; errors must be errors. `PROPTEST_CASES=N` runs more
-//! cases than the default 256 (see the README for a ten-minute run).
+//! Property-based fuzzing of the places where raw user bytes enter: config files, prompts (with
+//! the form rules) and the files of a run directory. Nothing may panic; errors must be errors.
+//! `PROPTEST_CASES=N` runs more cases than the default 256 (see the README for a ten-minute run).
 
 mod common;
 
 use proptest::prelude::*;
+use proptest::test_runner::TestRunner;
 use shige::config::RunConfig;
 use shige::data::poem::Form;
 use shige::data::CharTokenizer;
 use shige::sample::PoemConstraint;
+use shige::train::checkpoint::{load_run, CONFIG_FILE, MODEL_FILE, TOKENIZER_FILE};
+use std::path::Path;
 use std::sync::OnceLock;
 
 fn tokenizer() -> &'static CharTokenizer {
@@ -164,4 +167,79 @@ proptest! {
             prop_assert!(logits.iter().any(|l| l.is_finite()));
         }
     }
+}
+
+/// One damage to a file's bytes: which edit, where (a fraction of the length, or of the first
+/// `HEAD` bytes, where the structure of JSON and safetensors headers lies) and which byte.
+#[derive(Debug, Clone)]
+struct Damage {
+    edit: u8,
+    in_head: bool,
+    at: f64,
+    byte: u8,
+}
+
+/// Bytes from the start of a file that a damage `in_head` falls in: tokenizer.json's settings
+/// and decoder, model.safetensors's length and first tensor entries.
+const HEAD: usize = 400;
+
+fn damage() -> impl Strategy<Value = Damage> {
+    (0u8..4, any::<bool>(), 0.0..1.0f64, any::<u8>()).prop_map(|(edit, in_head, at, byte)| Damage {
+        edit,
+        in_head,
+        at,
+        byte,
+    })
+}
+
+impl Damage {
+    fn apply(&self, bytes: &mut Vec<u8>) {
+        let span = if self.in_head {
+            HEAD.min(bytes.len())
+        } else {
+            bytes.len()
+        };
+        let i = ((self.at * span as f64) as usize).min(bytes.len().saturating_sub(1));
+        match self.edit {
+            0 => drop(bytes.remove(i)),
+            1 => bytes.insert(i, self.byte),
+            2 => bytes[i] = self.byte,
+            _ => bytes.truncate(i),
+        }
+    }
+}
+
+#[test]
+fn damaged_run_files_load_or_are_refused() {
+    let run = tempfile::tempdir().unwrap();
+    let mut cfg = common::tiny_config();
+    (
+        cfg.train.max_iters,
+        cfg.train.eval_interval,
+        cfg.train.warmup_iters,
+    ) = (2, 2, 1);
+    common::run(&cfg, run.path(), false, None).unwrap();
+    let files = [CONFIG_FILE, TOKENIZER_FILE, MODEL_FILE];
+    let read = |f: &str| std::fs::read(run.path().join(f)).unwrap();
+    let originals: Vec<Vec<u8>> = files.iter().map(|f| read(f)).collect();
+    let copy = tempfile::tempdir().unwrap();
+    let write = |dir: &Path, f: &str, bytes: &[u8]| std::fs::write(dir.join(f), bytes).unwrap();
+    for (f, bytes) in files.iter().zip(&originals) {
+        write(copy.path(), f, bytes);
+    }
+    assert!(load_run(copy.path()).is_ok(), "the undamaged run loads");
+    let case = (0..files.len(), proptest::collection::vec(damage(), 1..4));
+    TestRunner::default()
+        .run(&case, |(file, damages)| {
+            let mut bytes = originals[file].clone();
+            damages.iter().for_each(|d| d.apply(&mut bytes));
+            write(copy.path(), files[file], &bytes);
+            let loaded = load_run(copy.path());
+            write(copy.path(), files[file], &originals[file]);
+            if let Err(e) = loaded {
+                prop_assert!(!e.to_string().is_empty());
+            }
+            Ok(())
+        })
+        .unwrap();
 }

@@ -71,6 +71,10 @@ impl CharTokenizer {
             |e: String| DataError::Tokenizer(format!("cannot load {}: {e}", path.display()));
         let text = crate::files::read_text_limited(path, crate::files::SMALL_FILE_LIMIT)
             .map_err(|e| cannot(e.to_string()))?;
+        // The syntax first: tokenizers 0.23 panics ("Helper") on a syntax error inside the
+        // "decoder" object instead of returning its error.
+        serde_json::from_str::<serde::de::IgnoredAny>(&text)
+            .map_err(|e| cannot(format!("it is not valid JSON ({e})")))?;
         let inner: Tokenizer = text.parse().map_err(|e| cannot(format!("{e}")))?;
         let vocab = inner.get_vocab(false);
         let tokenizer = Self::wrap(inner);
