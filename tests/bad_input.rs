@@ -579,6 +579,7 @@ fn a_loss_that_explodes_stops_the_run_and_keeps_the_checkpoint() {
     let run = tmp.path().join("run");
     tiny_run(&run, &[]);
     let before = snapshot(&run);
+    let resume_it = format!("--resume {}", run.display());
     // Resumed with a huge learning rate, the loss turns NaN within a few steps.
     fails(
         "huge learning rate",
@@ -591,7 +592,13 @@ fn a_loss_that_explodes_stops_the_run_and_keeps_the_checkpoint() {
             "--learning-rate",
             "1e30",
         ],
-        &["the loss became", "checkpoint", "intact", "--learning-rate"],
+        &[
+            "the loss became",
+            "checkpoint",
+            "intact",
+            "--learning-rate",
+            &resume_it,
+        ],
     );
     assert_eq!(snapshot(&run), before, "the last good checkpoint changed");
     // An update that explodes right before an evaluation is not checkpointed either: the
@@ -1067,6 +1074,32 @@ fn checkpoints_that_do_not_belong_together_are_refused() {
             fails(case, SAMPLE, &args, expect);
         }
     }
+    // A training state without one of its optimiser moments cannot be resumed.
+    let broken = tmp.path().join("no-moment");
+    std::fs::create_dir(&broken).unwrap();
+    for entry in std::fs::read_dir(&run).unwrap().flatten() {
+        std::fs::copy(entry.path(), broken.join(entry.file_name())).unwrap();
+    }
+    {
+        use shige::train::checkpoint::{read_safetensors, to_safetensors};
+        let state = broken.join("train_state.safetensors");
+        let (mut tensors, metadata) = read_safetensors(&state).unwrap();
+        assert!(tensors.remove("m.transformer.ln_f.weight").is_some());
+        let named: Vec<(String, candle_core::Tensor)> = tensors.into_iter().collect();
+        std::fs::write(&state, to_safetensors(&named, metadata).unwrap()).unwrap();
+    }
+    let before = snapshot(&broken);
+    fails(
+        "a missing optimiser moment",
+        TRAIN,
+        &["--resume", broken.to_str().unwrap(), "--max-iters", "80"],
+        &[
+            "train_state.safetensors",
+            "cannot be resumed",
+            "m.transformer.ln_f.weight",
+        ],
+    );
+    assert_eq!(snapshot(&broken), before, "a missing moment: files changed");
 }
 
 #[test]

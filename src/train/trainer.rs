@@ -304,7 +304,12 @@ fn restore(s: &mut Setup, resume: bool) -> Result<Progress> {
             seconds: meta(&metadata, "interval_s", &path)?,
         };
     }
-    s.opt.load_state(&tensors, p.step)?;
+    s.opt.load_state(&tensors, p.step).with_context(|| {
+        format!(
+            "{}: its optimiser moments do not fit this model, so it cannot be resumed (start a new run with --out)",
+            path.display()
+        )
+    })?;
     p.saved_step = Some(p.step);
     if s.run.file(METRICS_FILE).exists() {
         p.rows = read_metrics(&s.run.file(METRICS_FILE))?;
@@ -356,7 +361,7 @@ fn evaluate_whole(s: &Setup) -> Result<f64> {
 fn what_is_kept(s: &Setup, p: &Progress) -> String {
     match p.saved_step {
         Some(step) => format!(
-            "the checkpoint of step {step} in {} is intact; lower --learning-rate (now {}) and --resume {1}",
+            "the checkpoint of step {step} in {} is intact; lower --learning-rate (now {}) and --resume {0}",
             s.run.path.display(),
             s.cfg.train.learning_rate
         ),
