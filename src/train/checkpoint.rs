@@ -39,20 +39,17 @@ pub fn to_safetensors(
 pub fn read_safetensors(path: &Path) -> Result<(HashMap<String, Tensor>, HashMap<String, String>)> {
     let bytes = crate::files::read_limited(path, crate::files::WEIGHTS_LIMIT)
         .with_context(|| format!("cannot read {}", path.display()))?;
-    let (_, header) = safetensors::SafeTensors::read_metadata(&bytes).with_context(|| {
-        format!(
-            "{} is not a valid safetensors file (truncated or corrupted?)",
+    // The cause's own text only: safetensors' errors repeat their source in it.
+    let invalid = |cause: &dyn std::fmt::Display| {
+        anyhow::anyhow!(
+            "{} is not a valid safetensors file (truncated or corrupted?): {cause}",
             path.display()
         )
-    })?;
+    };
+    let (_, header) = safetensors::SafeTensors::read_metadata(&bytes).map_err(|e| invalid(&e))?;
     let metadata = header.metadata().clone().unwrap_or_default();
     let tensors =
-        candle_core::safetensors::load_buffer(&bytes, &Device::Cpu).with_context(|| {
-            format!(
-                "{} is not a valid safetensors file (truncated or corrupted?)",
-                path.display()
-            )
-        })?;
+        candle_core::safetensors::load_buffer(&bytes, &Device::Cpu).map_err(|e| invalid(&e))?;
     Ok((tensors, metadata))
 }
 
