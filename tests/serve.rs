@@ -195,6 +195,15 @@ fn bad_parameters_get_a_json_error() {
         let message = error["error"].as_str().unwrap();
         assert!(message.contains(expected), "{path} {query:?}: {message}");
     }
+    // A path that is not there gets a 404 that names those that are.
+    let (status, body) = get(&base, "/api/poem", &[]);
+    assert_eq!(status, 404, "{body}");
+    let error: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let message = error["error"].as_str().unwrap();
+    assert!(
+        message.contains("/api/poem") && message.contains("/api/generate"),
+        "{message}"
+    );
     // The server is still there.
     assert_eq!(get(&base, "/api/info", &[]).0, 200);
 }

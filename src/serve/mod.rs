@@ -66,7 +66,19 @@ pub fn router(served: Arc<Served>) -> Router {
         .route("/api/generate", get(generate))
         .route("/api/inspect", get(inspect))
         .route("/api/order", get(order))
+        .fallback(not_found)
         .with_state(served)
+}
+
+/// Any other path or method: a 404 that names what there is.
+async fn not_found(uri: axum::http::Uri) -> ApiError {
+    ApiError(
+        StatusCode::NOT_FOUND,
+        format!(
+            "nothing at {}: the page is at / and its API at GET /api/info, /api/generate, /api/inspect and /api/order",
+            uri.path()
+        ),
+    )
 }
 
 /// Serves `served` on `listener` until the process ends.
