@@ -1,4 +1,4 @@
-//! What every binary shares: how an error reaches the user.
+//! What every binary shares: how an error reaches the user, and what a closed pipe does.
 
 use std::process::ExitCode;
 
@@ -12,9 +12,45 @@ pub fn parse<A: clap::Parser>() -> A {
         let text = err.to_string();
         let first = text.lines().next().unwrap_or("").trim();
         let what = first.strip_prefix("error: ").unwrap_or(first);
-        eprintln!("error: {what}; see --help");
+        crate::note!("error: {what}; see --help");
         std::process::exit(2)
     })
+}
+
+/// Lets a write into a closed pipe end the process quietly, as it ends `cat` or `grep`
+/// (`sample --num-samples 100 | head -3`), for the binaries whose output is their product. Rust
+/// starts programs with SIGPIPE ignored, so the write fails instead and `println!` panics with a
+/// backtrace. `train` does not call it: its product is the run directory, and it goes on
+/// training with its messages skipped ([`note!`](crate::note)).
+pub fn end_at_closed_pipe() {
+    #[cfg(unix)]
+    // SAFETY: `signal` with a valid signal number and SIG_DFL only sets how the kernel treats
+    // SIGPIPE for this process; no handler (no Rust code) runs on the signal.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+/// `eprintln!` that writes nothing, instead of panicking, where stderr is gone (a closed pipe):
+/// for the messages of a run that must go on without them (see [`end_at_closed_pipe`]).
+#[macro_export]
+macro_rules! note {
+    ($($arg:tt)*) => {
+        $crate::cli::write_or_skip(&mut ::std::io::stderr(), format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// [`note!`] for stdout: `println!` that writes nothing where stdout is gone.
+#[macro_export]
+macro_rules! say {
+    ($($arg:tt)*) => {
+        $crate::cli::write_or_skip(&mut ::std::io::stdout(), format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// Writes `message` to `to`, or nothing if it cannot be written.
+pub fn write_or_skip(to: &mut impl std::io::Write, message: std::fmt::Arguments) {
+    let _ = to.write_fmt(message);
 }
 
 /// Turns the outcome of a command into its exit code: on error, one line on stderr,
@@ -24,7 +60,7 @@ pub fn report(outcome: anyhow::Result<()>) -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            eprintln!("error: {}", one_line(&err));
+            crate::note!("error: {}", one_line(&err));
             ExitCode::FAILURE
         }
     }

@@ -1252,3 +1252,72 @@ fn the_page_and_the_scorer_refuse_what_cannot_work() {
         &["no poem to score"],
     );
 }
+
+/// Spawns `bin` with `args` with its stdout (and, with `close_stderr`, its stderr) a pipe whose
+/// reading end is closed at once; otherwise stderr goes to a file. Returns (status, stderr).
+fn run_into_closed_pipe(
+    bin: &str,
+    args: &[&str],
+    close_stderr: bool,
+) -> (std::process::ExitStatus, String) {
+    let err_path =
+        std::env::temp_dir().join(format!("shige-closed-pipe-{}.err", std::process::id()));
+    let stderr = match close_stderr {
+        true => Stdio::piped(),
+        false => std::fs::File::create(&err_path).unwrap().into(),
+    };
+    let mut child = Command::new(bin)
+        .args(args)
+        .current_dir(root())
+        .env("RUST_BACKTRACE", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    drop(child.stderr.take());
+    let status = child.wait().unwrap();
+    let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
+    let _ = std::fs::remove_file(&err_path);
+    (status, stderr)
+}
+
+#[test]
+#[cfg(unix)]
+fn closed_pipes_end_output_quietly_and_training_goes_on() {
+    use std::os::unix::process::ExitStatusExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run");
+    // `train … 2>&1 | head -1`: the run still trains to its end and writes every checkpoint.
+    let run_arg = run.to_str().unwrap();
+    let args = [
+        "--config",
+        "configs/tiny.toml",
+        "--max-iters",
+        "20",
+        "--out",
+        run_arg,
+    ];
+    let (status, _) = run_into_closed_pipe(TRAIN, &args, true);
+    assert!(status.success(), "train into closed pipes: {status:?}");
+    let metrics = std::fs::read_to_string(run.join("metrics.csv")).unwrap();
+    assert!(
+        metrics.lines().last().unwrap().starts_with("20,"),
+        "{metrics}"
+    );
+    // `sample | head -1`, `score | head -1`: ended by SIGPIPE, as `cat` is, not by a panic.
+    let cases: [(&str, &[&str]); 2] = [
+        (SAMPLE, &["--checkpoint", run_arg, "--num-samples", "50"]),
+        (SCORE, &["--val", "--corpus", "data/tiny.txt"]),
+    ];
+    for (bin, args) in cases {
+        let (status, stderr) = run_into_closed_pipe(bin, args, false);
+        assert!(!stderr.contains("panicked"), "{bin}: {stderr}");
+        assert_eq!(
+            status.signal(),
+            Some(libc::SIGPIPE),
+            "{bin}: {status:?} {stderr}"
+        );
+    }
+}

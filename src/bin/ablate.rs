@@ -40,6 +40,7 @@ fn main() -> std::process::ExitCode {
 
 fn run() -> Result<()> {
     shige::perf::init();
+    shige::cli::end_at_closed_pipe();
     let args: Args = shige::cli::parse();
     let started = Instant::now();
     let mut spec = Spec::load(&args.spec)?;

@@ -87,6 +87,7 @@ fn main() -> std::process::ExitCode {
 
 fn run() -> Result<()> {
     shige::perf::init();
+    shige::cli::end_at_closed_pipe();
     let args: Args = shige::cli::parse();
     if args.steps == 0 || args.batch_size == 0 {
         bail!("--steps and --batch-size must be at least 1 (a median needs a timed step)");

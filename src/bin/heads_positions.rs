@@ -43,6 +43,7 @@ fn main() -> std::process::ExitCode {
 
 fn run() -> Result<()> {
     shige::perf::init();
+    shige::cli::end_at_closed_pipe();
     let args: Args = shige::cli::parse();
     if let Some(dir) = &args.plot {
         let path = dir.join("sinusoidal.svg");

@@ -40,6 +40,7 @@ fn main() -> std::process::ExitCode {
 }
 
 fn run() -> Result<()> {
+    shige::cli::end_at_closed_pipe();
     let args: Args = shige::cli::parse();
     let opencc =
         OpenCC::from_config(BuiltinConfig::T2s).context("cannot load OpenCC's t2s tables")?;

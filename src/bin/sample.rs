@@ -94,6 +94,7 @@ fn main() -> std::process::ExitCode {
 
 fn run() -> Result<()> {
     shige::perf::init();
+    shige::cli::end_at_closed_pipe();
     let args: Args = shige::cli::parse();
     let sampling = Sampling {
         temperature: args.temperature,

@@ -84,6 +84,7 @@ fn main() -> std::process::ExitCode {
 }
 
 fn run() -> Result<()> {
+    shige::cli::end_at_closed_pipe();
     let args: Args = shige::cli::parse();
     let corpus = Corpus::load(&args.corpus).with_context(|| {
         format!(

@@ -58,6 +58,7 @@ fn newest_run(root: &Path) -> Result<PathBuf> {
 
 fn run() -> Result<()> {
     shige::perf::init();
+    shige::cli::end_at_closed_pipe();
     let args: Args = shige::cli::parse();
     if !args.host.is_loopback() && !args.allow_remote {
         bail!(

@@ -127,7 +127,7 @@ fn run() -> Result<()> {
     shige::perf::init();
     let args: Args = shige::cli::parse();
     if cfg!(debug_assertions) {
-        eprintln!("note: debug build (optimised, with overflow checks); the README's figures come from `cargo run --release --bin train`");
+        shige::note!("note: debug build (optimised, with overflow checks); the README's figures come from `cargo run --release --bin train`");
     }
     let config_path = match (&args.config, &args.resume) {
         (Some(path), _) => path.clone(),
@@ -186,28 +186,30 @@ fn run() -> Result<()> {
     // On a worker of the thread pool, the ops' parallel loops start without a hand-over.
     let summary = rayon::scope(|_| train(options))?;
     if summary.interrupted {
-        eprintln!(
+        shige::note!(
             "interrupted at step {}: checkpoint saved in {}; continue with --resume {}",
-            summary.steps, summary.checkpoint, summary.checkpoint
+            summary.steps,
+            summary.checkpoint,
+            summary.checkpoint
         );
     }
     if args.json {
-        println!(
+        shige::say!(
             "{}",
             serde_json::to_string(&summary).context("cannot write JSON")?
         );
     } else {
-        println!(
+        shige::say!(
             "done: {} steps, train loss {:.4}, val loss {:.4} (best {:.4}; {} fixed batches), {:.0} tokens/s, {:.0} s\n\
              val loss of the final weights over the whole validation split: {:.4}\ncheckpoint: {}\nsamples:",
             summary.steps, summary.train_loss, summary.val_loss, summary.best_val_loss, cfg_eval_iters,
             summary.tokens_per_s, summary.wall_s, summary.val_loss_whole, summary.checkpoint
         );
         for s in &summary.samples {
-            println!("  {s}");
+            shige::say!("  {s}");
         }
         if summary.tokens_per_s == 0.0 && !summary.interrupted {
-            eprintln!(
+            shige::note!(
                 "no step was left to run: the run had reached max_iters; give a larger --max-iters to train on"
             );
         }

@@ -129,7 +129,7 @@ fn rng(seed: u64, stream: u64) -> ChaCha8Rng {
 fn load_corpus(cfg: &RunConfig, progress: bool) -> Result<Corpus> {
     let corpus = Corpus::load(Path::new(&cfg.train.corpus))?;
     if progress && corpus.skipped > 0 {
-        eprintln!(
+        crate::note!(
             "note: {} of {} lines of {} are not regular verse (4 or 8 lines of 5 or 7 characters, each ended by ，。？！；) and were left out",
             corpus.skipped,
             corpus.skipped + corpus.poems.len(),
@@ -493,9 +493,10 @@ fn evaluate_and_save(s: &Setup, p: &mut Progress, bar: &ProgressBar) -> Result<(
     save_checkpoint(s, p, Some(val))?;
     let row = &p.rows[p.rows.len() - 1];
     bar.suspend(|| {
-        eprintln!(
+        crate::note!(
             "step {:>6}: train {:.4}, val {val:.4}, lr {lr:.2e}",
-            p.step, row.train_loss
+            p.step,
+            row.train_loss
         )
     });
     Ok(())
@@ -567,7 +568,7 @@ fn train_locked(opts: &TrainOptions) -> Result<TrainSummary> {
     }
     if opts.progress {
         let m = &s.cfg.model;
-        eprintln!(
+        crate::note!(
             "training {} layers × {} heads × {} dims, {} positions, on {} → {}",
             m.n_layer,
             m.n_head,
