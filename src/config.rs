@@ -399,7 +399,7 @@ pub struct RunConfig {
 
 impl RunConfig {
     /// Reads and parses a TOML file (not yet validated: overrides may still change it). A file
-    /// with neither a [model] nor a [train] table is refused: it would silently train the
+    /// with neither a `[model]` nor a `[train]` table is refused: it would silently train the
     /// built-in defaults.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = read_config_file(path)?;

@@ -14,7 +14,7 @@
 //! the heads (each its q, k, v, attention and share of the output projection), then the MLP in
 //! shares of its hidden units (each share's GELU and part of the second projection). Every head
 //! and share has its own packed weights, read as one contiguous run. The phases run on the
-//! decoder's own [`Team`] of threads, whose hand-over is faster than rayon's. The shares are
+//! decoder's own `Team` of threads, whose hand-over is faster than rayon's. The shares are
 //! summed in a fixed order, so the logits do not depend on the thread count.
 
 use super::positions::{Positions, Rotations};

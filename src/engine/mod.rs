@@ -3,7 +3,7 @@
 //! The candle graph ([`crate::model`]) is the readable reference and the path of other devices;
 //! on the CPU both training and generation run here, since candle's per-op allocations,
 //! dispatch and autograd bookkeeping cost more than a small model's arithmetic. The engine reads
-//! the model's own tensors in place ([`weights`]), adds positions in one place ([`positions`])
+//! the model's own tensors in place (`weights`), adds positions in one place (`positions`)
 //! and has two entry points:
 //! - [`step`]: a training step over a batch, forward and backward, every positional scheme and
 //!   dropout;

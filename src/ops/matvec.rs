@@ -16,7 +16,7 @@
 use rayon::prelude::*;
 use std::ops::Range;
 
-/// How a [`PackedMatrix`] stores its weights.
+/// How a `PackedMatrix` stores its weights.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum WeightFormat {

@@ -1,7 +1,7 @@
 //! Meter control (`--meter`): the tones and rhymes of regulated verse, as a mask over token ids.
 //!
 //! At each position of a poem of the chosen form, a character may come next if at least one of
-//! the form's templates ([`crate::verse::templates`]) still fits the poem so far and also fits
+//! the form's templates ([`crate::verse::templates()`]) still fits the poem so far and also fits
 //! the poem with that character: its tone fits the template's slot (a character of both tones
 //! fits either; one of unknown tone only a free slot), and at the end of a rhyming line it shares
 //! a 平声 rhyme group with the earlier rhyming line ends. So the prompt and the first characters

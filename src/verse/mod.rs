@@ -1,6 +1,6 @@
 //! Regulated verse (近体诗): what makes a 五绝, 七绝, 五律 or 七律 more than its shape. Each
 //! character's tone (平 level, 仄 oblique) and 平水韵 rhyme groups ([`tables`]), the forms' tonal
-//! templates ([`templates`]), and a scorer for any poem: its best template, the share of its tones
+//! templates ([`templates()`]), and a scorer for any poem: its best template, the share of its tones
 //! that fit, whether its rhyme positions share a group, and how much of it is copied from the
 //! training text ([`score`]).
 
