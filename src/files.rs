@@ -31,21 +31,34 @@ pub fn read_limited(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
             meta.len()
         )));
     }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    std::fs::File::open(path)?
-        .take(limit + 1)
-        .read_to_end(&mut bytes)?;
+    read_capped(std::fs::File::open(path)?, limit, meta.len() as usize)
+}
+
+/// All of `source`, or an error once it has given more than `limit` bytes.
+fn read_capped(source: impl Read, limit: u64, expected: usize) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::with_capacity(expected);
+    source.take(limit + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > limit {
-        return Err(invalid(format!(
-            "it grew past the {limit} bytes this program reads while being read"
-        )));
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("it holds more than the {limit} bytes this program reads"),
+        ));
     }
     Ok(bytes)
 }
 
 /// [`read_limited`] as UTF-8 text.
 pub fn read_text_limited(path: &Path, limit: u64) -> std::io::Result<String> {
-    String::from_utf8(read_limited(path, limit)?).map_err(|e| {
+    utf8(read_limited(path, limit)?)
+}
+
+/// Standard input to its end, at most `limit` bytes of UTF-8 text (for `-` as a file name).
+pub fn read_stdin_text_limited(limit: u64) -> std::io::Result<String> {
+    utf8(read_capped(std::io::stdin().lock(), limit, 0)?)
+}
+
+fn utf8(bytes: Vec<u8>) -> std::io::Result<String> {
+    String::from_utf8(bytes).map_err(|e| {
         std::io::Error::new(
             std::io::ErrorKind::InvalidData,
             format!(

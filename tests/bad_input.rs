@@ -1251,6 +1251,12 @@ fn the_page_and_the_scorer_refuse_what_cannot_work() {
         &[blank.to_str().unwrap()],
         &["no poem to score"],
     );
+    fails(
+        "score an empty standard input",
+        SCORE,
+        &["-"],
+        &["no poem to score"],
+    );
 }
 
 /// Spawns `bin` with `args` with its stdout (and, with `close_stderr`, its stderr) a pipe whose

@@ -196,3 +196,37 @@ fn malformed_tables_are_refused_with_the_line() {
     let no_group = Tables::parse("", "东\n").err().unwrap();
     assert!(no_group.contains("rhymes line 1"), "{no_group}");
 }
+
+#[test]
+fn score_reads_the_poems_from_standard_input_for_a_dash() {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let poems = "白日依山尽，黄河入海流。欲穷千里目，更上一层楼。\n# a comment\n床前明月光，疑是地上霜。举头望明月，低头思故乡。\n";
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("poems.txt");
+    std::fs::write(&file, poems).unwrap();
+    let score = |source: &str| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_score"))
+            .args(["--json", "--corpus", "data/tiny.txt", source])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(poems.as_bytes()).unwrap();
+        drop(stdin);
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "score {source}");
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let from_stdin = score("-");
+    let report: serde_json::Value = serde_json::from_str(&from_stdin).unwrap();
+    let poems = report["poems"].as_array().unwrap();
+    assert_eq!(poems.len(), 2, "{from_stdin}");
+    assert_eq!(
+        poems[0]["poem"],
+        "白日依山尽，黄河入海流。欲穷千里目，更上一层楼。"
+    );
+    assert_eq!(from_stdin, score(file.to_str().unwrap()));
+}

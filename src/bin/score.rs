@@ -6,7 +6,7 @@ use clap::Parser;
 use serde::Serialize;
 use shige::data::tokenizer::NEWLINE;
 use shige::data::Corpus;
-use shige::files::{read_text_limited, CORPUS_LIMIT};
+use shige::files::{read_stdin_text_limited, read_text_limited, CORPUS_LIMIT};
 use shige::sample::mean_nll;
 use shige::train::checkpoint::load_run;
 use shige::verse::{Novelty, Summary, Tables, VerseScore};
@@ -20,10 +20,12 @@ use std::path::{Path, PathBuf};
     after_help = "Examples:
   cargo run --release --bin score -- --val
   cargo run --release --bin sample -- --checkpoint checkpoints/<run> --num-samples 100 > poems.txt
-  cargo run --release --bin score -- poems.txt"
+  cargo run --release --bin score -- poems.txt
+  cargo run --release --bin sample -- --checkpoint checkpoints/<run> --num-samples 20 | cargo run --release --bin score -- -"
 )]
 struct Args {
-    /// Poems to score, one per line (blank lines and lines starting with # are skipped).
+    /// Poems to score, one per line (blank lines and lines starting with # are skipped); - reads
+    /// them from standard input.
     file: Option<PathBuf>,
     /// Score the corpus's held-out poems (every 20th) instead: the human baseline.
     #[arg(long)]
@@ -79,6 +81,15 @@ fn likelihoods(dir: &Path, poems: &[String]) -> Result<Vec<f64>> {
         .collect()
 }
 
+/// The text of `file`, or of standard input for `-`.
+fn read_poems(file: &Path) -> Result<String> {
+    let text = match file == Path::new("-") {
+        true => read_stdin_text_limited(CORPUS_LIMIT),
+        false => read_text_limited(file, CORPUS_LIMIT),
+    };
+    text.with_context(|| format!("cannot read the poems in {}", file.display()))
+}
+
 fn main() -> std::process::ExitCode {
     shige::cli::report(run())
 }
@@ -97,8 +108,7 @@ fn run() -> Result<()> {
         (Some(_), true) => bail!("give a FILE or --val, not both"),
         (None, false) => bail!("nothing to score: give a FILE of poems (one per line) or --val"),
         (None, true) => val.into_iter().cloned().collect(),
-        (Some(file), false) => read_text_limited(file, CORPUS_LIMIT)
-            .with_context(|| format!("cannot read the poems in {}", file.display()))?
+        (Some(file), false) => read_poems(file)?
             .lines()
             .map(str::trim)
             .filter(|l| !l.is_empty() && !l.starts_with('#'))
