@@ -69,6 +69,23 @@ fn utf8(bytes: Vec<u8>) -> std::io::Result<String> {
     })
 }
 
+/// Creates the directory `dir` (and its parents) for the output that `flag` names, saying so
+/// where a file stands in its way.
+pub fn create_dir(dir: &Path, flag: &str) -> anyhow::Result<()> {
+    if dir.exists() && !dir.is_dir() {
+        anyhow::bail!(
+            "{} is a file, not a directory: give {flag} a directory",
+            dir.display()
+        );
+    }
+    std::fs::create_dir_all(dir).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot create {}: {e}: choose another {flag}",
+            dir.display()
+        )
+    })
+}
+
 /// The suffix every temporary file of [`atomic_write`] ends with.
 pub const TMP_SUFFIX: &str = ".tmp";
 

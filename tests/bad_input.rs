@@ -795,6 +795,32 @@ fn other_binaries_refuse_what_would_panic() {
             "{case}: a variant was trained"
         );
     }
+    // An output directory that is a file, through each binary that writes one.
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, "kept").unwrap();
+    let file_arg = file.to_str().unwrap();
+    let good_spec = spec(
+        "good.toml",
+        &format!("name = \"g\"\nbase = \"configs/tiny.toml\"\n{variant}"),
+    );
+    let cases: [(&str, &[&str], &str); 3] = [
+        (
+            TRAIN,
+            &["--config", "configs/tiny.toml", "--out", file_arg],
+            "--out",
+        ),
+        (ABLATE, &[&good_spec, "--out", file_arg], "--out"),
+        (
+            HEADS,
+            &["--checkpoint", run_arg, "--plot", file_arg],
+            "--plot",
+        ),
+    ];
+    for (bin, args, flag) in cases {
+        let expect = ["is a file, not a directory", flag];
+        fails(&format!("{bin} into a file"), bin, args, &expect);
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "kept");
+    }
 }
 
 #[test]

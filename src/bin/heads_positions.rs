@@ -47,7 +47,7 @@ fn run() -> Result<()> {
     let args: Args = shige::cli::parse();
     if let Some(dir) = &args.plot {
         let path = dir.join("sinusoidal.svg");
-        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        shige::files::create_dir(dir, "--plot")?;
         attention_maps::write_sinusoidal_map(64, 128, &path)?;
         eprintln!("wrote {}", path.display());
     }

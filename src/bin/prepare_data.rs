@@ -53,8 +53,7 @@ fn run() -> Result<()> {
     let (tones, tone_poems) = tone_counts(&args.source, &args.strains, |t| opencc.convert(t))?;
     let (rhymes, rhyme_groups) = rhyme_table(&args.rhymes, |t| opencc.convert(t))?;
     let tiny = tiny_subset(&poems);
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("cannot create {}", args.out.display()))?;
+    shige::files::create_dir(&args.out, "--out")?;
     let write = |name: &str, text: String| {
         let path = args.out.join(name);
         std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))

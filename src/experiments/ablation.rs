@@ -210,8 +210,7 @@ fn slug(name: &str) -> String {
 /// Trains (or, when a finished run is already there, reuses) every variant and measures it.
 pub fn run(opts: &AblationOptions) -> Result<Vec<VariantResult>> {
     let spec = &opts.spec;
-    std::fs::create_dir_all(&opts.out)
-        .with_context(|| format!("cannot create {}", opts.out.display()))?;
+    crate::files::create_dir(&opts.out, "--out")?;
     let mut results = Vec::new();
     let configs = spec.configs()?;
     for (i, (variant, mut cfg)) in spec.variant.iter().zip(configs).enumerate() {

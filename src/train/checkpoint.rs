@@ -197,8 +197,7 @@ impl RunDir {
     /// Creates the directory if needed and takes its lock, so that no second process writes the
     /// same run: two runs writing one directory would mix their files.
     pub fn lock(&self) -> Result<RunLock> {
-        std::fs::create_dir_all(&self.path)
-            .with_context(|| format!("cannot create {}", self.path.display()))?;
+        crate::files::create_dir(&self.path, "--out")?;
         let file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
