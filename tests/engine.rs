@@ -238,6 +238,37 @@ fn dropout_in_the_engine_draws_the_candle_graphs_masks() {
 }
 
 #[test]
+fn a_dropout_mask_is_its_words_against_p_in_order() {
+    use rand::RngCore;
+    for (p, len) in [(0.05, 5000), (0.5, 1025), (0.2, 1), (0.3, 0)] {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        rng.next_u32(); // not at a block's start
+        let mut reference = rng.clone();
+        let mask = shige::model::layers::dropout_mask(p, len, &mut rng);
+        let scale = (1.0 / (1.0 - p)) as f32;
+        for (i, &m) in mask.iter().enumerate() {
+            let word = reference.next_u32() as f64 / 2f64.powi(32);
+            assert_eq!(m, if word < p { 0.0 } else { scale }, "p {p}, element {i}");
+        }
+        assert_eq!(mask.len(), len);
+        assert_eq!(
+            rng.get_word_pos(),
+            reference.get_word_pos(),
+            "p {p}: words used"
+        );
+        if len >= 1000 {
+            // Dropped with probability p: within 4 standard deviations.
+            let dropped = mask.iter().filter(|&&m| m == 0.0).count() as f64;
+            let sd = (len as f64 * p * (1.0 - p)).sqrt();
+            assert!(
+                (dropped - len as f64 * p).abs() < 4.0 * sd,
+                "p {p}: {dropped} dropped"
+            );
+        }
+    }
+}
+
+#[test]
 fn what_the_engine_cannot_run_is_an_error() {
     let (model, _) = Layout {
         position: Position::Learned,

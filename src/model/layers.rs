@@ -148,14 +148,25 @@ impl Dropout {
     }
 }
 
-/// A dropout mask of `len` elements drawn from `rng`, one draw each in order: 0 with probability
-/// `p`, else 1/(1 − p). The candle graph and the CPU engine draw theirs here, in the same order,
-/// so that both give the same training step from the same RNG.
+/// A dropout mask of `len` elements drawn from `rng`, one 32-bit word each in order: 0 where the
+/// word is below p·2³² (probability p to within 2⁻³²), else 1/(1 − p). The candle graph and the
+/// CPU engine draw theirs here, in the same order, so that both give the same training step from
+/// the same RNG. Words are drawn a block at a time: 4× faster than an f64 per element, which took
+/// 8 ms of the default config's 70 ms step (docs/performance.md).
 pub fn dropout_mask(p: f64, len: usize, rng: &mut ChaCha8Rng) -> Vec<f32> {
+    const BLOCK: usize = 1024;
     let scale = (1.0 / (1.0 - p)) as f32;
-    (0..len)
-        .map(|_| if rng.random::<f64>() < p { 0.0 } else { scale })
-        .collect()
+    let threshold = (p * 2f64.powi(32)).ceil() as u64; // word < threshold ⇔ word < p·2³²
+    let mut mask = vec![0f32; len];
+    let mut words = [0u32; BLOCK];
+    for chunk in mask.chunks_mut(BLOCK) {
+        let words = &mut words[..chunk.len()];
+        rng.fill(words);
+        for (m, &w) in chunk.iter_mut().zip(words.iter()) {
+            *m = if u64::from(w) < threshold { 0.0 } else { scale };
+        }
+    }
+    mask
 }
 
 /// A tensor from f32 values on the device and in the dtype of `like`.
