@@ -57,6 +57,7 @@ pub fn read_stdin_text_limited(limit: u64) -> std::io::Result<String> {
     utf8(read_capped(std::io::stdin().lock(), limit, 0)?)
 }
 
+/// `bytes` as text, or an error naming the offset of the first byte that is not UTF-8.
 fn utf8(bytes: Vec<u8>) -> std::io::Result<String> {
     String::from_utf8(bytes).map_err(|e| {
         std::io::Error::new(
