@@ -1,5 +1,6 @@
-//! Property-based fuzzing of the places where raw user bytes enter: config files, prompts (with
-//! the form rules) and the files of a run directory. Nothing may panic; errors must be errors.
+//! Property-based fuzzing of the places where raw user bytes enter: config files, ablation specs,
+//! prompts (with the form rules) and the files of a run directory. Nothing may panic; errors must
+//! be errors.
 //! `PROPTEST_CASES=N` runs more cases than the default 256 (see the README for a ten-minute run).
 
 mod common;
@@ -80,6 +81,44 @@ fn config_text() -> impl Strategy<Value = String> {
     })
 }
 
+/// An ablation spec over configs/tiny.toml whose variants override real (and sometimes not)
+/// keys with any values, with any context lengths.
+fn ablation_spec() -> impl Strategy<Value = String> {
+    let overrides = |keys: &'static [&'static str]| {
+        proptest::collection::vec((prop::sample::select(keys), value()), 0..4)
+    };
+    let variant = (
+        "[a-z0-9 ]{0,6}",
+        overrides(&MODEL_KEYS[..]),
+        overrides(&TRAIN_KEYS[..]),
+    );
+    let contexts = proptest::collection::vec(0usize..100, 0..3);
+    (proptest::collection::vec(variant, 0..3), contexts).prop_map(|(variants, contexts)| {
+        let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/tiny.toml");
+        let mut text = format!(
+            "name = \"fuzz\"\nbase = {:?}\ncontexts = {contexts:?}\n",
+            base
+        );
+        for (name, model, train) in variants {
+            let table = |pairs: Vec<(&str, String)>| {
+                let mut seen = std::collections::HashSet::new();
+                let pairs: Vec<String> = pairs
+                    .into_iter()
+                    .filter(|(k, _)| seen.insert(*k))
+                    .map(|(k, v)| format!("{k} = {v}"))
+                    .collect();
+                format!("{{ {} }}", pairs.join(", "))
+            };
+            text += &format!(
+                "[[variant]]\nname = {name:?}\nmodel = {}\ntrain = {}\n",
+                table(model),
+                table(train)
+            );
+        }
+        text
+    })
+}
+
 /// Characters from the vocabulary, punctuation, Latin, emoji and control characters.
 fn prompt_char() -> impl Strategy<Value = char> {
     prop_oneof![
@@ -113,6 +152,18 @@ proptest! {
                 }
             }
             Err(e) => prop_assert!(!e.to_string().is_empty()),
+        }
+    }
+
+    #[test]
+    fn ablation_specs_load_or_err(text in ablation_spec()) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("spec.toml");
+        std::fs::write(&path, &text).unwrap();
+        if let Ok(spec) = shige::experiments::ablation::Spec::load(&path) {
+            if let Ok(configs) = spec.configs() {
+                prop_assert_eq!(configs.len(), spec.variant.len());
+            }
         }
     }
 
