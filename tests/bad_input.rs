@@ -1283,6 +1283,18 @@ fn the_page_and_the_scorer_refuse_what_cannot_work() {
         &["-"],
         &["no poem to score"],
     );
+    let json = tmp.path().join("other.jsonl");
+    std::fs::write(
+        &json,
+        "白日依山尽，黄河入海流。欲穷千里目，更上一层楼。\n{\"poem\": 1}\n",
+    )
+    .unwrap();
+    fails(
+        "score JSON that sample did not print",
+        SCORE,
+        &[json.to_str().unwrap()],
+        &["line 2 of", "not a line of `sample --json`"],
+    );
 }
 
 /// Spawns `bin` with `args` with its stdout (and, with `close_stderr`, its stderr) a pipe whose

@@ -198,7 +198,7 @@ fn malformed_tables_are_refused_with_the_line() {
 }
 
 #[test]
-fn score_reads_the_poems_from_standard_input_for_a_dash() {
+fn score_reads_standard_input_for_a_dash_and_the_lines_of_sample_json() {
     use std::io::Write;
     use std::process::{Command, Stdio};
     let poems = "白日依山尽，黄河入海流。欲穷千里目，更上一层楼。\n# a comment\n床前明月光，疑是地上霜。举头望明月，低头思故乡。\n";
@@ -228,5 +228,17 @@ fn score_reads_the_poems_from_standard_input_for_a_dash() {
         poems[0]["poem"],
         "白日依山尽，黄河入海流。欲穷千里目，更上一层楼。"
     );
+    assert_eq!(from_stdin, score(file.to_str().unwrap()));
+    // The lines `sample --json` prints are scored by their text.
+    let json_lines: String = poems
+        .iter()
+        .map(|p| {
+            format!(
+                "{}\n",
+                serde_json::json!({ "text": p["poem"], "well_formed": true })
+            )
+        })
+        .collect();
+    std::fs::write(&file, json_lines).unwrap();
     assert_eq!(from_stdin, score(file.to_str().unwrap()));
 }

@@ -24,8 +24,8 @@ use std::path::{Path, PathBuf};
   cargo run --release --bin sample -- --checkpoint checkpoints/<run> --num-samples 20 | cargo run --release --bin score -- -"
 )]
 struct Args {
-    /// Poems to score, one per line (blank lines and lines starting with # are skipped); - reads
-    /// them from standard input.
+    /// Poems to score, one per line (blank lines and lines starting with # are skipped), or the
+    /// lines of `sample --json`; - reads them from standard input.
     file: Option<PathBuf>,
     /// Score the corpus's held-out poems (every 20th) instead: the human baseline.
     #[arg(long)]
@@ -87,7 +87,26 @@ fn read_poems(file: &Path) -> Result<String> {
         true => read_stdin_text_limited(CORPUS_LIMIT),
         false => read_text_limited(file, CORPUS_LIMIT),
     };
-    text.with_context(|| format!("cannot read the poems in {}", file.display()))
+    text.with_context(|| format!("cannot read the poems in {}", source_name(file)))
+}
+
+/// How messages name `file`.
+fn source_name(file: &Path) -> String {
+    match file == Path::new("-") {
+        true => "standard input".into(),
+        false => file.display().to_string(),
+    }
+}
+
+/// The poem of one line: the line itself, or the `text` of a line that `sample --json` printed.
+fn poem_of_line(line: &str) -> Result<String> {
+    if !line.starts_with('{') {
+        return Ok(line.to_string());
+    }
+    let text = serde_json::from_str::<serde_json::Value>(line)
+        .ok()
+        .and_then(|v| v.get("text")?.as_str().map(String::from));
+    text.context("it looks like JSON but is not a line of `sample --json` (no \"text\"): give one poem per line")
 }
 
 fn main() -> std::process::ExitCode {
@@ -111,9 +130,12 @@ fn run() -> Result<()> {
         (Some(file), false) => read_poems(file)?
             .lines()
             .map(str::trim)
-            .filter(|l| !l.is_empty() && !l.starts_with('#'))
-            .map(String::from)
-            .collect(),
+            .enumerate()
+            .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
+            .map(|(i, l)| {
+                poem_of_line(l).with_context(|| format!("line {} of {}", i + 1, source_name(file)))
+            })
+            .collect::<Result<_>>()?,
     };
     if poems.is_empty() {
         bail!("no poem to score: the file has no non-blank line");
