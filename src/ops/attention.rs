@@ -210,8 +210,7 @@ pub fn qkv_forward(qkv: &[f32], (t, c): (usize, usize), heads: &Heads) -> (Vec<f
             let qkv = split_heads(qkv, t, d); // (3H, T, D): the q heads, the k heads, the v heads
             let mut o = scratch::take(t * c); // (H, T, D), written whole
             for (head, (p, o)) in p.chunks_mut(t * t).zip(o.chunks_mut(t * d)).enumerate() {
-                let [q, k, v] =
-                    [0, n_head, 2 * n_head].map(|part| head_block(&qkv, part + head, (t, d)));
+                let [q, k, v] = head_qkv(&qkv, head, n_head, (t, d));
                 let slope = heads.slopes.map(|s| s[head]);
                 let mask = heads.mask(row * n_head + head, t);
                 head_forward((q, k, v), (t, t, d), (heads.scale, slope), mask, p, o);
@@ -240,8 +239,9 @@ pub fn qkv_backward(
         .zip(p.par_chunks(n_head * t * t))
         .enumerate()
         .for_each(|(row, (((dqkv, qkv), g), p))| {
-            let (qkv, g) = (split_heads(qkv, t, d), split_heads(g, t, d)); // (3H, T, D), (H, T, D)
-                                                                           // Both written whole: dq, dk, dv of every head (3H, T, D) as qkv, and dS (T, T).
+            // (3H, T, D) and (H, T, D).
+            let (qkv, g) = (split_heads(qkv, t, d), split_heads(g, t, d));
+            // Both written whole: dq, dk, dv of every head (3H, T, D) as qkv, and dS (T, T).
             let (mut grads, mut ds) = (scratch::take(t * c3), scratch::take(t * t));
             let (dq, rest) = grads.split_at_mut(t * c);
             let (dk, dv) = rest.split_at_mut(t * c);
@@ -252,8 +252,7 @@ pub fn qkv_backward(
                 .zip(dv.chunks_mut(t * d))
                 .enumerate()
             {
-                let [q, k, v] =
-                    [0, n_head, 2 * n_head].map(|part| head_block(&qkv, part + head, (t, d)));
+                let [q, k, v] = head_qkv(&qkv, head, n_head, (t, d));
                 let g = head_block(&g, head, (t, d));
                 let mask = heads.mask(row * n_head + head, t);
                 head_backward(
@@ -298,6 +297,11 @@ fn split_heads(src: &[f32], t: usize, d: usize) -> Vec<f32> {
 /// Block `block` (T × d) of a [`split_heads`] buffer.
 fn head_block(heads: &[f32], block: usize, (t, d): (usize, usize)) -> Operand<'_> {
     Operand::rows(&heads[block * t * d..(block + 1) * t * d], d)
+}
+
+/// Head `head`'s q, k and v (each T × d) in a [`split_heads`] buffer of qkv (3H, T, d).
+fn head_qkv(qkv: &[f32], head: usize, n_head: usize, td: (usize, usize)) -> [Operand<'_>; 3] {
+    [0, n_head, 2 * n_head].map(|part| head_block(qkv, part + head, td))
 }
 
 /// The inverse of [`split_heads`]: the blocks (width / d, T, d) side by side into dst (T ×

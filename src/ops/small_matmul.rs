@@ -216,8 +216,8 @@ fn sums(
 #[inline(always)]
 pub(crate) fn transpose(src: Operand, (rows, cols): (usize, usize), dst: &mut [f32]) {
     assert!(src.covers(rows, cols) && dst.len() >= rows * cols);
-    // Source rows in order: a head's rows stand 3C apart, and reading down a column of them
-    // would keep evicting itself from the few cache sets that stride maps to.
+    // Source rows in order: reading down a column of a strided source (a head's rows in qkv
+    // stand 3C apart) keeps evicting itself from the few cache sets that stride maps to.
     for i in 0..rows {
         for j in 0..cols {
             dst[j * rows + i] = src.data[i * src.row_stride + j * src.col_stride];

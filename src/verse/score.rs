@@ -241,11 +241,10 @@ impl Summary {
 
     /// One paragraph for people: counts and shares.
     pub fn describe(&self) -> String {
-        let share = |n: usize, of: usize| 100.0 * n as f64 / of.max(1) as f64;
         let mut text = if self.regular == 0 {
             format!("{}, none of a regular form", self.poem_count())
         } else {
-            self.describe_regular(share)
+            self.describe_regular()
         };
         if let (Some(median), Some(max), Some(verbatim)) = (
             self.copied_run_median,
@@ -270,7 +269,8 @@ impl Summary {
     }
 
     /// The counts and shares of the regular poems' tones and rhymes.
-    fn describe_regular(&self, share: impl Fn(usize, usize) -> f64) -> String {
+    fn describe_regular(&self) -> String {
+        let share = |n: usize, of: usize| 100.0 * n as f64 / of as f64; // of ≥ 1 here
         format!(
             "{}, {} of a regular form ({:.0} %); of those, {} fit a tonal template in every checked \
              position ({:.0} %; mean share of fitting tones {:.1} %) and {} rhyme ({:.0} %)",
