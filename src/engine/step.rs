@@ -90,7 +90,7 @@ fn linear_backward(
 ) -> Result<Vec<f32>> {
     let (n_out, n_in) = layer.weight.dims2()?;
     let w = Values::new(&layer.weight)?;
-    let mut dx = vec![0f32; x.len()];
+    let mut dx = scratch::take(x.len()); // written whole
     let mut dw = vec![0f32; n_out * n_in];
     let mut db = layer.bias.as_ref().map(|_| vec![0f32; n_out]);
     let (dw_out, db_out) = (&mut dw, db.as_deref_mut());
@@ -256,6 +256,7 @@ fn block_backward(
     drop(d_mlp);
     let mut d_mid = d_out;
     norm_backward(&block.ln_2, &a.mid, &d_ln_2, &mut d_mid, grads)?; // (N, C)
+    [d_fc, d_ln_2].into_iter().for_each(scratch::give_back);
 
     // mid = x + dropout(c_proj(attention(c_attn(ln_1(x))))).
     let d_proj = through_dropout(&d_mid, resid_mask.as_deref()); // (N, C)
@@ -269,6 +270,9 @@ fn block_backward(
     let d_ln_1 = linear_backward(&attn.c_attn, &a.ln_1, &d_qkv, grads, s.precision)?; // (N, C)
     let mut d_x = d_mid;
     norm_backward(&block.ln_1, &a.x, &d_ln_1, &mut d_x, grads)?; // (N, C)
+    [d_heads, d_qkv, d_ln_1]
+        .into_iter()
+        .for_each(scratch::give_back);
     Ok(d_x)
 }
 
@@ -360,6 +364,7 @@ pub fn loss_and_gradients(
     // Backward.
     let mut d_h = vec![0f32; h.len()];
     norm_backward(&model.ln_f, &h, &d_h_f, &mut d_h, &mut grads)?; // (N, C)
+    scratch::give_back(d_h_f);
     for (block, activations) in model.h.iter().zip(&kept).rev() {
         d_h = block_backward(block, activations, &s, d_h, &mut grads)?; // (N, C)
     }
@@ -371,4 +376,65 @@ pub fn loss_and_gradients(
         &mut grads,
     );
     Ok((loss, grads))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{ModelConfig, Position};
+    use candle_core::Device;
+    use rand::SeedableRng;
+    use rand_chacha::ChaCha8Rng;
+
+    /// A step's loss and gradients for a batch of 3 × 16 tokens, on a thread of its own whose
+    /// `ops::scratch` shelf holds `poisoned` NaN-filled buffers (larger than any the step takes)
+    /// before the step starts.
+    fn step_on_a_new_thread(model: &Gpt, poisoned: usize) -> (f64, ParamGrads) {
+        let ids: Vec<u32> = (0..3 * 17).map(|i| (i * 7 % 49) as u32).collect();
+        let all = Tensor::from_vec(ids, (3, 17), &Device::Cpu).unwrap();
+        let (x, y) = (all.narrow(1, 0, 16).unwrap(), all.narrow(1, 1, 16).unwrap());
+        let (x, y) = (x.contiguous().unwrap(), y.contiguous().unwrap());
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            for _ in 0..poisoned {
+                scratch::give_back(vec![f32::NAN; 1 << 16]);
+            }
+            let mut rng = ChaCha8Rng::seed_from_u64(5);
+            loss_and_gradients(model, &x, &y, &mut Mode::Train(&mut rng)).unwrap()
+        })
+    }
+
+    #[test]
+    fn a_step_writes_every_value_it_takes_from_scratch_before_reading_it() {
+        // Every buffer the kernels take for an output (ops::scratch) holds NaN beforehand: the
+        // step must compute to the bit what it computes on fresh zeroed memory.
+        for position in [Position::Rope, Position::Alibi] {
+            let cfg = ModelConfig {
+                vocab_size: 50,
+                block_size: 16,
+                n_layer: 2,
+                n_head: 2,
+                n_embd: 32,
+                dropout: 0.1,
+                position,
+                ..Default::default()
+            };
+            let (model, _) = Gpt::seeded(&cfg, 3, &Device::Cpu).unwrap();
+            let (loss, grads) = step_on_a_new_thread(&model, 0);
+            let (poisoned_loss, poisoned_grads) = step_on_a_new_thread(&model, scratch::KEPT);
+            assert!(loss.is_finite() && grads.len() > 10);
+            assert_eq!(loss.to_bits(), poisoned_loss.to_bits(), "{position:?}");
+            for (id, grad) in &grads {
+                let poisoned = &poisoned_grads[id];
+                let same = grad
+                    .iter()
+                    .zip(poisoned)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{position:?}: a gradient changed on poisoned buffers");
+            }
+        }
+    }
 }

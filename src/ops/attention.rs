@@ -232,7 +232,7 @@ pub fn qkv_backward(
 ) -> Vec<f32> {
     let (c3, n_head) = (3 * c, heads.n_head);
     let d = c / n_head;
-    let mut dqkv = vec![0f32; qkv.len()];
+    let mut dqkv = scratch::take(qkv.len()); // written whole, head by head
     dqkv.par_chunks_mut(t * c3)
         .zip(qkv.par_chunks(t * c3))
         .zip(g.par_chunks(t * c))

@@ -3,7 +3,7 @@
 //! (B·T) × vocab logits are never materialised (the fused linear cross-entropy of Liger-Kernel).
 //! The engine's kernel, and the fused op of the candle graph (the loss alone).
 
-use super::{bf16, contiguous, fast_math, isa, matmul_on, Operand, Precision};
+use super::{bf16, contiguous, fast_math, isa, matmul_on, scratch, Operand, Precision};
 use candle_core::{bail, CpuStorage, CustomOp2, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
@@ -174,7 +174,7 @@ fn share(
         Precision::F32 => CHUNK_ROWS,
         Precision::Bf16 => BF16_CHUNK_ROWS,
     };
-    let mut logits = vec![0f32; chunk_rows * v];
+    let mut logits = scratch::take(chunk_rows * v); // each chunk's rows written whole
     let (mut scales, mut x_scaled) = (vec![0f32; chunk_rows], vec![0f32; chunk_rows * c]);
     let mut total = 0f64;
     for start in rows.clone().step_by(chunk_rows) {
@@ -194,6 +194,7 @@ fn share(
             chunk_gradients(&products, chunk_in, (w, c, inv_n), x_scaled, dx, &mut dw);
         }
     }
+    scratch::give_back(logits);
     let mut dw = products.finish_dw(dw, c);
     if with_grad {
         // dW's one-hot term: −x/N added into each target's row.
@@ -242,7 +243,7 @@ pub fn loss_and_gradients(
 ) -> (f64, Option<Grads>) {
     let (n, v) = (x.len() / c, w.len() / c);
     let mut dx = if with_grad {
-        vec![0f32; n * c]
+        scratch::take(n * c) // written whole, chunk by chunk
     } else {
         Vec::new()
     };

@@ -10,7 +10,7 @@
 use std::cell::RefCell;
 
 /// Buffers kept per thread: those of a few layers.
-const KEPT: usize = 64;
+pub(crate) const KEPT: usize = 64;
 
 thread_local! {
     static SHELF: RefCell<Shelf<f32>> = const { RefCell::new(Shelf::new(KEPT)) };
@@ -45,12 +45,13 @@ impl<T: Copy + Default> Shelf<T> {
     }
 
     /// A buffer of `len` values: the smallest kept one whose allocation holds `len` (its values
-    /// left as they were, zeros past its last length) or, if none does, a fresh zeroed one.
+    /// left as they were, zeros past its last length) or, if none does, a fresh zeroed one. A
+    /// buffer that already holds `len` values goes first, since it needs no zeroing.
     pub(crate) fn take(&mut self, len: usize) -> Vec<T> {
         let kept = &mut self.kept;
         let fitting = (0..kept.len())
             .filter(|&i| kept[i].capacity() >= len)
-            .min_by_key(|&i| kept[i].capacity());
+            .min_by_key(|&i| (kept[i].len() < len, kept[i].capacity()));
         let mut data = fitting.map(|i| kept.swap_remove(i)).unwrap_or_default();
         data.resize(len, T::default());
         data
@@ -89,5 +90,20 @@ mod tests {
             vec![0u16; 4],
             "nothing left: a fresh zeroed buffer"
         );
+    }
+
+    #[test]
+    fn a_shelf_prefers_a_buffer_that_needs_no_zeroing() {
+        let mut shelf = Shelf::new(4);
+        let mut short = vec![1u16; 30];
+        short.truncate(5); // holds 30, but only 5 values are kept
+        shelf.keep(short);
+        shelf.keep(vec![2u16; 40]);
+        assert_eq!(
+            shelf.take(10),
+            vec![2u16; 10],
+            "the 40 holds 10 values already; the 30 would zero 5 of them"
+        );
+        assert_eq!(shelf.take(10), [vec![1u16; 5], vec![0u16; 5]].concat());
     }
 }
