@@ -5,7 +5,9 @@
 //! value. Course model: bf16 step 1.063×, f32 0.99× (within noise); keeping every activation
 //! instead made f32 slower (0.97×, a third more page faults) — docs/performance.md. Attention's
 //! per-sequence working buffers (its heads split into blocks, their gradients, the weights'
-//! gradient dS, a head's kᵀ and vᵀ) are taken and given back here within one call.
+//! gradient dS, a head's kᵀ and vᵀ) are taken and given back here within one call, and the
+//! backward pass's gradients of activations (each Linear's dx, attention's dqkv, the output
+//! layer's dx and logits) once they are used.
 
 use std::cell::RefCell;
 
