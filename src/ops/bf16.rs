@@ -30,9 +30,9 @@ pub fn to_bf16(x: f32) -> u16 {
 /// `vcvtne2ps2bf16` where the CPU has it (the same rounding; that instruction also flushes
 /// subnormal inputs, below 1.2e-38, to zero).
 fn convert(dst: &mut [u16], src: &[f32]) {
-    let (mut dst, mut src) = (&mut dst[..src.len()], src);
+    let dst = &mut dst[..src.len()];
     #[cfg(target_arch = "x86_64")]
-    if avx512::available() {
+    let done = if avx512::available() {
         let (d, s) = (dst.chunks_exact_mut(BLOCK), src.chunks_exact(BLOCK));
         let done = s.len() * BLOCK;
         for (d, s) in d.zip(s) {
@@ -40,9 +40,16 @@ fn convert(dst: &mut [u16], src: &[f32]) {
             // SAFETY: `available` checked the target features.
             unsafe { avx512::convert32(d, s) };
         }
-        (dst, src) = (&mut dst[done..], &src[done..]);
-    }
-    dst.iter_mut().zip(src).for_each(|(d, &s)| *d = to_bf16(s));
+        done
+    } else {
+        0
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let done = 0;
+    dst[done..]
+        .iter_mut()
+        .zip(&src[done..])
+        .for_each(|(d, &s)| *d = to_bf16(s));
 }
 
 /// out = the pairs (first[c], second[c]) for c = 0…15, rounded to bf16: one row of a right
@@ -277,9 +284,11 @@ mod spare {
 /// are converted in place; otherwise (a transposed source) the source's rows are converted into a
 /// staging block, which is then transposed.
 fn pack_lhs_block(block: &mut [u16], op: Operand, rows: Range<usize>, cols: Range<usize>) {
-    let (width, height) = (cols.len(), rows.len());
+    let width = cols.len();
     #[cfg(target_arch = "x86_64")]
-    if op.col_stride == 1 && width == BLOCK && height == BLOCK && avx512::available() {
+    let whole = width == BLOCK && rows.len() == BLOCK;
+    #[cfg(target_arch = "x86_64")]
+    if op.col_stride == 1 && whole && avx512::available() {
         let src = &op.data[rows.start * op.row_stride + cols.start..];
         let block = block.try_into().expect("one block");
         // SAFETY: `available` checked the target features.
@@ -299,7 +308,7 @@ fn pack_lhs_block(block: &mut [u16], op: Operand, rows: Range<usize>, cols: Rang
     let mut stage = [0u16; BLOCK_LEN]; // (l − cols.start, i − rows.start)
     #[cfg(target_arch = "x86_64")]
     if avx512::available() {
-        if op.row_stride == 1 && width == BLOCK && height == BLOCK {
+        if op.row_stride == 1 && whole {
             let src = &op.data[cols.start * op.col_stride + rows.start..];
             // SAFETY: `available` checked the target features.
             unsafe { avx512::lhs_block(&mut stage, src, op.col_stride) };
@@ -598,7 +607,9 @@ fn product_widened(dst: &mut [f32], lhs: &Lhs, rhs: &Rhs, accumulate: bool, thre
 
 /// The AMX tile unit: its detection and the kernel.
 pub mod amx {
-    use super::{blocks, Lhs, Rhs, BLOCK, BLOCK_LEN};
+    #[cfg(target_arch = "x86_64")]
+    use super::{blocks, BLOCK, BLOCK_LEN};
+    use super::{Lhs, Rhs};
     use std::sync::OnceLock;
 
     /// Whether this CPU has AMX-BF16 and Linux lets this process use the tile registers (asked
@@ -636,6 +647,7 @@ pub mod amx {
     /// The tiles' shapes, as `ldtilecfg` reads them (palette 1: eight tiles of up to 16 rows of
     /// 64 bytes). Here all eight are 16 rows × 64 bytes: tmm0–3 the f32 accumulators of a 32 × 32
     /// block of the result, tmm4–5 two A tiles (16 rows × 32 k), tmm6–7 two B tiles.
+    #[cfg(target_arch = "x86_64")]
     #[repr(C, align(64))]
     struct TileConfig {
         palette: u8,
@@ -645,6 +657,7 @@ pub mod amx {
         rows: [u8; 16],
     }
 
+    #[cfg(target_arch = "x86_64")]
     const CONFIG: TileConfig = TileConfig {
         palette: 1,
         start_row: 0,

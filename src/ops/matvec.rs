@@ -572,8 +572,15 @@ mod tests {
         use crate::ops::isa::Isa;
         if !Isa::Avx512.runs_here() {
             println!("skipped: this CPU has no AVX-512");
-            return;
+        } else {
+            #[cfg(target_arch = "x86_64")]
+            avx512_kernels_against_the_portable_ones();
         }
+    }
+
+    /// The AVX-512 kernels' sums on a tile of rows and a remainder of inputs, in f32 and f16.
+    #[cfg(target_arch = "x86_64")]
+    fn avx512_kernels_against_the_portable_ones() {
         let n_in = 37; // a remainder after the sets of four inputs
         let w: Vec<f32> = (0..PANEL * n_in)
             .map(|i| ((i * 29 % 97) as f32 - 48.0) / 31.0)
@@ -592,6 +599,7 @@ mod tests {
 
     /// Asserts that the AVX-512 kernels give the portable ones' sums bit for bit, for the first
     /// row and for the tile of all rows. Only where the CPU has AVX-512.
+    #[cfg(target_arch = "x86_64")]
     fn same_sums<R: PanelRow>(x: [&[f32]; TILE_ROWS], data: &[R]) {
         // SAFETY: the callers checked that the CPU has AVX-512.
         let (one, six) = unsafe { (panel_product_avx512(x[0], data), tile_avx512(x, data)) };
