@@ -19,7 +19,13 @@ pub const WEIGHTS_LIMIT: u64 = 16 << 30;
 /// says which rule was broken; its caller names the file's role.
 pub fn read_limited(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
     let invalid = |m: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, m);
-    let meta = std::fs::metadata(path)?;
+    let meta = std::fs::metadata(path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("no such file{}", where_missing(path)),
+        ),
+        _ => e,
+    })?;
     if !meta.is_file() {
         return Err(invalid(
             "it is not a regular file (a directory, FIFO or device): give a file".into(),
@@ -32,6 +38,31 @@ pub fn read_limited(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
         )));
     }
     read_capped(std::fs::File::open(path)?, limit, meta.len() as usize)
+}
+
+/// Where a relative `path` that does not exist was looked for and, where the repository this
+/// program was built from has it (`cargo run` from one of its subfolders, say), what to do:
+/// `" in /home/u/shige/docs; /home/u/shige/configs/default.toml exists: run from /home/u/shige or
+/// give that path"`. Empty for an absolute path.
+pub fn where_missing(path: &Path) -> String {
+    let Ok(cwd) = std::env::current_dir() else {
+        return String::new();
+    };
+    if path.is_absolute() {
+        return String::new();
+    }
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let shipped = repo.join(path);
+    if repo != cwd && shipped.exists() {
+        format!(
+            " in {}; {} exists: run from {} or give that path",
+            cwd.display(),
+            shipped.display(),
+            repo.display()
+        )
+    } else {
+        format!(" in {}", cwd.display())
+    }
 }
 
 /// All of `source`, or an error once it has given more than `limit` bytes.

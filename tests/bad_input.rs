@@ -42,13 +42,18 @@ const TIME_LIMIT: Duration = Duration::from_secs(120);
 
 /// Runs `bin` with `args` in the repository, with a time limit; returns (success, stderr).
 fn run_bin(case: &str, bin: &str, args: &[&str]) -> (bool, String) {
+    run_bin_in(root(), case, bin, args)
+}
+
+/// [`run_bin`] in the folder `cwd`.
+fn run_bin_in(cwd: &Path, case: &str, bin: &str, args: &[&str]) -> (bool, String) {
     static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let err_path =
         std::env::temp_dir().join(format!("shige-bad-input-{}-{n}.err", std::process::id()));
     let mut child = Command::new(bin)
         .args(args)
-        .current_dir(root())
+        .current_dir(cwd)
         .env("RUST_BACKTRACE", "1")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -74,7 +79,12 @@ fn run_bin(case: &str, bin: &str, args: &[&str]) -> (bool, String) {
 
 /// Runs `bin` with `args` and checks the failure; `expect` are pieces of the message.
 fn fails(case: &str, bin: &str, args: &[&str], expect: &[&str]) {
-    let (success, stderr) = run_bin(case, bin, args);
+    fails_in(root(), case, bin, args, expect)
+}
+
+/// [`fails`] in the folder `cwd`.
+fn fails_in(cwd: &Path, case: &str, bin: &str, args: &[&str], expect: &[&str]) {
+    let (success, stderr) = run_bin_in(cwd, case, bin, args);
     assert!(!success, "{case}: exit 0\n{stderr}");
     assert!(
         !stderr.contains("panicked") && !stderr.contains("backtrace"),
@@ -1214,6 +1224,42 @@ fn messages_name_the_file_and_stay_short() {
         &["--resume", dir, "--max-iters", "20"],
         &["metrics.csv", "damaged"],
     );
+}
+
+#[test]
+fn commands_run_from_a_subfolder_say_where_the_shipped_files_are() {
+    // `cargo run` works from any folder of the repository, but relative paths start from there.
+    let docs = root().join("docs");
+    let repo = root().to_str().unwrap();
+    let hint = ["exists: run from", repo];
+    fails_in(&docs, "default config", TRAIN, &[], &hint);
+    fails_in(&docs, "default corpus", HEADS, &[], &hint);
+    fails_in(&docs, "scorer's corpus", SCORE, &["--val"], &hint);
+    fails_in(&docs, "bench's config", BENCH, &["--steps", "1"], &hint);
+    let spec = "configs/ablations/heads.toml";
+    fails_in(&docs, "ablation spec", ABLATE, &[spec], &hint);
+    let tiny = root().join("configs/tiny.toml");
+    let tiny = ["--config", tiny.to_str().unwrap(), "--max-iters", "1"];
+    fails_in(
+        &docs,
+        "config's corpus",
+        TRAIN,
+        &tiny,
+        &["data/tiny.txt", hint[0]],
+    );
+    // A path that the repository does not have either says only where it was looked for.
+    let looked = format!("checkpoints/none in {}", docs.display());
+    let none = ["--checkpoint", "checkpoints/none"];
+    fails_in(&docs, "missing run", SAMPLE, &none, &[&looked]);
+    let none = ["--resume", "checkpoints/none"];
+    fails_in(&docs, "missing resume", TRAIN, &none, &[&looked]);
+    let (_, stderr) = run_bin_in(
+        &docs,
+        "no hint",
+        SAMPLE,
+        &["--checkpoint", "checkpoints/none"],
+    );
+    assert!(!stderr.contains("exists"), "{stderr}");
 }
 
 #[test]

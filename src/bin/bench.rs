@@ -53,7 +53,7 @@ struct Report {
 /// RoPE, ALiBi and dropout.
 fn configs() -> Result<Vec<(&'static str, ModelConfig)>> {
     let mut default = RunConfig::load(Path::new("configs/default.toml"))
-        .context("the bench reads configs/default.toml: run it from the repository's root")?
+        .context("the bench measures configs/default.toml's model")?
         .model;
     if default.vocab_size == 0 {
         default.vocab_size = 6668;

@@ -133,6 +133,13 @@ fn run() -> Result<()> {
         (Some(path), _) => path.clone(),
         (None, Some(dir)) => {
             let path = dir.join(shige::train::checkpoint::CONFIG_FILE);
+            if !dir.exists() {
+                bail!(
+                    "no run to resume at {}{}: give --resume a run directory that `train` wrote, or start one with --out {0}",
+                    dir.display(),
+                    shige::files::where_missing(dir)
+                );
+            }
             if !path.exists() {
                 bail!(
                     "{} holds no run to resume (no {}): start one with --out {0}",

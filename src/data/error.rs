@@ -6,7 +6,7 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum DataError {
     /// The corpus file could not be read.
-    #[error("cannot read corpus {path}: {source} (the shipped corpus is data/poems.txt)")]
+    #[error("cannot read corpus {path}: {source}{}", shipped_corpus_hint(path))]
     Read {
         /// The file asked for.
         path: PathBuf,
@@ -57,6 +57,15 @@ pub enum DataError {
     /// The tokenizer file or library failed.
     #[error("tokenizer: {0}")]
     Tokenizer(String),
+}
+
+/// Names the shipped corpus after an error about another one.
+fn shipped_corpus_hint(path: &std::path::Path) -> String {
+    let shipped = super::corpus::DEFAULT_CORPUS;
+    match path == std::path::Path::new(shipped) {
+        true => String::new(),
+        false => format!(" (the shipped corpus is {shipped})"),
+    }
 }
 
 /// Names characters so that invisible ones are seen too (`'a' 'b' '\n' (U+000A) U+200B`), the

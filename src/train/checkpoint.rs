@@ -303,8 +303,9 @@ pub fn load_run_on(dir: &Path, device: &Device) -> Result<LoadedRun> {
     let run = RunDir::new(dir);
     if !dir.is_dir() {
         bail!(
-            "no run directory at {}: train one with `cargo run --release --bin train` (it prints where it writes)",
-            dir.display()
+            "no run directory at {}{}: train one with `cargo run --release --bin train` (it prints where it writes)",
+            dir.display(),
+            crate::files::where_missing(dir)
         );
     }
     for file in [CONFIG_FILE, TOKENIZER_FILE, MODEL_FILE] {
