@@ -129,30 +129,67 @@ fn run() -> Result<()> {
     if cfg!(debug_assertions) {
         shige::note!("note: debug build (optimised, with overflow checks); the README's figures come from `cargo run --release --bin train`");
     }
-    let config_path = match (&args.config, &args.resume) {
-        (Some(path), _) => path.clone(),
-        (None, Some(dir)) => {
-            let path = dir.join(shige::train::checkpoint::CONFIG_FILE);
-            if !dir.exists() {
-                bail!(
-                    "no run to resume at {}{}: give --resume a run directory that `train` wrote, or start one with --out {0}",
-                    dir.display(),
-                    shige::files::where_missing(dir)
-                );
-            }
-            if !path.exists() {
-                bail!(
-                    "{} holds no run to resume (no {}): start one with --out {0}",
-                    dir.display(),
-                    shige::train::checkpoint::CONFIG_FILE
-                );
-            }
-            path
-        }
-        (None, None) => PathBuf::from("configs/default.toml"),
-    };
+    let config_path = config_path(&args)?;
     let device = shige::device::open(&args.device)?;
-    let mut cfg = RunConfig::load(&config_path)?;
+    let cfg = config_with_flags(&config_path, &args)?;
+    let eval_iters = cfg.train.eval_iters;
+    let options = TrainOptions {
+        config: cfg,
+        run: RunDir::new(
+            args.resume
+                .clone()
+                .or(args.out.clone())
+                .unwrap_or_else(|| default_run_dir(&config_path)),
+        ),
+        resume: args.resume.is_some(),
+        stop_at: args.stop_at,
+        progress: true,
+        device,
+        kernels: match args.no_fused {
+            true => shige::ops::Kernels::Composite,
+            false => shige::ops::Kernels::Fused,
+        },
+    };
+    shige::train::interrupt::catch_ctrl_c();
+    // On a worker of the thread pool, the ops' parallel loops start without a hand-over.
+    let summary = rayon::scope(|_| train(options))?;
+    report(&summary, args.json, eval_iters)?;
+    if summary.interrupted {
+        // 128 + the signal, as a shell reports a process that the signal ended (130 for Ctrl-C).
+        let signal = shige::train::interrupt::signal().unwrap_or(libc::SIGINT);
+        std::process::exit(128 + signal);
+    }
+    Ok(())
+}
+
+/// The config file to read: --config, else the saved config of the run to --resume, else the
+/// default one.
+fn config_path(args: &Args) -> Result<PathBuf> {
+    let dir = match (&args.config, &args.resume) {
+        (Some(path), _) => return Ok(path.clone()),
+        (None, None) => return Ok(PathBuf::from("configs/default.toml")),
+        (None, Some(dir)) => dir,
+    };
+    let file = shige::train::checkpoint::CONFIG_FILE;
+    if !dir.exists() {
+        bail!(
+            "no run to resume at {}{}: give --resume a run directory that `train` wrote, or start one with --out {0}",
+            dir.display(),
+            shige::files::where_missing(dir)
+        );
+    }
+    if !dir.join(file).exists() {
+        bail!(
+            "{} holds no run to resume (no {file}): start one with --out {0}",
+            dir.display()
+        );
+    }
+    Ok(dir.join(file))
+}
+
+/// The config file at `path` with the values that flags override.
+fn config_with_flags(path: &std::path::Path, args: &Args) -> Result<RunConfig> {
+    let mut cfg = RunConfig::load(path)?;
     let (m, t) = (&mut cfg.model, &mut cfg.train);
     set(&mut t.max_iters, args.max_iters);
     set(&mut t.eval_interval, args.eval_interval);
@@ -162,36 +199,18 @@ fn run() -> Result<()> {
     set(&mut t.learning_rate, args.learning_rate);
     set(&mut t.seed, args.seed);
     set(&mut t.dtype, args.dtype);
-    set(&mut t.corpus, args.corpus);
+    set(&mut t.corpus, args.corpus.clone());
     set(&mut m.block_size, args.block_size);
     set(&mut m.n_layer, args.n_layer);
     set(&mut m.n_head, args.n_head);
     set(&mut m.n_embd, args.n_embd);
     set(&mut m.position, args.position);
     set(&mut m.dropout, args.dropout);
+    Ok(cfg)
+}
 
-    let resume = args.resume.is_some();
-    let run = RunDir::new(
-        args.resume
-            .or(args.out)
-            .unwrap_or_else(|| default_run_dir(&config_path)),
-    );
-    shige::train::interrupt::catch_ctrl_c();
-    let cfg_eval_iters = cfg.train.eval_iters;
-    let options = TrainOptions {
-        config: cfg,
-        run,
-        resume,
-        stop_at: args.stop_at,
-        progress: true,
-        device,
-        kernels: match args.no_fused {
-            true => shige::ops::Kernels::Composite,
-            false => shige::ops::Kernels::Fused,
-        },
-    };
-    // On a worker of the thread pool, the ops' parallel loops start without a hand-over.
-    let summary = rayon::scope(|_| train(options))?;
+/// Prints the run's results: one JSON object, or lines for a reader with a few samples.
+fn report(summary: &shige::train::TrainSummary, json: bool, eval_iters: usize) -> Result<()> {
     if summary.interrupted {
         shige::note!(
             "interrupted at step {}: checkpoint saved in {}; continue with --resume {}",
@@ -200,31 +219,24 @@ fn run() -> Result<()> {
             summary.checkpoint
         );
     }
-    if args.json {
-        shige::say!(
-            "{}",
-            serde_json::to_string(&summary).context("cannot write JSON")?
-        );
-    } else {
-        shige::say!(
-            "done: {} steps, train loss {:.4}, val loss {:.4} (best {:.4}; {} fixed batches), {:.0} tokens/s, {:.0} s\n\
-             val loss of the final weights over the whole validation split: {:.4}\ncheckpoint: {}\nsamples:",
-            summary.steps, summary.train_loss, summary.val_loss, summary.best_val_loss, cfg_eval_iters,
-            summary.tokens_per_s, summary.wall_s, summary.val_loss_whole, summary.checkpoint
-        );
-        for s in &summary.samples {
-            shige::say!("  {s}");
-        }
-        if summary.tokens_per_s == 0.0 && !summary.interrupted {
-            shige::note!(
-                "no step was left to run: the run had reached max_iters; give a larger --max-iters to train on"
-            );
-        }
+    if json {
+        let line = serde_json::to_string(summary).context("cannot write JSON")?;
+        shige::say!("{line}");
+        return Ok(());
     }
-    if summary.interrupted {
-        // 128 + the signal, as a shell reports a process that the signal ended (130 for Ctrl-C).
-        let signal = shige::train::interrupt::signal().unwrap_or(libc::SIGINT);
-        std::process::exit(128 + signal);
+    shige::say!(
+        "done: {} steps, train loss {:.4}, val loss {:.4} (best {:.4}; {} fixed batches), {:.0} tokens/s, {:.0} s\n\
+         val loss of the final weights over the whole validation split: {:.4}\ncheckpoint: {}\nsamples:",
+        summary.steps, summary.train_loss, summary.val_loss, summary.best_val_loss, eval_iters,
+        summary.tokens_per_s, summary.wall_s, summary.val_loss_whole, summary.checkpoint
+    );
+    for s in &summary.samples {
+        shige::say!("  {s}");
+    }
+    if summary.tokens_per_s == 0.0 && !summary.interrupted {
+        shige::note!(
+            "no step was left to run: the run had reached max_iters; give a larger --max-iters to train on"
+        );
     }
     Ok(())
 }
