@@ -525,6 +525,12 @@ fn bad_prompts_and_flags_are_refused() {
             &["character 6"],
         ),
         (
+            "no new character",
+            vec!["--max-new-tokens", "0"],
+            &["--max-new-tokens 0", "1 to"],
+        ),
+        ("no poem", vec!["--num-samples", "0"], &["--num-samples 0"]),
+        (
             "too few tokens for the form",
             vec!["--form", "qilv", "--max-new-tokens", "10"],
             &["raise it to 65"],
@@ -732,19 +738,40 @@ fn other_binaries_refuse_what_would_panic() {
     tiny_run(&run, &[]);
     let plots = tmp.path().join("plots");
     let run_arg = run.to_str().unwrap();
-    fails(
-        "empty poem to plot",
-        HEADS,
-        &[
-            "--checkpoint",
-            run_arg,
-            "--plot",
-            plots.to_str().unwrap(),
-            "--poem",
-            "",
-        ],
-        &["the poem to draw is empty"],
-    );
+    // Nothing is drawn, not even the sinusoidal table, until the whole request is known to work.
+    let (plot, missing) = (plots.to_str().unwrap(), tmp.path().join("missing"));
+    let missing = missing.to_str().unwrap();
+    let cases: [(&str, &[&str], &str); 4] = [
+        (
+            "empty poem to plot",
+            &["--poem", ""],
+            "the poem to draw is empty",
+        ),
+        (
+            "unknown poem to plot",
+            &["--poem", "ABC"],
+            "not in the vocabulary",
+        ),
+        (
+            "no run to plot",
+            &["--checkpoint", missing],
+            "no run directory",
+        ),
+        (
+            "no corpus to plot",
+            &["--corpus", missing],
+            "cannot read corpus",
+        ),
+    ];
+    for (case, flags, expect) in cases {
+        let mut args = vec!["--plot", plot];
+        if !flags.contains(&"--checkpoint") && !flags.contains(&"--corpus") {
+            args.extend(["--checkpoint", run_arg]);
+        }
+        args.extend(flags);
+        fails(case, HEADS, &args, &[expect]);
+        assert!(!plots.exists(), "{case}: the --plot directory was made");
+    }
     fails(
         "bench without steps",
         BENCH,
@@ -800,19 +827,25 @@ fn other_binaries_refuse_what_would_panic() {
             &[&path, "--out", out.to_str().unwrap()],
             expect,
         );
-        assert!(
-            std::fs::read_dir(&out).map_or(true, |d| d.count() == 0),
-            "{case}: a variant was trained"
-        );
+        assert!(!out.exists(), "{case}: the output directory was made");
     }
-    // An output directory that is a file, through each binary that writes one.
-    let file = tmp.path().join("a-file");
-    std::fs::write(&file, "kept").unwrap();
-    let file_arg = file.to_str().unwrap();
     let good_spec = spec(
         "good.toml",
         &format!("name = \"g\"\nbase = \"configs/tiny.toml\"\n{variant}"),
     );
+    let zero = [
+        &good_spec,
+        "--out",
+        out.to_str().unwrap(),
+        "--max-iters",
+        "0",
+    ];
+    fails("no step", ABLATE, &zero, &["--max-iters 0"]);
+    assert!(!out.exists(), "no step: the output directory was made");
+    // An output directory that is a file, through each binary that writes one.
+    let file = tmp.path().join("a-file");
+    std::fs::write(&file, "kept").unwrap();
+    let file_arg = file.to_str().unwrap();
     let cases: [(&str, &[&str], &str); 3] = [
         (
             TRAIN,

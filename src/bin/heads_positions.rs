@@ -5,7 +5,7 @@ use clap::Parser;
 use shige::data::{CharTokenizer, Corpus};
 use shige::experiments::{attention_maps, heads_positions};
 use shige::train::checkpoint::load_run;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Compare "白日依山尽" with "山依日白尽" in untrained models of 1–3 layers and every positional
 /// scheme, and show the shapes and parameter counts of multi-head attention. With --checkpoint,
@@ -45,42 +45,52 @@ fn run() -> Result<()> {
     shige::perf::init();
     shige::cli::end_at_closed_pipe();
     let args: Args = shige::cli::parse();
+    match &args.checkpoint {
+        Some(checkpoint) => ask_trained(&args, checkpoint),
+        None => ask_untrained(&args),
+    }
+}
+
+/// The lesson's question asked of the trained run in `checkpoint`, with --plot its attention
+/// maps over --poem. Nothing is written before the run and the poem are known to be good.
+fn ask_trained(args: &Args, checkpoint: &Path) -> Result<()> {
+    let run = load_run(checkpoint)?;
+    let diff = heads_positions::order_diff(&run.model, &run.tokenizer)?;
     if let Some(dir) = &args.plot {
-        let path = dir.join("sinusoidal.svg");
-        shige::files::create_dir(dir, "--plot")?;
-        attention_maps::write_sinusoidal_map(64, 128, &path)?;
-        eprintln!("wrote {}", path.display());
-    }
-    if let Some(checkpoint) = &args.checkpoint {
-        let run = load_run(checkpoint)?;
-        let diff = heads_positions::order_diff(&run.model, &run.tokenizer)?;
-        let m = &run.config.model;
-        if args.json {
-            println!(
-                "{}",
-                serde_json::json!({ "checkpoint": checkpoint, "n_layer": m.n_layer, "position": m.position, "diff": diff })
-            );
-        } else {
-            println!(
-                "{} ({} layer{}, {} positions): max |logits(白日依山尽) − logits(山依日白尽)| at the last position = {diff:.2e}",
-                checkpoint.display(),
-                m.n_layer,
-                if m.n_layer == 1 { "" } else { "s" },
-                m.position
-            );
+        let maps =
+            attention_maps::write_attention_maps(&run.model, &run.tokenizer, &args.poem, dir)?;
+        write_sinusoidal_map(dir)?;
+        for path in maps {
+            eprintln!("wrote {}", path.display());
         }
-        if let Some(dir) = &args.plot {
-            for path in
-                attention_maps::write_attention_maps(&run.model, &run.tokenizer, &args.poem, dir)?
-            {
-                eprintln!("wrote {}", path.display());
-            }
-        }
-        return Ok(());
     }
+    let m = &run.config.model;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::json!({ "checkpoint": checkpoint, "n_layer": m.n_layer, "position": m.position, "diff": diff })
+        );
+    } else {
+        println!(
+            "{} ({} layer{}, {} positions): max |logits(白日依山尽) − logits(山依日白尽)| at the last position = {diff:.2e}",
+            checkpoint.display(),
+            m.n_layer,
+            if m.n_layer == 1 { "" } else { "s" },
+            m.position
+        );
+    }
+    Ok(())
+}
+
+/// The lesson's experiment on untrained models over the corpus's characters; with --plot the
+/// sinusoidal table.
+fn ask_untrained(args: &Args) -> Result<()> {
     let corpus = Corpus::load(&args.corpus)?;
     let tokenizer = CharTokenizer::from_text(&corpus.text())?;
     let report = heads_positions::run(&tokenizer, args.seed)?;
+    if let Some(dir) = &args.plot {
+        write_sinusoidal_map(dir)?;
+    }
     if args.json {
         println!(
             "{}",
@@ -89,5 +99,14 @@ fn run() -> Result<()> {
     } else {
         print!("{}", report.render());
     }
+    Ok(())
+}
+
+/// Draws the sinusoidal table (64 positions × 128 dimensions) into `dir`/sinusoidal.svg.
+fn write_sinusoidal_map(dir: &Path) -> Result<()> {
+    let path = dir.join("sinusoidal.svg");
+    shige::files::create_dir(dir, "--plot")?;
+    attention_maps::write_sinusoidal_map(64, 128, &path)?;
+    eprintln!("wrote {}", path.display());
     Ok(())
 }

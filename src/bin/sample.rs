@@ -96,16 +96,55 @@ fn run() -> Result<()> {
     shige::perf::init();
     shige::cli::end_at_closed_pipe();
     let args: Args = shige::cli::parse();
+    let sampling = checked_request(&args)?;
+    let device = shige::device::open(&args.device)?;
+    let run = load_run_on(&args.checkpoint, &device)?;
+    let recomputes = args.no_cache || !device.is_cpu(); // the cache is the CPU decoder's
+    let position = run.config.model.position;
+    let length = args.prompt.chars().count() + args.max_new_tokens;
+    if recomputes && position != Position::Learned && length > MAX_UNCACHED_CHARS {
+        bail!(
+            "without the cache (--no-cache, or on a GPU) each character recomputes the whole context, and a {position} model's context is never cut: \
+             at most {MAX_UNCACHED_CHARS} characters (prompt and --max-new-tokens) that way; ask for fewer, or leave out --no-cache on the CPU"
+        );
+    }
+    let rules = (args.form, args.acrostic.as_str(), args.meter);
+    let (prompt, constraint) = poem_start(&run.tokenizer, &args.prompt, rules, args.max_new_tokens)
+        .context("the prompt cannot start a poem")?;
+    let gen = Generation {
+        constraint: constraint.is_active().then_some(&constraint),
+        use_cache: !args.no_cache,
+        ..Generation::new(
+            args.max_new_tokens,
+            sampling,
+            (!args.no_stop_at_newline).then_some(prompt[0]),
+        )
+    };
+    let poems = write_poems(&args, &run, &prompt, &gen)?;
+    if !args.json && args.num_samples > 1 {
+        let well_formed = poems.iter().filter(|p| is_well_formed(p)).count();
+        eprintln!("well-formed verse: {well_formed} of {}", args.num_samples);
+        let (summary, _) = Summary::of(&poems, Tables::shipped(), None);
+        eprintln!("regulated verse: {}", summary.describe());
+    }
+    Ok(())
+}
+
+/// The sampling rule of `args`, once the flags that need no model are checked.
+fn checked_request(args: &Args) -> Result<Sampling> {
     let sampling = Sampling {
         temperature: args.temperature,
         top_k: args.top_k,
         top_p: args.top_p,
     };
     sampling.validate()?;
-    if args.max_new_tokens > MAX_NEW_TOKENS_LIMIT {
+    if args.num_samples == 0 {
+        bail!("--num-samples 0 would write no poem: give 1 or more");
+    }
+    if !(1..=MAX_NEW_TOKENS_LIMIT).contains(&args.max_new_tokens) {
         bail!(
-            "--max-new-tokens {} is more than {MAX_NEW_TOKENS_LIMIT}: a poem is under 100 characters; \
-             ask for fewer, or use --num-samples for more poems",
+            "--max-new-tokens {} must be 1 to {MAX_NEW_TOKENS_LIMIT}: a poem is under 100 characters; \
+             use --num-samples for more poems",
             args.max_new_tokens
         );
     }
@@ -116,42 +155,26 @@ fn run() -> Result<()> {
              (a few characters, e.g. 白日)"
         );
     }
-    let device = shige::device::open(&args.device)?;
-    let run = load_run_on(&args.checkpoint, &device)?;
-    let position = run.config.model.position;
-    let recomputes = args.no_cache || !device.is_cpu(); // the cache is the CPU decoder's
-    if recomputes
-        && position != Position::Learned
-        && prompt_chars + args.max_new_tokens > MAX_UNCACHED_CHARS
-    {
-        bail!(
-            "without the cache (--no-cache, or on a GPU) each character recomputes the whole context, and a {position} model's context is never cut: \
-             at most {MAX_UNCACHED_CHARS} characters (prompt and --max-new-tokens) that way; ask for fewer, or leave out --no-cache on the CPU"
-        );
-    }
+    Ok(sampling)
+}
+
+/// Draws `--num-samples` poems from `prompt` (the token ids of a newline and `--prompt`), printing
+/// each character as it is drawn, or one JSON object per poem; returns the poems' texts.
+fn write_poems(
+    args: &Args,
+    run: &shige::train::checkpoint::LoadedRun,
+    prompt: &[u32],
+    gen: &Generation,
+) -> Result<Vec<String>> {
     let tokenizer = &run.tokenizer;
-    let rules = (args.form, args.acrostic.as_str(), args.meter);
-    let (prompt, constraint) = poem_start(tokenizer, &args.prompt, rules, args.max_new_tokens)
-        .context("the prompt cannot start a poem")?;
-    let newline = prompt[0];
-    let gen = Generation {
-        constraint: constraint.is_active().then_some(&constraint),
-        use_cache: !args.no_cache,
-        ..Generation::new(
-            args.max_new_tokens,
-            sampling,
-            (!args.no_stop_at_newline).then_some(newline),
-        )
-    };
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed);
-    let mut well_formed = 0;
-    let mut poems = Vec::new();
-    let stdout = std::io::stdout();
     let format = match args.f32_weights {
         true => WeightFormat::F32,
         false => WeightFormat::fastest(),
     };
     let mut generator = Generator::with_weights(&run.model, format); // packs once for all samples
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed);
+    let stdout = std::io::stdout();
+    let mut poems = Vec::new();
     for _ in 0..args.num_samples {
         if !args.json {
             print!("{}", args.prompt);
@@ -165,29 +188,17 @@ fn run() -> Result<()> {
                 }
             }
         };
-        let ids = generator.generate(&prompt, &gen, &mut rng, &mut stream)?;
-        let text = format!(
-            "{}{}",
-            args.prompt,
-            tokenizer.decode(&ids)?.trim_end_matches(NEWLINE)
-        );
-        let ok = is_well_formed(&text);
-        poems.push(text.clone());
-        well_formed += usize::from(ok);
+        let ids = generator.generate(prompt, gen, &mut rng, &mut stream)?;
+        let new = tokenizer.decode(&ids)?;
+        let text = format!("{}{}", args.prompt, new.trim_end_matches(NEWLINE));
         if args.json {
-            let verse = score_poem(&text, Tables::shipped());
-            println!(
-                "{}",
-                serde_json::json!({ "text": text, "well_formed": ok, "verse": verse })
-            );
+            let (ok, verse) = (is_well_formed(&text), score_poem(&text, Tables::shipped()));
+            let line = serde_json::json!({ "text": text, "well_formed": ok, "verse": verse });
+            println!("{line}");
         } else {
             println!();
         }
+        poems.push(text);
     }
-    if !args.json && args.num_samples > 1 {
-        eprintln!("well-formed verse: {well_formed} of {}", args.num_samples);
-        let (summary, _) = Summary::of(&poems, Tables::shipped(), None);
-        eprintln!("regulated verse: {}", summary.describe());
-    }
-    Ok(())
+    Ok(poems)
 }

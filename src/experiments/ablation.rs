@@ -210,9 +210,12 @@ fn slug(name: &str) -> String {
 /// Trains (or, when a finished run is already there, reuses) every variant and measures it.
 pub fn run(opts: &AblationOptions) -> Result<Vec<VariantResult>> {
     let spec = &opts.spec;
+    if opts.max_iters == Some(0) {
+        bail!("--max-iters 0 would train nothing: give 1 or more (or leave it out for the spec's own)");
+    }
+    let configs = spec.configs()?;
     crate::files::create_dir(&opts.out, "--out")?;
     let mut results = Vec::new();
-    let configs = spec.configs()?;
     for (i, (variant, mut cfg)) in spec.variant.iter().zip(configs).enumerate() {
         if let Some(n) = opts.max_iters {
             cfg.train.max_iters = n;

@@ -38,22 +38,21 @@ pub fn attention_weights(
 }
 
 /// Writes `attention-layer<i>.svg` into `dir`, one heatmap per head (rows: the character that
-/// looks; columns: the characters it looks at). Returns the files written.
+/// looks; columns: the characters it looks at). Returns the files written. A text the model
+/// cannot read is refused before `dir` is made.
 pub fn write_attention_maps(
     model: &Gpt,
     tokenizer: &CharTokenizer,
     text: &str,
     dir: &Path,
 ) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(dir)?;
+    let layers = attention_weights(model, tokenizer, text)?;
+    crate::files::create_dir(dir, "--plot")?;
     let chars: Vec<String> = text.chars().map(|c| c.to_string()).collect();
     let t = chars.len();
     let n_head = model.config().n_head;
     let mut files = Vec::new();
-    for (layer, weights) in attention_weights(model, tokenizer, text)?
-        .iter()
-        .enumerate()
-    {
+    for (layer, weights) in layers.iter().enumerate() {
         let maps: Vec<Heatmap> = (0..n_head)
             .map(|h| Heatmap {
                 title: format!("head {}", h + 1),
