@@ -118,7 +118,7 @@ fn run() -> Result<()> {
     let args: Args = shige::cli::parse();
     let corpus = Corpus::load(&args.corpus).with_context(|| {
         format!(
-            "novelty is measured against the training split of {}: pass --corpus",
+            "novelty is measured against the training split of {} (--corpus chooses another)",
             args.corpus.display()
         )
     })?;
