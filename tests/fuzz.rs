@@ -252,6 +252,7 @@ impl Damage {
         };
         let i = ((self.at * span as f64) as usize).min(bytes.len().saturating_sub(1));
         match self.edit {
+            _ if bytes.is_empty() => bytes.push(self.byte), // nothing left to remove, change or cut
             0 => drop(bytes.remove(i)),
             1 => bytes.insert(i, self.byte),
             2 => bytes[i] = self.byte,
