@@ -1,7 +1,7 @@
 //! Property-based fuzzing of the places where raw user bytes enter: config files, ablation specs,
 //! prompts (with the form rules) and the files of a run directory. Nothing may panic; errors must
 //! be errors.
-//! `PROPTEST_CASES=N` runs more cases than the default 256 (see the README for a ten-minute run).
+//! `PROPTEST_CASES=N` runs more cases than the default 256 (the README gives a longer run).
 
 mod common;
 
