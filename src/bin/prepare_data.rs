@@ -54,9 +54,9 @@ fn run() -> Result<()> {
     let (rhymes, rhyme_groups) = rhyme_table(&args.rhymes, |t| opencc.convert(t))?;
     let tiny = tiny_subset(&poems);
     shige::files::create_dir(&args.out, "--out")?;
+    // Each file whole or not at all: data/ holds the shipped corpus that every run reads.
     let write = |name: &str, text: String| {
-        let path = args.out.join(name);
-        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))
+        shige::files::atomic_write(&args.out.join(name), text.as_bytes())
     };
     write(
         "poems.txt",
