@@ -322,7 +322,8 @@ fn bad_corpora_are_refused() {
         ),
     ];
     for (i, (case, corpus, expect)) in cases.iter().enumerate() {
-        let out = tmp.path().join(format!("out{i}"));
+        let parent = tmp.path().join(format!("new{i}"));
+        let out = parent.join("run");
         fails(
             case,
             TRAIN,
@@ -336,7 +337,7 @@ fn bad_corpora_are_refused() {
             ],
             expect,
         );
-        assert!(!out.exists(), "{case}: the run directory was created");
+        assert!(!parent.exists(), "{case}: the run's new parent was left");
     }
 }
 
@@ -1269,6 +1270,13 @@ fn commands_run_from_a_subfolder_say_where_the_shipped_files_are() {
     fails_in(&docs, "default corpus", HEADS, &[], &hint);
     fails_in(&docs, "scorer's corpus", SCORE, &["--val"], &hint);
     fails_in(&docs, "bench's config", BENCH, &["--steps", "1"], &hint);
+    fails_in(
+        &docs,
+        "the page's newest run",
+        SERVE,
+        &["--port", "0"],
+        &hint,
+    );
     let spec = "configs/ablations/heads.toml";
     fails_in(&docs, "ablation spec", ABLATE, &[spec], &hint);
     let tiny = root().join("configs/tiny.toml");
@@ -1321,7 +1329,7 @@ fn the_page_and_the_scorer_refuse_what_cannot_work() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
-        stderr.contains("no trained run under checkpoints/") && stderr.contains("--checkpoint"),
+        stderr.contains("no folder checkpoints in") && stderr.contains("--checkpoint"),
         "{stderr}"
     );
     // A port already taken.

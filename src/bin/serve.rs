@@ -44,7 +44,13 @@ fn newest_run(root: &Path) -> Result<PathBuf> {
             root.display()
         )
     };
-    let entries = std::fs::read_dir(root).map_err(|_| none())?;
+    let entries = std::fs::read_dir(root).map_err(|_| {
+        anyhow::anyhow!(
+            "no folder {}{}: train a run with `cargo run --release --bin train`, or pass --checkpoint",
+            root.display(),
+            shige::files::where_missing(root)
+        )
+    })?;
     entries
         .filter_map(|e| e.ok())
         .filter_map(|e| {

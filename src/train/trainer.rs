@@ -543,12 +543,12 @@ pub fn train(opts: TrainOptions) -> Result<TrainSummary> {
         // Checked before the lock too, so that no lock file is left in a directory refused.
         opts.run.check_fresh()?;
     }
-    let (had_dir, had_lock) = (opts.run.path.exists(), opts.run.file(LOCK_FILE).exists());
+    let (made, had_lock) = (opts.run.missing_dirs(), opts.run.file(LOCK_FILE).exists());
     let lock = opts.run.lock()?;
     let outcome = train_locked(&opts);
     if outcome.is_err() {
         drop(lock);
-        opts.run.tidy_after_failure(had_dir, had_lock);
+        opts.run.tidy_after_failure(&made, had_lock);
     }
     outcome
 }
