@@ -118,6 +118,24 @@ pub fn create_dir(dir: &Path, flag: &str) -> anyhow::Result<()> {
     })
 }
 
+/// `dir` and those of its parents that do not exist yet, innermost first: what [`create_dir`]
+/// would make, for [`remove_empty_dirs`] to remove again when the command fails.
+pub fn missing_dirs(dir: &Path) -> Vec<PathBuf> {
+    dir.ancestors()
+        .take_while(|d| !d.as_os_str().is_empty() && !d.exists())
+        .map(Path::to_path_buf)
+        .collect()
+}
+
+/// Removes the directories of [`missing_dirs`], innermost first, as long as they are empty.
+pub fn remove_empty_dirs(made: &[PathBuf]) {
+    for dir in made {
+        if std::fs::remove_dir(dir).is_err() {
+            break; // not empty: something was written there that must stay
+        }
+    }
+}
+
 /// The suffix every temporary file of [`atomic_write`] ends with.
 pub const TMP_SUFFIX: &str = ".tmp";
 

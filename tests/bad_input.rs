@@ -819,6 +819,14 @@ fn other_binaries_refuse_what_would_panic() {
             ),
             &["variant `3 heads`", "not divisible by n_head 3"],
         ),
+        (
+            "a variant whose corpus is not there",
+            spec(
+                "no-corpus.toml",
+                "name = \"c\"\nbase = \"configs/tiny.toml\"\n[[variant]]\nname = \"a\"\ntrain = { corpus = \"nope.txt\" }\n",
+            ),
+            &["variant `a`", "cannot read corpus nope.txt"],
+        ),
     ];
     let out = tmp.path().join("ablation");
     for (case, path, expect) in cases {

@@ -214,7 +214,18 @@ pub fn run(opts: &AblationOptions) -> Result<Vec<VariantResult>> {
         bail!("--max-iters 0 would train nothing: give 1 or more (or leave it out for the spec's own)");
     }
     let configs = spec.configs()?;
+    let made = crate::files::missing_dirs(&opts.out);
     crate::files::create_dir(&opts.out, "--out")?;
+    let results = run_variants(opts, configs);
+    if results.is_err() {
+        crate::files::remove_empty_dirs(&made);
+    }
+    results
+}
+
+/// [`run`] once the output directory is made: each variant in turn.
+fn run_variants(opts: &AblationOptions, configs: Vec<RunConfig>) -> Result<Vec<VariantResult>> {
+    let spec = &opts.spec;
     let mut results = Vec::new();
     for (i, (variant, mut cfg)) in spec.variant.iter().zip(configs).enumerate() {
         if let Some(n) = opts.max_iters {

@@ -257,26 +257,13 @@ impl RunDir {
     }
 
     /// Undoes what taking the lock added when training failed: the lock file if there was none,
-    /// and the directories `made` ([`RunDir::missing_dirs`] before the lock) while they are empty.
+    /// and the directories `made` ([`crate::files::missing_dirs`] before the lock) while they are
+    /// empty.
     pub fn tidy_after_failure(&self, made: &[PathBuf], had_lock: bool) {
         if !had_lock {
             let _ = std::fs::remove_file(self.file(LOCK_FILE));
         }
-        for dir in made {
-            if std::fs::remove_dir(dir).is_err() {
-                break; // not empty: something else was written there meanwhile
-            }
-        }
-    }
-
-    /// The run directory and those of its parents that do not exist yet, innermost first: what
-    /// [`RunDir::lock`] makes, and [`RunDir::tidy_after_failure`] removes again.
-    pub fn missing_dirs(&self) -> Vec<PathBuf> {
-        self.path
-            .ancestors()
-            .take_while(|dir| !dir.as_os_str().is_empty() && !dir.exists())
-            .map(Path::to_path_buf)
-            .collect()
+        crate::files::remove_empty_dirs(made);
     }
 
     /// Removes temporary files that a killed process left behind (the lock must be held).

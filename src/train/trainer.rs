@@ -543,7 +543,10 @@ pub fn train(opts: TrainOptions) -> Result<TrainSummary> {
         // Checked before the lock too, so that no lock file is left in a directory refused.
         opts.run.check_fresh()?;
     }
-    let (made, had_lock) = (opts.run.missing_dirs(), opts.run.file(LOCK_FILE).exists());
+    let (made, had_lock) = (
+        crate::files::missing_dirs(&opts.run.path),
+        opts.run.file(LOCK_FILE).exists(),
+    );
     let lock = opts.run.lock()?;
     let outcome = train_locked(&opts);
     if outcome.is_err() {
