@@ -8,6 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const TRAIN: &str = env!("CARGO_BIN_EXE_train");
+const ABLATE: &str = env!("CARGO_BIN_EXE_ablate");
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -119,6 +120,15 @@ fn sigkill_at_random_moments_loses_nothing() {
     );
 }
 
+/// Step, train loss and val loss of every row of a run's metrics (speed and time differ between
+/// runs).
+fn metric_rows(dir: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(dir.join("metrics.csv")).unwrap();
+    text.lines()
+        .map(|l| l.split(',').take(3).collect::<Vec<_>>().join(","))
+        .collect()
+}
+
 /// The step of a run's training state.
 fn state_step(dir: &Path) -> usize {
     read_safetensors(&dir.join(STATE_FILE)).unwrap().1["step"]
@@ -180,6 +190,60 @@ fn sigterm_saves_a_checkpoint_before_exiting() {
     a_signal_saves_a_checkpoint_before_exiting(libc::SIGTERM);
 }
 
+/// Ctrl-C during an ablation saves the variant in training and ends the ablation with 130; the
+/// same command then finishes it, and the interrupted variant ends with exactly the metrics of
+/// an uninterrupted twin.
+#[test]
+fn ctrl_c_during_an_ablation_saves_its_variant_and_the_same_command_continues() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = tmp.path().join("spec.toml");
+    let variant = |name: &str| {
+        format!("[[variant]]\nname = \"{name}\"\ntrain = {{ max_iters = {STEPS}, eval_interval = 10 }}\n")
+    };
+    let text = format!(
+        "name = \"sig\"\nbase = \"configs/tiny.toml\"\n{}{}",
+        variant("interrupted"),
+        variant("whole")
+    );
+    std::fs::write(&spec, text).unwrap();
+    let out = tmp.path().join("out");
+    let ablate = || {
+        Command::new(ABLATE)
+            .args([spec.to_str().unwrap(), "--out", out.to_str().unwrap()])
+            .current_dir(root())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (child, first) = (ablate(), out.join("interrupted"));
+    let started = Instant::now();
+    while !first.join(STATE_FILE).exists() {
+        assert!(started.elapsed() < Duration::from_secs(60), "no checkpoint");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    // SAFETY: kill() sends a signal to our own child process.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, libc::SIGINT);
+    }
+    let done = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    assert_eq!(done.status.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.contains("interrupted in variant `interrupted`")
+            && stderr.contains("the same command continues"),
+        "{stderr}"
+    );
+    assert!(state_step(&first) < STEPS, "the variant ran to its end");
+    assert!(!out.join("whole").exists(), "the next variant started");
+    let resumed = ablate().wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&resumed.stderr);
+    assert!(resumed.status.success(), "{stderr}");
+    assert!(out.join("results.md").exists(), "{stderr}");
+    assert_eq!(metric_rows(&first), metric_rows(&out.join("whole")));
+}
+
 /// Runs `train` with `args` to the end; panics with its stderr if it fails.
 fn train_ok(args: &[&str]) {
     let out = Command::new(TRAIN)
@@ -215,14 +279,7 @@ fn a_run_stopped_between_evaluations_resumes_to_the_same_metrics() {
     train_ok(&stopped_args);
     assert_eq!(state_step(&stopped), 95);
     train_ok(&["--resume", stopped.to_str().unwrap()]);
-    let metrics = |dir: &Path| {
-        let text = std::fs::read_to_string(dir.join("metrics.csv")).unwrap();
-        // step, train loss and val loss of every row (speed and time differ between runs)
-        text.lines()
-            .map(|l| l.split(',').take(3).collect::<Vec<_>>().join(","))
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(metrics(&stopped), metrics(&whole));
+    assert_eq!(metric_rows(&stopped), metric_rows(&whole));
 }
 
 #[test]

@@ -35,7 +35,14 @@ struct Args {
 }
 
 fn main() -> std::process::ExitCode {
-    shige::cli::report(run())
+    let outcome = run();
+    let interrupted = outcome.is_err() && shige::train::interrupt::requested();
+    let code = shige::cli::report(outcome);
+    match shige::train::interrupt::signal().filter(|_| interrupted) {
+        // 128 + the signal, as a shell reports a process that the signal ended (130 for Ctrl-C).
+        Some(signal) => std::process::ExitCode::from((128 + signal) as u8),
+        None => code,
+    }
 }
 
 fn run() -> Result<()> {
@@ -56,6 +63,8 @@ fn run() -> Result<()> {
         max_iters: args.max_iters,
         progress: !args.json,
     };
+    // Ctrl-C or SIGTERM saves the variant in training, as `train` does, and ends the ablation.
+    shige::train::interrupt::catch_ctrl_c();
     let results = rayon::scope(|_| ablation::run(&options))?;
     let spec = &options.spec;
     let table = report::markdown(spec, &results);

@@ -252,7 +252,7 @@ fn run_variants(opts: &AblationOptions, configs: Vec<RunConfig>) -> Result<Vec<V
         }
         if !done {
             let resume = run_dir.file(STATE_FILE).exists();
-            train(TrainOptions {
+            let summary = train(TrainOptions {
                 device: Device::Cpu,
                 config: cfg.clone(),
                 run: run_dir,
@@ -262,6 +262,15 @@ fn run_variants(opts: &AblationOptions, configs: Vec<RunConfig>) -> Result<Vec<V
                 kernels: crate::ops::Kernels::Fused,
             })
             .with_context(|| format!("variant `{}`", variant.name))?;
+            if summary.interrupted {
+                bail!(
+                    "interrupted in variant `{}` at step {}: its training state is saved in {}; \
+                     the same command continues from there",
+                    variant.name,
+                    summary.steps,
+                    dir.display()
+                );
+            }
         }
         results.push(measure(spec, variant, &dir)?);
     }
