@@ -120,6 +120,23 @@ fn fused_kernels() -> String {
     )
 }
 
+/// The most memory this process has held at once (its peak resident set size), in bytes; 0
+/// where the system does not say.
+pub fn peak_memory() -> u64 {
+    #[cfg(target_os = "linux")]
+    {
+        // VmHWM, the resident set's high-water mark, as getrusage's ru_maxrss reports it.
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map_or(0, |kb| kb.saturating_mul(1024))
+    }
+    #[cfg(not(target_os = "linux"))]
+    0
+}
+
 /// Memory the system can give this process without swapping, in bytes: MemAvailable from
 /// /proc/meminfo (where there is none, no limit is known and u64::MAX is returned).
 pub fn available_memory() -> u64 {

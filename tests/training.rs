@@ -166,3 +166,40 @@ fn bad_training_input_gets_clear_errors() {
     let err = RunConfig::load(&bad_toml).unwrap_err().to_string();
     assert!(err.contains("unknown field `n_layers`"), "{err}");
 }
+
+/// Setting up the shipped corpus once took 700 MB (its 1.6 M characters went through
+/// `tokenizers`' pipeline, hundreds of bytes each): the default model's run now peaks near
+/// 260 MB on 2 cores, and must stay well under the old figure.
+#[test]
+fn a_run_on_the_shipped_corpus_needs_no_memory_per_character_of_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_train"))
+        .args([
+            "--max-iters",
+            "1",
+            "--eval-interval",
+            "1",
+            "--warmup-iters",
+            "0",
+        ])
+        .args([
+            "--eval-iters",
+            "1",
+            "--json",
+            "--out",
+            dir.to_str().unwrap(),
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let peak = summary["peak_memory_bytes"].as_u64().unwrap();
+    if cfg!(target_os = "linux") {
+        assert!(peak > 0 && peak < 400_000_000, "peak memory {peak} bytes");
+    } else {
+        eprintln!("note: peak memory is read on Linux only: not checked here");
+    }
+}

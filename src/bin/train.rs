@@ -224,11 +224,18 @@ fn report(summary: &shige::train::TrainSummary, json: bool, eval_iters: usize) -
         shige::say!("{line}");
         return Ok(());
     }
+    let val = match summary.val_loss.is_finite() {
+        true => format!(
+            "val loss {:.4} (best {:.4}; {eval_iters} fixed batches)",
+            summary.val_loss, summary.best_val_loss
+        ),
+        false => "no evaluation yet".into(),
+    };
     shige::say!(
-        "done: {} steps, train loss {:.4}, val loss {:.4} (best {:.4}; {} fixed batches), {:.0} tokens/s, {:.0} s\n\
+        "done: {} steps, train loss {:.4}, {val}, {:.0} tokens/s, {:.0} s, peak memory {}\n\
          val loss of the final weights over the whole validation split: {:.4}\ncheckpoint: {}\nsamples:",
-        summary.steps, summary.train_loss, summary.val_loss, summary.best_val_loss, eval_iters,
-        summary.tokens_per_s, summary.wall_s, summary.val_loss_whole, summary.checkpoint
+        summary.steps, summary.train_loss, summary.tokens_per_s, summary.wall_s,
+        shige::machine::human_bytes(summary.peak_memory_bytes as f64), summary.val_loss_whole, summary.checkpoint
     );
     for s in &summary.samples {
         shige::say!("  {s}");

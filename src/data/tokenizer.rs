@@ -94,6 +94,20 @@ impl CharTokenizer {
                 ))),
             }
         }
+        // Every character alone, in id order, must come back as 0, 1, …: a file whose
+        // normalizer or pre-tokenizer merges or changes characters would give other ids.
+        let mut by_id = vec![NEWLINE; vocab.len()];
+        for (c, id) in tokenizer.chars() {
+            by_id[id as usize] = c; // every id is below vocab.len(), checked above
+        }
+        let every: String = by_id.into_iter().collect();
+        let expected: Vec<u32> = (0..vocab.len() as u32).collect();
+        if tokenizer.encode_with_pipeline(&every).ok() != Some(expected) {
+            return Err(cannot(
+                "its normalizer or pre-tokenizer does not give each character its own id: it was not written by this program"
+                    .into(),
+            ));
+        }
         Ok(tokenizer)
     }
 
@@ -143,21 +157,59 @@ impl CharTokenizer {
     }
 
     /// One id per character; characters outside the vocabulary are an error that names them.
+    ///
+    /// Looked up in the vocabulary, character by character: the ids that `tokenizers`' pipeline
+    /// gives ([`CharTokenizer::load`] checks that it splits every character alone), without the
+    /// hundreds of bytes per character of its `Encoding` (about 640 MB for the shipped corpus).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, DataError> {
-        let unknown = self.unknown_chars(text);
-        if !unknown.is_empty() {
-            return Err(DataError::UnknownChars(unknown));
-        }
-        Ok(self
-            .inner
-            .encode(text, false)
-            .map_err(tok_err)?
-            .get_ids()
-            .to_vec())
+        text.chars()
+            .map(|c| self.id(c))
+            .collect::<Option<Vec<u32>>>()
+            .ok_or_else(|| DataError::UnknownChars(self.unknown_chars(text)))
+    }
+
+    /// [`CharTokenizer::encode`] through `tokenizers`' own pipeline (pre-tokenizer and model).
+    fn encode_with_pipeline(&self, text: &str) -> Result<Vec<u32>, DataError> {
+        let encoding = self.inner.encode(text, false).map_err(tok_err)?;
+        Ok(encoding.get_ids().to_vec())
     }
 
     /// The text of `ids`.
     pub fn decode(&self, ids: &[u32]) -> Result<String, DataError> {
         self.inner.decode(ids, false).map_err(tok_err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_vocabulary_lookup_gives_the_ids_of_tokenizers_own_pipeline() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(root.join("data/tiny.txt")).unwrap();
+        let tokenizer = CharTokenizer::from_text(&text).unwrap();
+        let ids = tokenizer.encode(&text).unwrap();
+        assert_eq!(ids.len(), text.chars().count());
+        assert_eq!(ids, tokenizer.encode_with_pipeline(&text).unwrap());
+        let reloaded = tokenizer.to_json().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("tokenizer.json"), reloaded).unwrap();
+        let loaded = CharTokenizer::load(&dir.path().join("tokenizer.json")).unwrap();
+        assert_eq!(loaded.encode(&text).unwrap(), ids);
+    }
+
+    #[test]
+    fn a_file_whose_pipeline_merges_characters_is_refused() {
+        let tokenizer = CharTokenizer::from_text("白日依山尽\n").unwrap();
+        let json = tokenizer.to_json().unwrap();
+        // Whitespace-split pieces instead of single characters: 白日依山尽 would be one unknown piece.
+        let mut value: serde_json::Value = serde_json::from_str(&json).unwrap();
+        value["pre_tokenizer"] = serde_json::json!({ "type": "Whitespace" });
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokenizer.json");
+        std::fs::write(&path, value.to_string()).unwrap();
+        let err = CharTokenizer::load(&path).err().expect("refused");
+        assert!(err.to_string().contains("its own id"), "{err}");
     }
 }

@@ -47,6 +47,8 @@ pub struct TrainSummary {
     pub samples: Vec<String>,
     /// Whether Ctrl-C stopped the run early (after saving a checkpoint).
     pub interrupted: bool,
+    /// The process's peak resident memory so far, in bytes (0 where the system does not say).
+    pub peak_memory_bytes: u64,
 }
 
 /// How a run is started.
@@ -626,5 +628,6 @@ fn train_locked(opts: &TrainOptions) -> Result<TrainSummary> {
         checkpoint: s.run.path.display().to_string(),
         samples: final_samples(&s)?,
         interrupted: p.step < end,
+        peak_memory_bytes: crate::machine::peak_memory(),
     })
 }
