@@ -45,12 +45,9 @@ pub fn read_limited(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
 /// `" in /home/u/shige/docs; /home/u/shige/configs/default.toml exists: run from /home/u/shige or
 /// give that path"`. Empty for an absolute path.
 pub fn where_missing(path: &Path) -> String {
-    let Ok(cwd) = std::env::current_dir() else {
+    let Some(cwd) = std::env::current_dir().ok().filter(|_| path.is_relative()) else {
         return String::new();
     };
-    if path.is_absolute() {
-        return String::new();
-    }
     let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
     let shipped = repo.join(path);
     if repo != cwd && shipped.exists() {

@@ -121,31 +121,25 @@ fn fused_kernels() -> String {
 }
 
 /// The most memory this process has held at once (its peak resident set size), in bytes; 0
-/// where the system does not say.
+/// where the system does not say. VmHWM, the resident set's high-water mark, is what
+/// getrusage's ru_maxrss reports.
 pub fn peak_memory() -> u64 {
-    #[cfg(target_os = "linux")]
-    {
-        // VmHWM, the resident set's high-water mark, as getrusage's ru_maxrss reports it.
-        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .map_or(0, |kb| kb.saturating_mul(1024))
-    }
-    #[cfg(not(target_os = "linux"))]
-    0
+    proc_bytes("/proc/self/status", "VmHWM:").unwrap_or(0)
+}
+
+/// The value of `key` in a /proc file of `key  N kB` lines, in bytes; None where the file or the
+/// key is absent (not Linux).
+fn proc_bytes(file: &str, key: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(file).ok()?;
+    let kb = text.lines().find_map(|l| l.strip_prefix(key))?;
+    let kb: u64 = kb.trim().trim_end_matches("kB").trim().parse().ok()?;
+    Some(kb.saturating_mul(1024))
 }
 
 /// Memory the system can give this process without swapping, in bytes: MemAvailable from
 /// /proc/meminfo (where there is none, no limit is known and u64::MAX is returned).
 pub fn available_memory() -> u64 {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    meminfo
-        .lines()
-        .find_map(|l| l.strip_prefix("MemAvailable:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(u64::MAX, |kb| kb.saturating_mul(1024))
+    proc_bytes("/proc/meminfo", "MemAvailable:").unwrap_or(u64::MAX)
 }
 
 /// Bytes for people: `713 MB`, `2.4 GB`, `3.1e+12 GB`.

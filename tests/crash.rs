@@ -136,27 +136,38 @@ fn state_step(dir: &Path) -> usize {
         .unwrap()
 }
 
-/// Sends `signal` to a tiny run between two checkpoints: it saves its training state at the step
-/// it is on, exits with 128 + signal, and resumes to the end with the uninterrupted run's metrics.
-fn a_signal_saves_a_checkpoint_before_exiting(signal: libc::c_int) {
-    let tmp = tempfile::tempdir().unwrap();
-    let dir = tmp.path().join("run");
-    let child = start(&dir);
-    // Wait for the first checkpoint, then a little more, so that the signal usually lands
-    // mid-interval. On a loaded machine it may land before the next step ends: then the state is
-    // saved again at the checkpoint's step, which is as correct (the exact resume from a
-    // mid-interval stop is tested with --stop-at below).
+/// Waits until the run in `dir` has written its first training state, then 50 ms more, so that a
+/// signal sent next usually lands between two checkpoints.
+fn wait_past_first_checkpoint(dir: &Path) {
     let started = Instant::now();
     while !dir.join(STATE_FILE).exists() {
         assert!(started.elapsed() < Duration::from_secs(60), "no checkpoint");
         std::thread::sleep(Duration::from_millis(10));
     }
     std::thread::sleep(Duration::from_millis(50));
-    let saved_before = last_metrics(&dir).0;
+}
+
+/// Sends `signal` to `child`.
+fn send(child: &Child, signal: libc::c_int) {
     // SAFETY: kill() sends a signal to our own child process.
     unsafe {
         libc::kill(child.id() as libc::pid_t, signal);
     }
+}
+
+/// Sends `signal` to a tiny run between two checkpoints: it saves its training state at the step
+/// it is on, exits with 128 + signal, and resumes to the end with the uninterrupted run's metrics.
+fn a_signal_saves_a_checkpoint_before_exiting(signal: libc::c_int) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    let child = start(&dir);
+    // The signal usually lands mid-interval. On a loaded machine it may land before the next
+    // step ends: then the state is
+    // saved again at the checkpoint's step, which is as correct (the exact resume from a
+    // mid-interval stop is tested with --stop-at below).
+    wait_past_first_checkpoint(&dir);
+    let saved_before = last_metrics(&dir).0;
+    send(&child, signal);
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(128 + signal), "{stderr}");
@@ -217,16 +228,8 @@ fn ctrl_c_during_an_ablation_saves_its_variant_and_the_same_command_continues() 
             .unwrap()
     };
     let (child, first) = (ablate(), out.join("interrupted"));
-    let started = Instant::now();
-    while !first.join(STATE_FILE).exists() {
-        assert!(started.elapsed() < Duration::from_secs(60), "no checkpoint");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    std::thread::sleep(Duration::from_millis(50));
-    // SAFETY: kill() sends a signal to our own child process.
-    unsafe {
-        libc::kill(child.id() as libc::pid_t, libc::SIGINT);
-    }
+    wait_past_first_checkpoint(&first);
+    send(&child, libc::SIGINT);
     let done = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&done.stderr);
     assert_eq!(done.status.code(), Some(130), "{stderr}");
