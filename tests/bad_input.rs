@@ -572,6 +572,40 @@ fn bad_prompts_and_flags_are_refused() {
         &["--resume", tmp.path().join("none").to_str().unwrap()],
         &["no run to resume"],
     );
+    let none = tmp.path().join("none");
+    fails(
+        "resume of nothing, with a config",
+        TRAIN,
+        &[
+            "--config",
+            "configs/tiny.toml",
+            "--resume",
+            none.to_str().unwrap(),
+        ],
+        &["no run to resume"],
+    );
+    assert!(!none.exists(), "resume of nothing made its directory");
+    // A run's file given where its directory belongs, through each binary that reads a run.
+    let weights = run.join("model.safetensors");
+    let weights = weights.to_str().unwrap();
+    let expect: &[&str] = &["is a file, not a run directory", dir];
+    fails("resume of a file", TRAIN, &["--resume", weights], expect);
+    let with_config = ["--config", "configs/tiny.toml", "--resume", weights];
+    fails(
+        "resume of a file, with a config",
+        TRAIN,
+        &with_config,
+        expect,
+    );
+    for (bin, extra) in [
+        (SAMPLE, None),
+        (HEADS, None),
+        (SERVE, None),
+        (SCORE, Some("--val")),
+    ] {
+        let args: Vec<&str> = ["--checkpoint", weights].into_iter().chain(extra).collect();
+        fails(&format!("a file as the run of {bin}"), bin, &args, expect);
+    }
     // Devices this build cannot drive.
     fails(
         "unknown device",

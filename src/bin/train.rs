@@ -171,13 +171,7 @@ fn config_path(args: &Args) -> Result<PathBuf> {
         (None, Some(dir)) => dir,
     };
     let file = shige::train::checkpoint::CONFIG_FILE;
-    if !dir.exists() {
-        bail!(
-            "no run to resume at {}{}: give --resume a run directory that `train` wrote, or start one with --out {0}",
-            dir.display(),
-            shige::files::where_missing(dir)
-        );
-    }
+    RunDir::new(dir).check_resumable()?;
     if !dir.join(file).exists() {
         bail!(
             "{} holds no run to resume (no {file}): start one with --out {0}",

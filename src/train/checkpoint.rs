@@ -218,6 +218,25 @@ impl RunDir {
         Ok(RunLock { _file: file })
     }
 
+    /// Checks that a run can be resumed from here: a directory holding a training state.
+    pub fn check_resumable(&self) -> Result<()> {
+        refuse_file(&self.path)?;
+        if !self.path.exists() {
+            bail!(
+                "no run to resume at {}{}: give --resume a run directory that `train` wrote, or start one with --out {0}",
+                self.path.display(),
+                crate::files::where_missing(&self.path)
+            );
+        }
+        if !self.holds_run() {
+            bail!(
+                "{} holds no checkpoint to resume ({STATE_FILE} is missing): start a new run with --out {0}",
+                self.path.display()
+            );
+        }
+        Ok(())
+    }
+
     /// Checks that a new run may start here: the directory is absent or holds nothing but what an
     /// earlier run of this program left before its first file (its lock and temporary files).
     pub fn check_fresh(&self) -> Result<()> {
@@ -281,6 +300,24 @@ impl RunDir {
     }
 }
 
+/// Refuses a file given where a run directory is expected, naming the run that holds it.
+fn refuse_file(path: &Path) -> Result<()> {
+    if !path.exists() || path.is_dir() {
+        return Ok(());
+    }
+    match path.parent().filter(|p| p.join(CONFIG_FILE).exists()) {
+        Some(run) => bail!(
+            "{} is a file, not a run directory: give the directory that holds it, {}",
+            path.display(),
+            run.display()
+        ),
+        None => bail!(
+            "{} is a file, not a run directory: give the directory that `train` wrote",
+            path.display()
+        ),
+    }
+}
+
 /// A trained model ready for use: the model, its tokenizer and the run's config.
 pub struct LoadedRun {
     /// The model with the best weights of the run.
@@ -300,6 +337,7 @@ pub fn load_run(dir: &Path) -> Result<LoadedRun> {
 /// [`load_run`] onto `device`.
 pub fn load_run_on(dir: &Path, device: &Device) -> Result<LoadedRun> {
     let run = RunDir::new(dir);
+    refuse_file(dir)?;
     if !dir.is_dir() {
         bail!(
             "no run directory at {}{}: train one with `cargo run --release --bin train` (it prints where it writes)",

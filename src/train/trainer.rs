@@ -200,12 +200,9 @@ fn check_memory(cfg: &RunConfig) -> Result<()> {
 /// temporary files of killed processes cleared. Call it holding the directory's lock.
 fn set_up(opts: &TrainOptions) -> Result<Setup> {
     let (run, mut cfg) = (opts.run.clone(), opts.config.clone());
-    if opts.resume {
-        if !run.holds_run() {
-            bail!("{} holds no checkpoint to resume ({STATE_FILE} is missing): start a new run with --out", run.path.display());
-        }
-    } else {
-        run.check_fresh()?;
+    match opts.resume {
+        true => run.check_resumable()?,
+        false => run.check_fresh()?,
     }
     run.remove_temporary_files();
     let corpus = load_corpus(&cfg, opts.progress)?;
@@ -541,9 +538,10 @@ fn progress_bar(show: bool, len: usize, position: usize) -> ProgressBar {
 /// evaluations (`stop_at`, Ctrl-C, SIGTERM) saves its training state without evaluating, so that
 /// its resumption gives exactly the metrics of an uninterrupted run.
 pub fn train(opts: TrainOptions) -> Result<TrainSummary> {
-    if !opts.resume {
-        // Checked before the lock too, so that no lock file is left in a directory refused.
-        opts.run.check_fresh()?;
+    // Checked before the lock too, so that no lock file or directory is left where refused.
+    match opts.resume {
+        true => opts.run.check_resumable()?,
+        false => opts.run.check_fresh()?,
     }
     let (made, had_lock) = (
         crate::files::missing_dirs(&opts.run.path),
