@@ -9,12 +9,25 @@ pub fn parse<A: clap::Parser>() -> A {
         if !err.use_stderr() {
             err.exit()
         }
-        let text = err.to_string();
-        let first = text.lines().next().unwrap_or("").trim();
-        let what = first.strip_prefix("error: ").unwrap_or(first);
-        crate::note!("error: {what}; see --help");
+        crate::note!("error: {}; see --help", clap_message(&err.to_string()));
         std::process::exit(2)
     })
+}
+
+/// clap's message on one line: its first paragraph (where a list of missing arguments follows
+/// its heading line) and its tips, without the usage that `--help` gives in full.
+fn clap_message(text: &str) -> String {
+    let mut paragraphs = text.split("\n\n").map(|p| {
+        let lines: Vec<&str> = p.lines().map(str::trim).collect();
+        lines.join(" ")
+    });
+    let first = paragraphs.next().unwrap_or_default();
+    let what = first.strip_prefix("error: ").unwrap_or(&first).to_string();
+    let tips = paragraphs.filter(|p| p.starts_with("tip:"));
+    std::iter::once(what)
+        .chain(tips)
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// Lets a write into a closed pipe end the process quietly, as it ends `cat` or `grep`
@@ -77,4 +90,38 @@ pub fn one_line(err: &anyhow::Error) -> String {
         }
     }
     parts.join(": ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::clap_message;
+    use clap::Parser;
+
+    #[derive(Parser, Debug)]
+    struct Flags {
+        #[arg(long)]
+        plot: Option<String>,
+        #[arg(long, requires = "plot")]
+        poem: Option<String>,
+    }
+
+    fn message(args: &[&str]) -> String {
+        let err = Flags::try_parse_from(args).expect_err("these flags are wrong");
+        clap_message(&err.to_string())
+    }
+
+    #[test]
+    fn clap_errors_keep_what_is_missing_and_the_tip_on_one_line() {
+        let missing = message(&["bin", "--poem", "x"]);
+        assert_eq!(
+            missing,
+            "the following required arguments were not provided: --plot <PLOT>"
+        );
+        let typo = message(&["bin", "--pome", "x"]);
+        assert!(
+            typo.starts_with("unexpected argument '--pome' found; tip:"),
+            "{typo}"
+        );
+        assert!(typo.contains("'--poem'") && !typo.contains('\n'), "{typo}");
+    }
 }

@@ -541,6 +541,11 @@ fn bad_prompts_and_flags_are_refused() {
             vec!["--temperature", "warm"],
             &["invalid value", "--help"],
         ),
+        (
+            "f32 weights without the cache",
+            vec!["--no-cache", "--f32-weights"],
+            &["'--no-cache' cannot be used with '--f32-weights'"],
+        ),
     ];
     for (case, flags, expect) in cases {
         let mut args = vec!["--checkpoint", dir];
@@ -807,6 +812,21 @@ fn other_binaries_refuse_what_would_panic() {
         fails(case, HEADS, &args, &[expect]);
         assert!(!plots.exists(), "{case}: the --plot directory was made");
     }
+    // A poem is only drawn for a trained run: without both flags it would be ignored.
+    let poem = ["--poem", "山依日白尽"];
+    let expect = ["not provided: --plot <PLOT> --checkpoint <CHECKPOINT>"];
+    fails("a poem and nothing to draw", HEADS, &poem, &expect);
+    let untrained = [&poem[..], &["--plot", plot]].concat();
+    fails(
+        "a poem for untrained models",
+        HEADS,
+        &untrained,
+        &["--checkpoint"],
+    );
+    assert!(
+        !plots.exists(),
+        "a poem for untrained models: --plot was made"
+    );
     fails(
         "bench without steps",
         BENCH,

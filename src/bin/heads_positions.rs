@@ -26,9 +26,10 @@ struct Args {
     /// layer's attention weights over --poem.
     #[arg(long)]
     plot: Option<PathBuf>,
-    /// The poem whose attention --plot draws.
+    /// The poem whose attention --plot draws (with --checkpoint).
     #[arg(
         long,
+        requires_all = ["plot", "checkpoint"],
         default_value = "白日依山尽，黄河入海流。欲穷千里目，更上一层楼。"
     )]
     poem: String,

@@ -78,7 +78,7 @@ struct Args {
     /// With the cache, read the weight matrices in f32: exactly the model's products. By default
     /// they are rounded once to f16 where the CPU converts it in hardware (F16C): about 1.5× the
     /// speed, each logit within about 10⁻³ of its scale.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "no_cache")]
     f32_weights: bool,
     /// One JSON object per line per sample, instead of plain text.
     #[arg(long)]
