@@ -138,8 +138,11 @@ fn bad_training_input_gets_clear_errors() {
     let mut other = cfg.clone();
     other.model.n_layer = 3;
     assert!(error_of(run(&other, &dir, true, None)).contains("model config differs"));
-    assert!(error_of(run(&cfg, &tmp.path().join("none"), true, None))
-        .contains("no checkpoint to resume"));
+    let none = tmp.path().join("none");
+    assert!(error_of(run(&cfg, &none, true, None)).contains("no run to resume"));
+    assert!(!none.exists(), "the directory to resume was made");
+    std::fs::create_dir(&none).unwrap();
+    assert!(error_of(run(&cfg, &none, true, None)).contains("no checkpoint to resume"));
 
     let mut bad = cfg.clone();
     bad.train.corpus = "/nonexistent.txt".into();

@@ -171,7 +171,7 @@ fn config_path(args: &Args) -> Result<PathBuf> {
         (None, Some(dir)) => dir,
     };
     let file = shige::train::checkpoint::CONFIG_FILE;
-    RunDir::new(dir).check_resumable()?;
+    RunDir::new(dir).check_present()?;
     if !dir.join(file).exists() {
         bail!(
             "{} holds no run to resume (no {file}): start one with --out {0}",

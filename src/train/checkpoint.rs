@@ -218,8 +218,9 @@ impl RunDir {
         Ok(RunLock { _file: file })
     }
 
-    /// Checks that a run can be resumed from here: a directory holding a training state.
-    pub fn check_resumable(&self) -> Result<()> {
+    /// Checks that the directory to resume exists and is one (what it holds is checked under its
+    /// lock, by [`RunDir::check_resumable`]: another process may be writing its first checkpoint).
+    pub fn check_present(&self) -> Result<()> {
         refuse_file(&self.path)?;
         if !self.path.exists() {
             bail!(
@@ -228,6 +229,12 @@ impl RunDir {
                 crate::files::where_missing(&self.path)
             );
         }
+        Ok(())
+    }
+
+    /// Checks that a run can be resumed from here: a directory holding a training state.
+    pub fn check_resumable(&self) -> Result<()> {
+        self.check_present()?;
         if !self.holds_run() {
             bail!(
                 "{} holds no checkpoint to resume ({STATE_FILE} is missing): start a new run with --out {0}",

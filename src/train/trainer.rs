@@ -540,7 +540,7 @@ fn progress_bar(show: bool, len: usize, position: usize) -> ProgressBar {
 pub fn train(opts: TrainOptions) -> Result<TrainSummary> {
     // Checked before the lock too, so that no lock file or directory is left where refused.
     match opts.resume {
-        true => opts.run.check_resumable()?,
+        true => opts.run.check_present()?,
         false => opts.run.check_fresh()?,
     }
     let (made, had_lock) = (
