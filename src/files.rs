@@ -136,6 +136,11 @@ pub fn remove_empty_dirs(made: &[PathBuf]) {
 /// The suffix every temporary file of [`atomic_write`] ends with.
 pub const TMP_SUFFIX: &str = ".tmp";
 
+/// Whether `name` is one of [`atomic_write`]'s temporary files (a killed process may leave one).
+pub fn is_temporary(name: &str) -> bool {
+    name.starts_with('.') && name.ends_with(TMP_SUFFIX)
+}
+
 /// A temporary name beside `path` that no other write uses: `.NAME.PID.N.tmp`.
 fn temporary_path(path: &Path) -> PathBuf {
     static COUNTER: AtomicU64 = AtomicU64::new(0);

@@ -905,6 +905,22 @@ fn other_binaries_refuse_what_would_panic() {
     ];
     fails("no step", ABLATE, &zero, &["--max-iters 0"]);
     assert!(!out.exists(), "no step: the output directory was made");
+    // An --out that holds what no ablation wrote: nothing there is written over or mixed in.
+    for (case, file) in [("notes", "notes.txt"), ("results", "results.md")] {
+        let theirs = tmp.path().join(case);
+        std::fs::create_dir(&theirs).unwrap();
+        std::fs::write(theirs.join(file), "kept").unwrap();
+        let args = [&good_spec, "--out", theirs.to_str().unwrap()];
+        fails(
+            &format!("an --out with {case} of its own"),
+            ABLATE,
+            &args,
+            &[file],
+        );
+        let entries = std::fs::read_dir(&theirs).unwrap().count();
+        assert_eq!(entries, 1, "{case}: something was added");
+        assert_eq!(std::fs::read_to_string(theirs.join(file)).unwrap(), "kept");
+    }
     // An output directory that is a file, through each binary that writes one.
     let file = tmp.path().join("a-file");
     std::fs::write(&file, "kept").unwrap();

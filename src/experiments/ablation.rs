@@ -17,7 +17,8 @@ use crate::data::{Corpus, Split, Splits};
 use crate::experiments::{heads_positions, probe};
 use crate::model::Mode;
 use crate::train::checkpoint::{
-    load_run, read_safetensors, RunDir, CONFIG_FILE, METRICS_FILE, MODEL_FILE, STATE_FILE,
+    load_run, read_safetensors, RunDir, CONFIG_FILE, LOCK_FILE, METRICS_FILE, MODEL_FILE,
+    STATE_FILE,
 };
 use crate::train::metrics::read_metrics;
 use crate::train::{train, TrainOptions};
@@ -214,6 +215,7 @@ pub fn run(opts: &AblationOptions) -> Result<Vec<VariantResult>> {
         bail!("--max-iters 0 would train nothing: give 1 or more (or leave it out for the spec's own)");
     }
     let configs = spec.configs()?;
+    check_out(&opts.out)?;
     let made = crate::files::missing_dirs(&opts.out);
     crate::files::create_dir(&opts.out, "--out")?;
     let results = run_variants(opts, configs);
@@ -221,6 +223,52 @@ pub fn run(opts: &AblationOptions) -> Result<Vec<VariantResult>> {
         crate::files::remove_empty_dirs(&made);
     }
     results
+}
+
+/// The files an ablation writes into its output directory, beside one run directory per variant.
+pub const RESULT_FILES: [&str; 3] = ["results.md", "results.csv", "curves.svg"];
+
+/// Checks that `out` can take an ablation without writing over anything it did not write: it
+/// is absent or empty, or holds what an earlier ablation left there (run directories, and its
+/// results beside them).
+fn check_out(out: &Path) -> Result<()> {
+    let Ok(entries) = std::fs::read_dir(out) else {
+        return Ok(());
+    };
+    let (mut runs, mut results, mut foreign) = (0, Vec::new(), Vec::new());
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if is_run_dir(&entry.path()) {
+            runs += 1;
+        } else if RESULT_FILES.contains(&name.as_str()) {
+            results.push(name);
+        } else if !crate::files::is_temporary(&name) {
+            foreign.push(name);
+        }
+    }
+    if !foreign.is_empty() {
+        foreign.sort();
+        bail!(
+            "{} holds what no ablation wrote ({}): choose a new or empty directory for --out, or the one of an earlier ablation to continue it",
+            out.display(),
+            foreign.join(", ")
+        );
+    }
+    if runs == 0 && !results.is_empty() {
+        results.sort();
+        bail!(
+            "{} holds {} but no run of an ablation: choose another --out (nothing there is written over)",
+            out.display(),
+            results.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// Whether `dir` is a run directory, or one that a run stopped before its first checkpoint left.
+fn is_run_dir(dir: &Path) -> bool {
+    let empty = || std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_none());
+    dir.is_dir() && (dir.join(CONFIG_FILE).exists() || dir.join(LOCK_FILE).exists() || empty())
 }
 
 /// [`run`] once the output directory is made: each variant in turn.

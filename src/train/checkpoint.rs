@@ -265,8 +265,7 @@ impl RunDir {
                     self.path.display()
                 );
             }
-            let ours = name == LOCK_FILE
-                || (name.starts_with('.') && name.ends_with(crate::files::TMP_SUFFIX));
+            let ours = name == LOCK_FILE || crate::files::is_temporary(&name);
             if !ours {
                 foreign.push(name);
             }
@@ -300,7 +299,7 @@ impl RunDir {
             .flatten()
         {
             let name = entry.file_name().to_string_lossy().into_owned();
-            if name.starts_with('.') && name.ends_with(crate::files::TMP_SUFFIX) {
+            if crate::files::is_temporary(&name) {
                 let _ = std::fs::remove_file(entry.path());
             }
         }
