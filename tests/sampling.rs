@@ -475,11 +475,7 @@ fn a_texts_likelihood_is_the_mean_of_its_tokens_log_probabilities() {
     let expected = logits
         .iter()
         .zip(&ids[1..])
-        .map(|(row, &next)| {
-            let max = row.iter().fold(f64::NEG_INFINITY, |m, &l| m.max(l as f64));
-            let total: f64 = row.iter().map(|&l| (l as f64 - max).exp()).sum();
-            max + total.ln() - row[next as usize] as f64
-        })
+        .map(|(row, &next)| neg_log_softmax(row, next))
         .sum::<f64>()
         / 11.0;
     let nll = shige::sample::mean_nll(&model, &ids).unwrap();
@@ -488,4 +484,43 @@ fn a_texts_likelihood_is_the_mean_of_its_tokens_log_probabilities() {
         "{nll} against {expected}"
     );
     assert!(shige::sample::mean_nll(&model, &ids[..1]).is_err());
+}
+
+/// −log softmax(row)[next], in f64.
+fn neg_log_softmax(row: &[f32], next: u32) -> f64 {
+    let max = row.iter().fold(f64::NEG_INFINITY, |m, &l| m.max(l as f64));
+    let total: f64 = row.iter().map(|&l| (l as f64 - max).exp()).sum();
+    max + total.ln() - row[next as usize] as f64
+}
+
+#[test]
+fn past_a_learned_table_each_token_is_scored_in_the_context_generation_gives_it() {
+    // block_size 16: generation crops its context to the last 8 tokens whenever it would
+    // outgrow 16, so the 39 targets of a 40-token text are predicted from contexts that start
+    // at token 0 (targets 1–16), 9 (17–25), 18 (26–34) and 27 (35–39).
+    let (model, _) = Gpt::seeded(
+        &common::small_config(40, 2, Position::Learned),
+        4,
+        &Device::Cpu,
+    )
+    .unwrap();
+    let ids: Vec<u32> = (0..40).map(|i| (i * 11 % 40) as u32).collect();
+    let start = |target: usize| match target {
+        1..=16 => 0,
+        17..=25 => 9,
+        26..=34 => 18,
+        _ => 27,
+    };
+    let expected = (1..40)
+        .map(|t| {
+            let logits = common::full_logits(&model, &ids[start(t)..t]); // (T, V)
+            neg_log_softmax(logits.last().unwrap(), ids[t])
+        })
+        .sum::<f64>()
+        / 39.0;
+    let nll = shige::sample::mean_nll(&model, &ids).unwrap();
+    assert!(
+        (nll - expected).abs() < 1e-5 * expected,
+        "{nll} against {expected}"
+    );
 }

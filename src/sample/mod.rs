@@ -221,11 +221,7 @@ fn decode(
     rng: &mut ChaCha8Rng,
     on_token: &mut (dyn FnMut(u32) + Send),
 ) -> Result<Vec<u32>> {
-    let cfg = model.config();
-    let window = match cfg.position {
-        Position::Learned => cfg.block_size,
-        _ => usize::MAX,
-    };
+    let window = context_window(model);
     let mut context = prompt.to_vec();
     let mut start = 0; // the first token of the context the model sees
 
@@ -238,8 +234,9 @@ fn decode(
         if gen.cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
             break;
         }
-        if context.len() - start > window {
-            start = context.len() - (window / 2).max(1);
+        let cropped = crop(start, context.len(), window);
+        if cropped != start {
+            start = cropped;
             if let Some((_, state)) = &mut cache {
                 state.clear();
             }
@@ -264,18 +261,56 @@ fn decode(
     Ok(new)
 }
 
+/// The most tokens the model can see at once: block_size with a learned position table, which
+/// stops there; no limit for the other schemes.
+fn context_window(model: &Gpt) -> usize {
+    let cfg = model.config();
+    match cfg.position {
+        Position::Learned => cfg.block_size,
+        _ => usize::MAX,
+    }
+}
+
+/// Where the context the model sees starts, for a text of `len` tokens whose context started at
+/// `start`: where it outgrows `window`, its last window/2 tokens (generation's crop, in jumps).
+fn crop(start: usize, len: usize, window: usize) -> usize {
+    match len - start > window {
+        true => len - (window / 2).max(1),
+        false => start,
+    }
+}
+
 /// The model's mean negative log-likelihood (nats per token) of `ids[1..]`, each token given the
 /// ones before it: how likely the model finds a text (the first token, e.g. the newline that
-/// opens a poem, is given).
+/// opens a poem, is given). Past a learned table's block_size each token is given the context
+/// that generation would have given it (see [`crop`]).
 pub fn mean_nll(model: &Gpt, ids: &[u32]) -> Result<f64> {
     if ids.len() < 2 {
         bail!("a likelihood needs at least one token after the first")
     }
-    let device = model.device();
-    let x = Tensor::new(&ids[..ids.len() - 1], device)?.unsqueeze(0)?; // (1, T)
-    let y = Tensor::new(&ids[1..], device)?.unsqueeze(0)?; // (1, T)
-    let loss = model.loss(&x, &y, &mut crate::model::Mode::Eval)?;
-    loss.to_dtype(candle_core::DType::F64)?.to_scalar::<f64>()
+    let window = context_window(model);
+    // Each stretch of targets ids[first..end] is predicted from contexts that begin at `start`.
+    let (mut stretches, mut start, mut first) = (Vec::new(), 0, 1);
+    for target in 1..ids.len() {
+        let cropped = crop(start, target, window);
+        if cropped != start {
+            stretches.push((start, first..target));
+            (start, first) = (cropped, target);
+        }
+    }
+    stretches.push((start, first..ids.len()));
+    let mut total = 0.0;
+    for (start, targets) in stretches {
+        let x = Tensor::new(&ids[start..targets.end - 1], model.device())?.unsqueeze(0)?; // (1, T)
+        let logits = model
+            .forward(&x, &mut crate::model::Mode::Eval)?
+            .squeeze(0)?; // (T, V)
+        let log_p: Vec<Vec<f32>> = candle_nn::ops::log_softmax(&logits, 1)?.to_vec2()?; // (T, V)
+        for target in targets {
+            total -= f64::from(log_p[target - 1 - start][ids[target] as usize]);
+        }
+    }
+    Ok(total / (ids.len() - 1) as f64)
 }
 
 /// Logits (V,) after `context`, recomputing every position (nanoGPT's way).

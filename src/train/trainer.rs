@@ -1,7 +1,8 @@
 //! The training loop: batches, loss, backward, clipping, AdamW, evaluation, checkpoints, progress.
 
 use crate::config::RunConfig;
-use crate::data::{tokenizer::NEWLINE, CharTokenizer, Corpus, Split, Splits};
+use crate::data::error::describe_char;
+use crate::data::{tokenizer::NEWLINE, CharTokenizer, Corpus, DataError, Split, Splits};
 use crate::files::atomic_write;
 use crate::model::Gpt;
 use crate::ops::Precision;
@@ -219,7 +220,15 @@ fn set_up(opts: &TrainOptions) -> Result<Setup> {
     if opts.resume {
         check_resume(&run, &cfg)?;
     }
-    let splits = Splits::new(&corpus, &tokenizer, cfg.model.block_size)?;
+    let splits = match Splits::new(&corpus, &tokenizer, cfg.model.block_size) {
+        Err(DataError::UnknownChars(chars)) if opts.resume => bail!(
+            "{} has {} characters that the run's vocabulary lacks (such as {}): a run keeps the vocabulary of the corpus it started on, so resume with that corpus (or a part of it), or start a new run with --out",
+            cfg.train.corpus,
+            chars.len(),
+            chars.iter().take(3).map(|&c| describe_char(c)).collect::<Vec<_>>().join(" ")
+        ),
+        splits => splits?,
+    };
     check_memory(&cfg)?;
     let t = &cfg.train;
     let (model, varmap) = Gpt::seeded(&cfg.model, t.seed, &opts.device)?;
