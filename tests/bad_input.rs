@@ -566,6 +566,12 @@ fn bad_prompts_and_flags_are_refused() {
         &["n_layer: saved 2, asked 3"],
     );
     fails(
+        "resume on a corpus of other characters",
+        TRAIN,
+        &["--resume", dir, "--corpus", "data/poems.txt"],
+        &["the run's vocabulary lacks", "resume with that corpus"],
+    );
+    fails(
         "resume and out together",
         TRAIN,
         &["--resume", dir, "--out", "/tmp/elsewhere"],
