@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The page in a real browser: headless Chromium opens the page served for a tiny run with
-# ?selftest, whose script writes a wujue, clicks its third character and checks that the
-# attention heatmap is drawn; the script then saves a screenshot. Installs Debian's chromium if
+# ?selftest, whose script writes a qilv, clicks its third character and its last one (past the
+# tiny model's 32 learned positions) and checks that each attention heatmap is drawn for the
+# character clicked; the script then saves a screenshot. Installs Debian's chromium if
 # it is absent (needs apt and root). Run from anywhere: bash tests/browser.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -117,6 +117,7 @@ fn the_page_streams_poems_and_shows_attention() {
     let inside: serde_json::Value = serde_json::from_str(&body).unwrap();
     let t = text.chars().count() + 1; // the opening newline
     assert_eq!(inside["chars"].as_array().unwrap().len(), t);
+    assert_eq!(inside["offset"], 0);
     let layers = inside["attention"].as_array().unwrap();
     assert_eq!(layers.len(), common::tiny_config().model.n_layer);
     for heads in layers {
@@ -148,6 +149,29 @@ fn the_page_streams_poems_and_shows_attention() {
     assert_eq!(next.len(), t);
     let first: f64 = next[0][0][1].as_f64().unwrap();
     assert!(first > 0.0 && first <= 1.0);
+
+    // Past the learned table's 32 positions, the context generation read the last character in:
+    // at 33 tokens it was cropped to the last 16, so for 49 (a newline and 48 characters) it
+    // starts at token 17.
+    assert_eq!(common::tiny_config().model.block_size, 32);
+    let corpus = std::fs::read_to_string(common::tiny_config().train.corpus).unwrap();
+    let long: String = corpus.lines().flat_map(str::chars).take(48).collect();
+    let (status, body) = get(&base, "/api/inspect", &[("text", &long)]);
+    assert_eq!(status, 200, "{body}");
+    let inside: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(inside["offset"], 17);
+    let chars: String = inside["chars"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .collect();
+    assert_eq!(chars, long.chars().skip(16).collect::<String>());
+    let rows = inside["attention"][0][0].as_array().unwrap();
+    assert_eq!(
+        (rows.len(), inside["next"].as_array().unwrap().len()),
+        (32, 32)
+    );
 
     // The lesson's experiment.
     let (status, body) = get(&base, "/api/order", &[]);

@@ -280,6 +280,22 @@ fn crop(start: usize, len: usize, window: usize) -> usize {
     }
 }
 
+/// For each length 1..=n of a text generated from its first token, where the context that the
+/// model sees begins (generation's [`crop`]).
+fn context_starts(model: &Gpt, n: usize) -> impl Iterator<Item = usize> {
+    let window = context_window(model);
+    (1..=n).scan(0, move |start, len| {
+        *start = crop(*start, len, window);
+        Some(*start)
+    })
+}
+
+/// Where the context begins that the model saw the last of `len` tokens in, when they were
+/// generated from the first: 0 unless a learned table made generation crop it.
+pub fn context_start(model: &Gpt, len: usize) -> usize {
+    context_starts(model, len).last().unwrap_or(0)
+}
+
 /// The model's mean negative log-likelihood (nats per token) of `ids[1..]`, each token given the
 /// ones before it: how likely the model finds a text (the first token, e.g. the newline that
 /// opens a poem, is given). Past a learned table's block_size each token is given the context
@@ -288,19 +304,12 @@ pub fn mean_nll(model: &Gpt, ids: &[u32]) -> Result<f64> {
     if ids.len() < 2 {
         bail!("a likelihood needs at least one token after the first")
     }
-    let window = context_window(model);
-    // Each stretch of targets ids[first..end] is predicted from contexts that begin at `start`.
-    let (mut stretches, mut start, mut first) = (Vec::new(), 0, 1);
-    for target in 1..ids.len() {
-        let cropped = crop(start, target, window);
-        if cropped != start {
-            stretches.push((start, first..target));
-            (start, first) = (cropped, target);
-        }
-    }
-    stretches.push((start, first..ids.len()));
-    let mut total = 0.0;
-    for (start, targets) in stretches {
+    // Target t is predicted from ids[starts[t - 1]..t]; runs of equal starts share a forward pass.
+    let starts: Vec<usize> = context_starts(model, ids.len() - 1).collect();
+    let (mut total, mut first) = (0.0, 1);
+    for run in starts.chunk_by(|a, b| a == b) {
+        let (start, targets) = (run[0], first..first + run.len());
+        first = targets.end;
         let x = Tensor::new(&ids[start..targets.end - 1], model.device())?.unsqueeze(0)?; // (1, T)
         let logits = model
             .forward(&x, &mut crate::model::Mode::Eval)?

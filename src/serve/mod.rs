@@ -11,7 +11,7 @@ use crate::data::tokenizer::NEWLINE;
 use crate::experiments::attention_maps::attention_weights;
 use crate::experiments::heads_positions::{self, order_diff, Report};
 use crate::model::Mode;
-use crate::sample::{poem_start, Generation, Generator, PoemConstraint, Sampling};
+use crate::sample::{context_start, poem_start, Generation, Generator, PoemConstraint, Sampling};
 use crate::train::checkpoint::LoadedRun;
 use crate::verse::{score_poem, Tables};
 use axum::extract::rejection::QueryRejection;
@@ -273,7 +273,9 @@ pub struct InspectParams {
 
 /// `GET /api/inspect?text=…`: for the text after the newline that opens a poem, every layer's and
 /// head's attention weights (`attention[layer][head][row]`, rows of the text's length + 1, zero
-/// after the row's own position) and the most likely next characters at each position.
+/// after the row's own position) and the most likely next characters at each position. Where a
+/// learned table made generation crop the context, they are those of the context the text's
+/// last character was read in: `chars` from the text's character `offset` on (0: the newline).
 async fn inspect(
     State(served): State<Arc<Served>>,
     query: Result<Query<InspectParams>, QueryRejection>,
@@ -292,7 +294,11 @@ fn look_inside(served: &Served, text: &str) -> Result<Value, ApiError> {
             "text must have 1 to {MAX_TEXT_CHARS} characters, not {length}"
         )));
     }
-    let full = format!("{NEWLINE}{text}");
+    let offset = context_start(model, length + 1);
+    let full: String = std::iter::once(NEWLINE)
+        .chain(text.chars())
+        .skip(offset)
+        .collect();
     let ids = tokenizer.encode(&full).map_err(ApiError::bad)?;
     let layers = attention_weights(model, tokenizer, &full).map_err(ApiError::bad)?;
     let t = ids.len();
@@ -307,7 +313,7 @@ fn look_inside(served: &Served, text: &str) -> Result<Value, ApiError> {
         .collect();
     let next = next_characters(served, &ids).map_err(ApiError::internal)?;
     let chars: Vec<String> = full.chars().map(|c| c.to_string()).collect();
-    Ok(json!({ "chars": chars, "attention": attention, "next": next }))
+    Ok(json!({ "chars": chars, "offset": offset, "attention": attention, "next": next }))
 }
 
 /// The [`TOP_NEXT`] most likely next characters after each position of `ids`, with their
