@@ -247,6 +247,51 @@ fn ctrl_c_during_an_ablation_saves_its_variant_and_the_same_command_continues() 
     assert_eq!(metric_rows(&first), metric_rows(&out.join("whole")));
 }
 
+/// Ctrl-C during an evaluation ends it at once: the state of its step is saved without its
+/// metrics row, and the resumed run evaluates there first, ending with an uninterrupted twin's
+/// metrics.
+#[test]
+fn ctrl_c_during_an_evaluation_ends_it_and_the_resumed_run_evaluates_there() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (whole, cut) = (tmp.path().join("whole"), tmp.path().join("cut"));
+    // On the tiny model an evaluation of 600 batches takes a second or more, ten steps a few
+    // milliseconds.
+    let args = |dir: &Path| {
+        let flags = "--config configs/tiny.toml --max-iters 20 --eval-interval 10 --eval-iters 600";
+        let mut args: Vec<String> = flags.split(' ').map(String::from).collect();
+        args.extend(["--out".into(), dir.display().to_string()]);
+        args
+    };
+    let child = Command::new(TRAIN)
+        .args(args(&cut))
+        .current_dir(root())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The first evaluation's checkpoint, then ten steps: the signal lands in the second one.
+    wait_past_first_checkpoint(&cut);
+    std::thread::sleep(Duration::from_millis(250));
+    send(&child, libc::SIGINT);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert_eq!(
+        state_step(&cut),
+        20,
+        "not stopped in the evaluation\n{stderr}"
+    );
+    assert_eq!(
+        metric_rows(&cut).len(),
+        2,
+        "a header and step 10: the cut evaluation wrote no row"
+    );
+    train_ok(&["--resume", cut.to_str().unwrap()]);
+    let twin: Vec<String> = args(&whole);
+    train_ok(&twin.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(metric_rows(&cut), metric_rows(&whole));
+}
+
 /// Runs `train` with `args` to the end; panics with its stderr if it fails.
 fn train_ok(args: &[&str]) {
     let out = Command::new(TRAIN)

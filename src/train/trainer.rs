@@ -327,11 +327,14 @@ fn restore(s: &mut Setup, resume: bool) -> Result<Progress> {
 }
 
 /// Mean validation loss over `eval_iters` batches drawn from a fixed RNG, so every evaluation
-/// (and a resumed run) sees the same batches.
-fn evaluate(s: &Setup) -> Result<f64> {
+/// (and a resumed run) sees the same batches; `None` when Ctrl-C or SIGTERM cut it short.
+fn evaluate(s: &Setup) -> Result<Option<f64>> {
     let (cfg, mut rng) = (&s.cfg, rng(s.cfg.train.seed, 3));
     let mut total = 0.0;
     for _ in 0..cfg.train.eval_iters {
+        if interrupt::requested() {
+            return Ok(None);
+        }
         let (x, y) = s.splits.batch(
             Split::Val,
             cfg.train.batch_size,
@@ -341,7 +344,7 @@ fn evaluate(s: &Setup) -> Result<f64> {
         )?;
         total += s.shards.loss(&s.model, &x, &y)?;
     }
-    Ok(total / cfg.train.eval_iters as f64)
+    Ok(Some(total / cfg.train.eval_iters as f64))
 }
 
 /// Windows of the whole validation split per batch in [`evaluate_whole`].
@@ -483,9 +486,12 @@ fn save_checkpoint(s: &Setup, p: &mut Progress, val: Option<f64>) -> Result<()> 
     Ok(())
 }
 
-/// Evaluates, records the interval's metrics row and writes the checkpoint.
+/// Evaluates, records the interval's metrics row and writes the checkpoint. An evaluation cut
+/// short by a signal saves the training state without it, for the resumed run to evaluate.
 fn evaluate_and_save(s: &Setup, p: &mut Progress, bar: &ProgressBar) -> Result<()> {
-    let val = evaluate(s)?;
+    let Some(val) = evaluate(s)? else {
+        return save_checkpoint(s, p, None);
+    };
     let t = &s.cfg.train;
     let lr = learning_rate(p.step - 1, t.learning_rate, t.warmup_iters, t.max_iters);
     let tokens = (t.batch_size * s.cfg.model.block_size * p.interval.steps) as f64;
@@ -565,6 +571,17 @@ pub fn train(opts: TrainOptions) -> Result<TrainSummary> {
     outcome
 }
 
+/// Whether the run evaluates after `step`.
+fn evaluates_at(s: &Setup, step: usize) -> bool {
+    step.is_multiple_of(s.cfg.train.eval_interval) || step == s.cfg.train.max_iters
+}
+
+/// Whether a resumed run stands at a step whose evaluation a signal cut short (or that a new
+/// eval_interval adds), so that it evaluates there before its next step.
+fn evaluation_pending(s: &Setup, p: &Progress) -> bool {
+    p.step > 0 && evaluates_at(s, p.step) && p.rows.last().map(|r| r.step) != Some(p.step)
+}
+
 /// [`train`] with the run directory locked.
 fn train_locked(opts: &TrainOptions) -> Result<TrainSummary> {
     let started = Instant::now();
@@ -591,6 +608,9 @@ fn train_locked(opts: &TrainOptions) -> Result<TrainSummary> {
         );
     }
     let bar = progress_bar(opts.progress, max_iters, p.step);
+    if evaluation_pending(&s, &p) {
+        evaluate_and_save(&s, &mut p, &bar)?;
+    }
     let tokens_per_step = (s.cfg.train.batch_size * s.cfg.model.block_size) as f64;
     let (mut run_tokens, mut run_time) = (0.0, 0.0);
     while p.step < end {
@@ -606,7 +626,7 @@ fn train_locked(opts: &TrainOptions) -> Result<TrainSummary> {
             "loss {loss:.3} | {:.0} tok/s",
             tokens_per_step * i.steps as f64 / i.seconds
         ));
-        if p.step.is_multiple_of(s.cfg.train.eval_interval) || p.step == max_iters {
+        if evaluates_at(&s, p.step) {
             evaluate_and_save(&s, &mut p, &bar)?;
         } else if p.step == end || interrupt::requested() {
             save_checkpoint(&s, &mut p, None)?;
@@ -634,7 +654,7 @@ fn train_locked(opts: &TrainOptions) -> Result<TrainSummary> {
         wall_s: started.elapsed().as_secs_f64(),
         checkpoint: s.run.path.display().to_string(),
         samples: final_samples(&s)?,
-        interrupted: p.step < end,
+        interrupted: p.step < end || evaluation_pending(&s, &p),
         peak_memory_bytes: crate::machine::peak_memory(),
     })
 }
