@@ -188,7 +188,11 @@ fn bad_parameters_get_a_json_error() {
     type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str);
     let cases: [Case; 11] = [
         ("/api/generate", &[("temperature", "-1")], "--temperature"),
-        ("/api/generate", &[("temperature", "hot")], "temperature"),
+        (
+            "/api/generate",
+            &[("temperature", "hot")],
+            "a parameter is not valid: temperature",
+        ),
         ("/api/generate", &[("top_k", "0")], "top-k"),
         ("/api/generate", &[("top_p", "2")], "top-p"),
         ("/api/generate", &[("form", "sonnet")], "unknown form"),

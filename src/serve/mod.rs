@@ -107,9 +107,14 @@ impl IntoResponse for ApiError {
 
 /// The query's parameters, or a 400 that says what is wrong with them.
 fn params<T>(query: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
-    query
-        .map(|Query(p)| p)
-        .map_err(|e| ApiError::bad(e.body_text()))
+    query.map(|Query(p)| p).map_err(|e| {
+        let text = e.body_text();
+        let what = text.strip_prefix("Failed to deserialize query string: ");
+        ApiError::bad(format!(
+            "a parameter is not valid: {}",
+            what.unwrap_or(&text)
+        ))
+    })
 }
 
 /// Runs `work` on a blocking thread (model work is CPU-bound).
