@@ -68,14 +68,12 @@ fn run() -> Result<()> {
     let results = rayon::scope(|_| ablation::run(&options))?;
     let spec = &options.spec;
     let table = report::markdown(spec, &results);
-    atomic_write(&out.join("results.md"), table.as_bytes())?;
-    atomic_write(
-        &out.join("results.csv"),
-        report::csv(spec, &results).as_bytes(),
-    )?;
+    let [md, csv, svg] = ablation::RESULT_FILES;
+    atomic_write(&out.join(md), table.as_bytes())?;
+    atomic_write(&out.join(csv), report::csv(spec, &results).as_bytes())?;
     let title = format!("ablation `{}`: validation loss", spec.name);
     atomic_write(
-        &out.join("curves.svg"),
+        &out.join(svg),
         report::curves_svg(&title, &results)?.as_bytes(),
     )?;
     if args.json {

@@ -265,10 +265,10 @@ fn check_out(out: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Whether `dir` is a run directory, or one that a run stopped before its first checkpoint left.
+/// Whether `dir` is a run directory, or one that a run stopped before its first checkpoint left
+/// (with the lock it takes first).
 fn is_run_dir(dir: &Path) -> bool {
-    let empty = || std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_none());
-    dir.is_dir() && (dir.join(CONFIG_FILE).exists() || dir.join(LOCK_FILE).exists() || empty())
+    dir.is_dir() && (dir.join(CONFIG_FILE).exists() || dir.join(LOCK_FILE).exists())
 }
 
 /// [`run`] once the output directory is made: each variant in turn.
