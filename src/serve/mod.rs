@@ -279,8 +279,9 @@ pub struct InspectParams {
 /// `GET /api/inspect?text=…`: for the text after the newline that opens a poem, every layer's and
 /// head's attention weights (`attention[layer][head][row]`, rows of the text's length + 1, zero
 /// after the row's own position) and the most likely next characters at each position. Where a
-/// learned table made generation crop the context, they are those of the context the text's
-/// last character was read in: `chars` from the text's character `offset` on (0: the newline).
+/// learned table makes generation crop the context, they are those of the context in which
+/// generation from the opening newline reads the text's last character: `chars` from the text's
+/// character `offset` on (0: the newline).
 async fn inspect(
     State(served): State<Arc<Served>>,
     query: Result<Query<InspectParams>, QueryRejection>,
