@@ -233,6 +233,7 @@ pub fn bench_model(
     (batch_size, steps): (usize, usize),
     ceiling_gflops: f64,
 ) -> Result<ModelBench> {
+    cfg.check_training_memory(batch_size)?;
     let (model, varmap) = Gpt::seeded(cfg, 0, &Device::Cpu)?;
     let model = model.with_precision(dtype);
     let mut batches = RandomBatches {

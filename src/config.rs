@@ -85,6 +85,14 @@ pub enum ConfigError {
     /// The values parse but do not make a model.
     #[error("invalid config: {0}")]
     Invalid(String),
+    /// Training the model would need more memory than the machine has available.
+    #[error("training this config needs about {needed} of memory but {available} is available: lower batch_size, block_size, n_layer or n_embd")]
+    TooLarge {
+        /// The estimate, e.g. "99.0 GB".
+        needed: String,
+        /// What the machine has available.
+        available: String,
+    },
 }
 
 /// The shape of the GPT: sizes, positional scheme and regularisation.
@@ -187,6 +195,20 @@ impl ModelConfig {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
         let logits = threads * 256.0 * self.vocab_size as f64;
         4.0 * (4.0 * self.parameter_count() + batch as f64 * t * per_position + logits)
+    }
+
+    /// Refuses a training step of `batch` sequences that needs more memory than the machine has
+    /// available ([`ModelConfig::training_bytes`]), before anything is allocated.
+    pub fn check_training_memory(&self, batch: usize) -> Result<(), ConfigError> {
+        let needed = self.training_bytes(batch);
+        let available = crate::machine::available_memory() as f64;
+        if needed > available {
+            return Err(ConfigError::TooLarge {
+                needed: crate::machine::human_bytes(needed),
+                available: crate::machine::human_bytes(available),
+            });
+        }
+        Ok(())
     }
 
     /// Checks every rule a model needs, so that a bad value fails here with a clear message

@@ -834,6 +834,12 @@ fn other_binaries_refuse_what_would_panic() {
         &["--steps"],
     );
     fails(
+        "bench with batches beyond the memory",
+        BENCH,
+        &["--batch-size", "1000000", "--only", "course"],
+        &["training this config needs about", "lower batch_size"],
+    );
+    fails(
         "bench with empty batches",
         BENCH,
         &["--batch-size", "0"],

@@ -182,20 +182,6 @@ fn check_precision(dtype: Precision, opts: &TrainOptions) -> Result<()> {
     Ok(())
 }
 
-/// Refuses a config whose training step needs more memory than the machine has available.
-fn check_memory(cfg: &RunConfig) -> Result<()> {
-    let needed = cfg.model.training_bytes(cfg.train.batch_size);
-    let available = crate::machine::available_memory();
-    if needed > available as f64 {
-        bail!(
-            "training this config needs about {} of memory but {} is available: lower batch_size, block_size, n_layer or n_embd",
-            crate::machine::human_bytes(needed),
-            crate::machine::human_bytes(available as f64)
-        );
-    }
-    Ok(())
-}
-
 /// Config, data, tokenizer and a freshly initialised model, with the run directory checked
 /// (a new run needs a directory without a run in it, a resume one with a checkpoint) and the
 /// temporary files of killed processes cleared. Call it holding the directory's lock.
@@ -229,7 +215,7 @@ fn set_up(opts: &TrainOptions) -> Result<Setup> {
         ),
         splits => splits?,
     };
-    check_memory(&cfg)?;
+    cfg.model.check_training_memory(cfg.train.batch_size)?;
     let t = &cfg.train;
     let (model, varmap) = Gpt::seeded(&cfg.model, t.seed, &opts.device)?;
     check_precision(t.dtype, opts)?;
