@@ -781,7 +781,8 @@ fn other_binaries_refuse_what_would_panic() {
     // Nothing is drawn, not even the sinusoidal table, until the whole request is known to work.
     let (plot, missing) = (plots.to_str().unwrap(), tmp.path().join("missing"));
     let missing = missing.to_str().unwrap();
-    let cases: [(&str, &[&str], &str); 4] = [
+    let too_long = "白".repeat(201);
+    let cases: [(&str, &[&str], &str); 5] = [
         (
             "empty poem to plot",
             &["--poem", ""],
@@ -791,6 +792,11 @@ fn other_binaries_refuse_what_would_panic() {
             "unknown poem to plot",
             &["--poem", "ABC"],
             "not in the vocabulary",
+        ),
+        (
+            "a poem too long to draw",
+            &["--poem", &too_long],
+            "at most 200",
         ),
         (
             "no run to plot",

@@ -9,7 +9,11 @@ use anyhow::Result;
 use candle_core::{Device, Tensor};
 use std::path::{Path, PathBuf};
 
-/// Each layer's attention weights over `text`: per layer (n_head, T, T), row-major.
+/// The longest text whose attention is drawn: T × T weights per head, and as many cells.
+pub const MAX_CHARS: usize = 200;
+
+/// Each layer's attention weights over `text` (at most [`MAX_CHARS`] characters): per layer
+/// (n_head, T, T), row-major.
 pub fn attention_weights(
     model: &Gpt,
     tokenizer: &CharTokenizer,
@@ -18,6 +22,11 @@ pub fn attention_weights(
     let (length, cfg) = (text.chars().count(), model.config());
     if length == 0 {
         anyhow::bail!("the poem to draw is empty: give a few characters, e.g. --poem 白日依山尽");
+    }
+    if length > MAX_CHARS {
+        anyhow::bail!(
+            "the poem to draw has {length} characters; attention is drawn over at most {MAX_CHARS}: give a shorter one"
+        );
     }
     if cfg.position == crate::config::Position::Learned && length > cfg.block_size {
         anyhow::bail!(
