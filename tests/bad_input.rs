@@ -1479,6 +1479,16 @@ fn the_page_and_the_scorer_refuse_what_cannot_work() {
         &[json.to_str().unwrap()],
         &["line 2 of", "not a line of `sample --json`"],
     );
+    // A line far longer than a poem: its likelihood would need T × T attention weights per head.
+    let long = tmp.path().join("long.txt");
+    std::fs::write(&long, format!("白日依山尽。\n{}\n", "白".repeat(1001))).unwrap();
+    let (long, run) = (long.to_str().unwrap(), run.to_str().unwrap());
+    fails(
+        "score a line too long for a likelihood",
+        SCORE,
+        &[long, "--checkpoint", run],
+        &["poem 2 has 1001 characters", "at most 1000"],
+    );
 }
 
 /// Spawns `bin` with `args` with its stdout (and, with `close_stderr`, its stderr) a pipe whose

@@ -7,7 +7,7 @@ use shige::config::Position;
 use shige::data::poem::Form;
 use shige::data::tokenizer::NEWLINE;
 use shige::ops::WeightFormat;
-use shige::sample::{is_well_formed, poem_start, Generation, Generator, Sampling};
+use shige::sample::{is_well_formed, poem_start, Generation, Generator, Sampling, MAX_POEM_CHARS};
 use shige::train::checkpoint::load_run_on;
 use shige::verse::{score_poem, Summary, Tables};
 use std::io::Write;
@@ -15,9 +15,6 @@ use std::path::PathBuf;
 
 /// The most tokens one sample may ask for.
 const MAX_NEW_TOKENS_LIMIT: usize = 100_000;
-
-/// The longest prompt accepted, in characters (a long poem has under 200).
-const MAX_PROMPT_CHARS: usize = 1_000;
 
 /// The longest text (prompt and new characters) generated without the cache by a model whose
 /// context is never cut (every scheme but learned positions): each character recomputes the
@@ -149,9 +146,9 @@ fn checked_request(args: &Args) -> Result<Sampling> {
         );
     }
     let prompt_chars = args.prompt.chars().count();
-    if prompt_chars > MAX_PROMPT_CHARS {
+    if prompt_chars > MAX_POEM_CHARS {
         bail!(
-            "the prompt has {prompt_chars} characters, more than {MAX_PROMPT_CHARS}: give the beginning of one poem \
+            "the prompt has {prompt_chars} characters, more than {MAX_POEM_CHARS}: give the beginning of one poem \
              (a few characters, e.g. 白日)"
         );
     }

@@ -7,7 +7,7 @@ use serde::Serialize;
 use shige::data::tokenizer::NEWLINE;
 use shige::data::Corpus;
 use shige::files::{read_stdin_text_limited, read_text_limited, CORPUS_LIMIT};
-use shige::sample::mean_nll;
+use shige::sample::{mean_nll, MAX_POEM_CHARS};
 use shige::train::checkpoint::load_run;
 use shige::verse::{Novelty, Summary, Tables, VerseScore};
 use std::path::{Path, PathBuf};
@@ -69,6 +69,10 @@ fn likelihoods(dir: &Path, poems: &[String]) -> Result<Vec<f64>> {
         .iter()
         .enumerate()
         .map(|(i, poem)| {
+            let length = poem.chars().count();
+            if length > MAX_POEM_CHARS {
+                bail!("poem {} has {length} characters: a likelihood is computed for poems of at most {MAX_POEM_CHARS} (one poem per line)", i + 1);
+            }
             let mut ids = vec![newline];
             ids.extend(
                 run.tokenizer

@@ -20,6 +20,11 @@ use candle_core::{bail, Result, Tensor};
 use rand_chacha::ChaCha8Rng;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+/// The longest text that `sample` and `score` give the model at once, a prompt or a poem to score,
+/// in characters (a long poem has under 200; the attention of T characters takes T × T weights
+/// per head).
+pub const MAX_POEM_CHARS: usize = 1_000;
+
 /// Sampling settings that cannot work, each with what to do instead.
 #[derive(Debug, thiserror::Error)]
 pub enum SampleError {
