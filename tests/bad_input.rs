@@ -781,7 +781,7 @@ fn other_binaries_refuse_what_would_panic() {
     // Nothing is drawn, not even the sinusoidal table, until the whole request is known to work.
     let (plot, missing) = (plots.to_str().unwrap(), tmp.path().join("missing"));
     let missing = missing.to_str().unwrap();
-    let too_long = "白".repeat(201);
+    let too_long = "白".repeat(257);
     let cases: [(&str, &[&str], &str); 5] = [
         (
             "empty poem to plot",
@@ -796,7 +796,7 @@ fn other_binaries_refuse_what_would_panic() {
         (
             "a poem too long to draw",
             &["--poem", &too_long],
-            "at most 200",
+            "at most 256",
         ),
         (
             "no run to plot",

@@ -10,7 +10,7 @@ use candle_core::{Device, Tensor};
 use std::path::{Path, PathBuf};
 
 /// The longest text whose attention is drawn: T × T weights per head, and as many cells.
-pub const MAX_CHARS: usize = 200;
+pub const MAX_CHARS: usize = 256;
 
 /// Each layer's attention weights over `text` (at most [`MAX_CHARS`] characters): per layer
 /// (n_head, T, T), row-major.

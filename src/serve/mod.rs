@@ -36,6 +36,8 @@ use tokio_stream::{Stream, StreamExt};
 pub const MAX_NEW_TOKENS: usize = 1_000;
 /// The longest prompt, and the longest text to inspect, in characters.
 pub const MAX_TEXT_CHARS: usize = 200;
+// A text to inspect is drawn with the newline that opens it.
+const _: () = assert!(MAX_TEXT_CHARS < crate::experiments::attention_maps::MAX_CHARS);
 /// Next characters listed per position.
 const TOP_NEXT: usize = 8;
 
