@@ -335,7 +335,7 @@ pub struct TrainConfig {
     /// Seed of the initial weights, the batches and the dropout masks.
     pub seed: u64,
     /// The inputs of the training step's matmuls: "f32", or "bf16" (mixed precision on CPUs with
-    /// AMX-BF16: bf16 products summed in f32, everything else in f32).
+    /// AMX-BF16 or AVX512-BF16: bf16 products summed in f32, everything else in f32).
     pub dtype: Precision,
 }
 

@@ -60,11 +60,7 @@ impl Machine {
             cpu_model: field("model name").unwrap_or_else(|| "unknown".into()),
             isa,
             gemm_kernels: gemm_kernels(),
-            bf16_kernels: if crate::ops::bf16::amx::available() {
-                "amx"
-            } else {
-                "none"
-            },
+            bf16_kernels: crate::ops::bf16::Hardware::detect().map_or("none", |h| h.name()),
             fused_kernels: fused_kernels(),
             decoder_weights: crate::ops::WeightFormat::fastest(),
             threads: rayon::current_num_threads(),

@@ -1,7 +1,8 @@
 //! Mixed-precision training (bf16 matmul inputs summed in f32): it tracks f32 training of the
-//! tiny config, on the AMX tiles where the CPU has them and through the widened emulation (the
-//! same rounded inputs multiplied by the f32 kernels) elsewhere; the trainer takes
-//! `dtype = "bf16"` only where AMX runs it, and says so otherwise.
+//! tiny config, on the CPU's bf16 instructions (AMX tiles or AVX512-BF16) where it has them and
+//! through the widened emulation (the same rounded inputs multiplied by the f32 kernels)
+//! elsewhere; the trainer takes `dtype = "bf16"` only where the CPU multiplies bf16, and says so
+//! otherwise.
 
 mod common;
 
@@ -66,10 +67,9 @@ fn mean(values: &[f64]) -> f64 {
 fn bf16_training_tracks_the_f32_loss_curve() {
     eprintln!(
         "bf16 products on {}",
-        if bf16::amx::available() {
-            "the AMX tiles"
-        } else {
-            "the f32 kernels (emulation: this CPU has no AMX-BF16)"
+        match bf16::Hardware::detect() {
+            Some(hardware) => hardware.name(),
+            None => "the f32 kernels (emulation: this CPU has no AMX-BF16 or AVX512-BF16)",
         }
     );
     let (full, mixed) = (losses(Precision::F32), losses(Precision::Bf16));
@@ -98,15 +98,16 @@ fn bf16_training_tracks_the_f32_loss_curve() {
 }
 
 #[test]
-fn the_trainer_takes_bf16_only_where_amx_runs_it() {
+fn the_trainer_takes_bf16_only_where_the_cpu_multiplies_bf16() {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = tiny_config();
     cfg.train.dtype = Precision::Bf16;
     cfg.train.max_iters = 20;
     cfg.train.warmup_iters = 5;
     let result = run(&cfg, &dir.path().join("run"), false, None);
-    if bf16::amx::available() {
-        let summary = result.expect("bf16 training runs on this AMX CPU");
+    if let Some(hardware) = bf16::Hardware::detect() {
+        let summary =
+            result.unwrap_or_else(|e| panic!("bf16 training on {}: {e:#}", hardware.name()));
         assert!(summary.val_loss_whole.is_finite());
         let saved = std::fs::read_to_string(dir.path().join("run/config.toml")).unwrap();
         assert!(
@@ -114,9 +115,12 @@ fn the_trainer_takes_bf16_only_where_amx_runs_it() {
             "the run's config does not record its dtype"
         );
     } else {
-        let message = format!("{:#}", result.expect_err("bf16 refused without AMX"));
+        let message = format!(
+            "{:#}",
+            result.expect_err("bf16 refused without bf16 hardware")
+        );
         assert!(
-            message.contains("AMX-BF16") && message.contains("--dtype f32"),
+            message.contains("AVX512-BF16") && message.contains("--dtype f32"),
             "{message}"
         );
         assert!(

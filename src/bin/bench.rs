@@ -33,7 +33,7 @@ struct Args {
     #[arg(long)]
     only: Option<String>,
     /// Measure only this training precision (f32 or bf16); by default f32, and bf16 too where
-    /// the CPU has AMX-BF16.
+    /// the CPU has AMX-BF16 or AVX512-BF16.
     #[arg(long)]
     dtype: Option<Precision>,
 }
@@ -102,13 +102,13 @@ fn run() -> Result<()> {
             );
         }
     }
-    let amx = bf16::amx::available();
-    if args.dtype == Some(Precision::Bf16) && !amx {
-        bail!("--dtype bf16: this CPU has no AMX-BF16 (or Linux refused its tiles), so bf16 training is refused here; measure f32 (the default)");
+    let bf16_hardware = bf16::Hardware::detect();
+    if args.dtype == Some(Precision::Bf16) && bf16_hardware.is_none() {
+        bail!("--dtype bf16: this CPU has neither AMX-BF16 (or Linux refused its tiles) nor AVX512-BF16, so bf16 training is refused here; measure f32 (the default)");
     }
     let device = candle_core::Device::Cpu;
     let ceiling = matmul_ceiling(&device)?;
-    let bf16_ceiling = if amx && args.dtype != Some(Precision::F32) {
+    let bf16_ceiling = if bf16_hardware.is_some() && args.dtype != Some(Precision::F32) {
         Some(rayon::scope(|_| bf16_matmul_ceiling())?)
     } else {
         None
@@ -174,9 +174,9 @@ fn print_text(report: &Report, one_dtype: bool) {
         report.matmul_ceiling_gflops
     );
     match report.bf16_matmul_ceiling_gflops {
-        Some(c) => println!("bf16 matmul ceiling (AMX, packing included) {c:.1} GFLOP/s; bf16 rows: training only (evaluation and sampling do not depend on the training precision)"),
+        Some(c) => println!("bf16 matmul ceiling ({}, packing included) {c:.1} GFLOP/s; bf16 rows: training only (evaluation and sampling do not depend on the training precision)", report.machine.bf16_kernels),
         None if one_dtype => {}
-        None => println!("no bf16 rows: this CPU has no AMX-BF16 (or Linux refused its tiles)"),
+        None => println!("no bf16 rows: this CPU has neither AMX-BF16 (or Linux refused its tiles) nor AVX512-BF16"),
     }
     let cached = format!("cache {}", report.machine.decoder_weights.name());
     println!(

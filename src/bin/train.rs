@@ -79,7 +79,7 @@ struct Args {
     /// Device: cpu, cuda, cuda:N or metal (GPUs need a build with `--features cuda` or `metal`).
     #[arg(long, default_value = "cpu")]
     device: String,
-    /// Matmul inputs of the training step: f32, or bf16 (mixed precision; CPUs with AMX-BF16).
+    /// Matmul inputs of the training step: f32, or bf16 (mixed precision; CPUs with AMX-BF16 or AVX512-BF16).
     #[arg(long)]
     dtype: Option<shige::ops::Precision>,
     /// Use candle's composite ops instead of the fused CPU kernels (the path GPUs take; slower).

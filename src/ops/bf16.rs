@@ -3,13 +3,15 @@
 //! Both operands are rounded to bf16 (8 bits of mantissa, f32's exponent range) and packed into
 //! blocks of 32 × 32 (zero-padded at the edges); the products are summed in f32. On CPUs with
 //! AMX-BF16 the blocks go through the tile unit (`tdpbf16ps`: a 16 × 16 f32 tile += a 16 × 32
-//! bf16 tile · a 32 × 16 one), several times the f32 rate of AVX-512. Elsewhere the packed values
-//! are widened back to f32 and multiplied by gemm: the same rounded inputs, so the numerics of
-//! this mode are tested on every machine (only the order of the f32 sums differs).
+//! bf16 tile · a 32 × 16 one), several times the f32 rate of AVX-512; on CPUs with AVX512-BF16
+//! but no tiles, through `vdpbf16ps` (twice the f32 rate). Elsewhere the packed values are widened
+//! back to f32 and multiplied by gemm: the same rounded inputs, so the numerics of this mode are
+//! tested on every machine (only the order of the f32 sums differs).
 
 pub mod amx;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+pub mod dot;
 
 use super::{matmul_on, Operand};
 use rayon::prelude::*;
@@ -423,13 +425,55 @@ pub(crate) fn matmul(
     product(dst, &lhs, &rhs, accumulate, threads)
 }
 
-/// dst (m × n, row-major) = (dst if `accumulate`) + lhs · rhs for packed operands: on AMX where
-/// the CPU has it, else through gemm on the widened values.
+/// The instructions that multiply bf16 on this CPU, if any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hardware {
+    /// The AMX tile unit (`tdpbf16ps`).
+    Amx,
+    /// AVX512-BF16's dot products (`vdpbf16ps`).
+    Avx512Bf16,
+}
+
+impl Hardware {
+    /// What this CPU offers: the tiles before the vector instructions.
+    pub fn detect() -> Option<Hardware> {
+        if amx::available() {
+            Some(Hardware::Amx)
+        } else if dot::available() {
+            Some(Hardware::Avx512Bf16)
+        } else {
+            None
+        }
+    }
+
+    /// Its name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Hardware::Amx => "amx",
+            Hardware::Avx512Bf16 => "avx512bf16",
+        }
+    }
+
+    /// The product of row blocks on it (see [`amx::row_blocks`]).
+    fn row_blocks(self) -> RowBlocks {
+        match self {
+            Hardware::Amx => amx::row_blocks,
+            Hardware::Avx512Bf16 => dot::row_blocks,
+        }
+    }
+}
+
+/// The rows from block `first` on of a product (dst, n, lhs, rhs, first, accumulate).
+type RowBlocks = fn(&mut [f32], usize, &Lhs, &Rhs, usize, bool);
+
+/// dst (m × n, row-major) = (dst if `accumulate`) + lhs · rhs for packed operands: on the CPU's
+/// bf16 instructions where it has them, else through gemm on the widened values.
 pub(crate) fn product(dst: &mut [f32], lhs: &Lhs, rhs: &Rhs, accumulate: bool, threads: usize) {
-    if amx::available() {
-        product_on_tiles(dst, lhs, rhs, accumulate, threads)
-    } else {
-        product_widened(dst, lhs, rhs, accumulate, threads)
+    match Hardware::detect() {
+        Some(hardware) => {
+            product_in_row_blocks(hardware.row_blocks(), dst, lhs, rhs, accumulate, threads)
+        }
+        None => product_widened(dst, lhs, rhs, accumulate, threads),
     }
 }
 
@@ -444,16 +488,23 @@ fn product_shape(dst: &[f32], lhs: &Lhs, rhs: &Rhs) -> (usize, usize) {
     (m, n)
 }
 
-/// [`product`] on the AMX tiles, row blocks spread over `threads`.
-fn product_on_tiles(dst: &mut [f32], lhs: &Lhs, rhs: &Rhs, accumulate: bool, threads: usize) {
+/// [`product`] by `row_blocks`, the row blocks spread over `threads`.
+fn product_in_row_blocks(
+    row_blocks: RowBlocks,
+    dst: &mut [f32],
+    lhs: &Lhs,
+    rhs: &Rhs,
+    accumulate: bool,
+    threads: usize,
+) {
     let (m, n) = product_shape(dst, lhs, rhs);
     if n == 0 {
         return;
     }
-    // One run of whole row blocks per thread, each configuring its tiles once.
+    // One run of whole row blocks per thread (AMX configures its tiles once for each).
     let part_blocks = blocks(m).div_ceil(threads.max(1)).max(1);
     let run = |(part, rows): (usize, &mut [f32])| {
-        amx::row_blocks(rows, n, lhs, rhs, part * part_blocks, accumulate)
+        row_blocks(rows, n, lhs, rhs, part * part_blocks, accumulate)
     };
     let dst = &mut dst[..m * n];
     if threads > 1 {
@@ -672,6 +723,21 @@ mod tests {
             eprintln!("skipped: this CPU (or kernel) offers no AMX-BF16; the widened path is tested instead");
             return;
         }
-        check(product_on_tiles);
+        check(|dst, lhs, rhs, accumulate, threads| {
+            product_in_row_blocks(amx::row_blocks, dst, lhs, rhs, accumulate, threads)
+        });
+    }
+
+    #[test]
+    fn the_avx512_dot_products_multiply_the_rounded_inputs() {
+        if !dot::available() {
+            eprintln!(
+                "skipped: this CPU offers no AVX512-BF16; the widened path is tested instead"
+            );
+            return;
+        }
+        check(|dst, lhs, rhs, accumulate, threads| {
+            product_in_row_blocks(dot::row_blocks, dst, lhs, rhs, accumulate, threads)
+        });
     }
 }

@@ -47,7 +47,7 @@ pub enum Precision {
     /// f32 throughout.
     #[default]
     F32,
-    /// bf16 matmul inputs, f32 accumulation: on AMX-BF16 where the CPU has it.
+    /// bf16 matmul inputs, f32 accumulation: on AMX-BF16 or AVX512-BF16 where the CPU has it.
     Bf16,
 }
 

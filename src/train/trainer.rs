@@ -165,7 +165,7 @@ fn check_resume(run: &RunDir, cfg: &RunConfig) -> Result<()> {
 }
 
 /// Refuses bf16 where the CPU engine cannot run it: on other devices, with the composite ops, or
-/// on a CPU without AMX-BF16.
+/// on a CPU without bf16 instructions (AMX-BF16 or AVX512-BF16).
 fn check_precision(dtype: Precision, opts: &TrainOptions) -> Result<()> {
     if dtype == Precision::F32 {
         return Ok(());
@@ -173,9 +173,9 @@ fn check_precision(dtype: Precision, opts: &TrainOptions) -> Result<()> {
     if !opts.device.is_cpu() || opts.kernels != crate::ops::Kernels::Fused {
         bail!("dtype bf16 is the CPU engine's mixed precision: train on the CPU with the fused kernels (no --device, no --no-fused), or in f32 (--dtype f32)")
     }
-    if !crate::ops::bf16::amx::available() {
+    if crate::ops::bf16::Hardware::detect().is_none() {
         bail!(
-            "dtype bf16 needs a CPU with AMX-BF16 (Intel Xeon of the 4th generation or later, Linux 5.16 or later); this one ({}) has none: train in f32 (--dtype f32, the default)",
+            "dtype bf16 needs a CPU with AMX-BF16 or AVX512-BF16 (Intel Xeon of the 4th generation or later, AMD Zen 4 or later); this one ({}) has neither: train in f32 (--dtype f32, the default)",
             crate::machine::Machine::detect().cpu_model
         )
     }
