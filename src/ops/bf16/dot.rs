@@ -34,18 +34,31 @@ pub(super) fn row_blocks(
     assert!(available() && lhs.k == rhs.k && rhs.n == n && n > 0 && dst.len().is_multiple_of(n));
     assert!(first * BLOCK + dst.len() / n <= lhs.m);
     let k_blocks = blocks(lhs.k);
-    for (i, rows) in dst.chunks_mut(BLOCK * n).enumerate() {
-        let rb = first + i;
+    // The 32 rows × 32 columns of the result at row block `rb` (`rows`: its rows) and column
+    // block `cb`.
+    let block = |rows: &mut [f32], rb: usize, cb: usize| {
         let a = &lhs.data[rb * k_blocks * BLOCK_LEN..(rb + 1) * k_blocks * BLOCK_LEN];
+        let b = &rhs.data[cb * k_blocks * BLOCK_LEN..(cb + 1) * k_blocks * BLOCK_LEN];
+        let (cols, height) = (BLOCK.min(n - cb * BLOCK), rows.len() / n);
+        for top in (0..height).step_by(STRIP) {
+            let out = &mut rows[top * n + cb * BLOCK..];
+            let shape = (STRIP.min(height - top), cols, n);
+            // SAFETY: `available` checked the target features.
+            unsafe { strip(out, shape, a, b, top, accumulate) };
+        }
+    };
+    // The operand of fewer blocks is read again for each block of the other, from the cache:
+    // the output layer's 6,000 columns go once through the cache for all rows of a chunk.
+    if dst.len().div_ceil(BLOCK * n) < blocks(n) {
         for cb in 0..blocks(n) {
-            let b = &rhs.data[cb * k_blocks * BLOCK_LEN..(cb + 1) * k_blocks * BLOCK_LEN];
-            let cols = BLOCK.min(n - cb * BLOCK);
-            let height = rows.len() / n;
-            for top in (0..height).step_by(STRIP) {
-                let out = &mut rows[top * n + cb * BLOCK..];
-                let shape = (STRIP.min(height - top), cols, n);
-                // SAFETY: `available` checked the target features.
-                unsafe { strip(out, shape, a, b, top, accumulate) };
+            for (i, rows) in dst.chunks_mut(BLOCK * n).enumerate() {
+                block(rows, first + i, cb);
+            }
+        }
+    } else {
+        for (i, rows) in dst.chunks_mut(BLOCK * n).enumerate() {
+            for cb in 0..blocks(n) {
+                block(rows, first + i, cb);
             }
         }
     }
