@@ -865,6 +865,11 @@ fn other_binaries_refuse_what_would_panic() {
             &["contexts = [0]", "at least 1"],
         ),
         (
+            "a context beyond the memory",
+            spec("long.toml", &format!("name = \"l\"\nbase = \"configs/tiny.toml\"\ncontexts = [128, 100000]\n{variant}")),
+            &["holds 100000", "the longest context evaluated is 4096"],
+        ),
+        (
             "two variants in one directory",
             spec(
                 "same.toml",
@@ -1459,13 +1464,24 @@ fn the_page_and_the_scorer_refuse_what_cannot_work() {
         "score blank lines",
         SCORE,
         &[blank.to_str().unwrap()],
-        &["no poem to score"],
+        &[
+            "no poem to score",
+            "blank.txt has no line that is neither blank nor a # comment",
+        ],
     );
     fails(
         "score an empty standard input",
         SCORE,
         &["-"],
-        &["no poem to score"],
+        &["no poem to score", "standard input has no line"],
+    );
+    let few = tmp.path().join("few.txt");
+    std::fs::write(&few, "白日依山尽，黄河入海流。欲穷千里目，更上一层楼。\n").unwrap();
+    fails(
+        "score the held-out poems of a corpus that holds none out",
+        SCORE,
+        &["--val", "--corpus", few.to_str().unwrap()],
+        &["has 1 poem, too few to hold any out", "score a FILE"],
     );
     let json = tmp.path().join("other.jsonl");
     std::fs::write(

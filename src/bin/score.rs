@@ -142,7 +142,18 @@ fn run() -> Result<()> {
             .collect::<Result<_>>()?,
     };
     if poems.is_empty() {
-        bail!("no poem to score: the file has no non-blank line");
+        match &args.file {
+            Some(file) => bail!(
+                "no poem to score: {} has no line that is neither blank nor a # comment",
+                source_name(file)
+            ),
+            None => bail!(
+                "no poem to score: {} has {} poem{}, too few to hold any out (every 20th is): score a FILE of poems instead",
+                args.corpus.display(),
+                train.len(),
+                if train.len() == 1 { "" } else { "s" }
+            ),
+        }
     }
     let novelty = Novelty::new(train);
     let (summary, scores) = Summary::of(&poems, Tables::shipped(), Some(&novelty));

@@ -29,6 +29,11 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
+/// The longest context a spec may evaluate, in characters: at 4,096 the evaluation's attention
+/// holds 64 MB of weights per head and layer; at 100,000 it would need 40 GB and exhaust the
+/// machine after every variant had trained.
+pub const MAX_CONTEXT: usize = 4_096;
+
 /// An ablation as written in its TOML file.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -77,7 +82,7 @@ impl Spec {
     }
 
     /// The rules a spec must follow: variants with names that give distinct directories, and
-    /// context lengths of at least one token.
+    /// context lengths of 1 to [`MAX_CONTEXT`] tokens.
     fn check(&self, path: &Path) -> Result<()> {
         if self.variant.is_empty() {
             bail!("ablation spec {} has no [[variant]]", path.display());
@@ -85,6 +90,13 @@ impl Spec {
         if let Some(bad) = self.contexts.iter().find(|&&c| c == 0) {
             bail!(
                 "ablation spec {}: contexts = {:?} holds {bad}: every context is a number of characters, at least 1",
+                path.display(),
+                self.contexts
+            );
+        }
+        if let Some(bad) = self.contexts.iter().find(|&&c| c > MAX_CONTEXT) {
+            bail!(
+                "ablation spec {}: contexts = {:?} holds {bad}: the longest context evaluated is {MAX_CONTEXT} characters (its attention takes T × T weights per head)",
                 path.display(),
                 self.contexts
             );
