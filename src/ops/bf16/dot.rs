@@ -65,10 +65,10 @@ pub(super) fn row_blocks(
 }
 
 /// One strip of a 32 × 32 block of the result: rows `top` … `top` + 7 of the row block (the
-/// first `height` of them, in `out` at r·n, `cols` ≤ 32 columns each: `shape` = (height, cols, n)) = (out if `accumulate`) + the
-/// strip's rows of `a` (a row block's packed left blocks along k) · `b` (a column block's packed
-/// right blocks along k). Each sum runs over k in order, pair by pair. Safety: the CPU must have
-/// the features [`available`] checks.
+/// first `height` of them, in `out` at r·n, `cols` ≤ 32 columns each; `shape` = (height, cols,
+/// n)) = (out if `accumulate`) + the strip's rows of `a` (a row block's packed left blocks along
+/// k) · `b` (a column block's packed right blocks along k). Each sum runs over k in order, pair
+/// by pair. Safety: the CPU must have the features [`available`] checks.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
 unsafe fn strip(
