@@ -114,6 +114,17 @@ fn the_trainer_takes_bf16_only_where_the_cpu_multiplies_bf16() {
             saved.contains("dtype = \"bf16\""),
             "the run's config does not record its dtype"
         );
+        // The command says which instructions multiply.
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_train"))
+            .args(["--config", "configs/tiny.toml", "--dtype", "bf16"])
+            .args(["--max-iters", "2", "--warmup-iters", "0", "--out"])
+            .arg(dir.path().join("command"))
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let named = format!("bf16 matmuls on {}", hardware.name());
+        assert!(out.status.success() && stderr.contains(&named), "{stderr}");
     } else {
         let message = format!(
             "{:#}",

@@ -583,8 +583,14 @@ fn train_locked(opts: &TrainOptions) -> Result<TrainSummary> {
     }
     if opts.progress {
         let m = &s.cfg.model;
+        let precision = match crate::ops::bf16::Hardware::detect() {
+            Some(hardware) if s.cfg.train.dtype == Precision::Bf16 => {
+                format!(", bf16 matmuls on {}", hardware.name())
+            }
+            _ => String::new(),
+        };
         crate::note!(
-            "training {} layers × {} heads × {} dims, {} positions, on {} → {}",
+            "training {} layers × {} heads × {} dims, {} positions{precision}, on {} → {}",
             m.n_layer,
             m.n_head,
             m.n_embd,
