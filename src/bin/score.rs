@@ -127,34 +127,7 @@ fn run() -> Result<()> {
         )
     })?;
     let (train, val) = corpus.split();
-    let poems: Vec<String> = match (&args.file, args.val) {
-        (Some(_), true) => bail!("give a FILE or --val, not both"),
-        (None, false) => bail!("nothing to score: give a FILE of poems (one per line) or --val"),
-        (None, true) => val.into_iter().cloned().collect(),
-        (Some(file), false) => read_poems(file)?
-            .lines()
-            .map(str::trim)
-            .enumerate()
-            .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
-            .map(|(i, l)| {
-                poem_of_line(l).with_context(|| format!("line {} of {}", i + 1, source_name(file)))
-            })
-            .collect::<Result<_>>()?,
-    };
-    if poems.is_empty() {
-        match &args.file {
-            Some(file) => bail!(
-                "no poem to score: {} has no line that is neither blank nor a # comment",
-                source_name(file)
-            ),
-            None => bail!(
-                "no poem to score: {} has {} poem{}, too few to hold any out (every 20th is): score a FILE of poems instead",
-                args.corpus.display(),
-                train.len(),
-                if train.len() == 1 { "" } else { "s" }
-            ),
-        }
-    }
+    let poems = poems_to_score(&args, train.len(), val)?;
     let novelty = Novelty::new(train);
     let (summary, scores) = Summary::of(&poems, Tables::shipped(), Some(&novelty));
     let nll = match &args.checkpoint {
@@ -180,28 +153,68 @@ fn run() -> Result<()> {
         println!("{}", serde_json::to_string(&report)?);
         return Ok(());
     }
-    for (poem, s) in poems.iter().zip(&scores) {
-        match (s.form, &s.template) {
-            (Some(form), Some(template)) => println!(
-                "{poem}\n  {form}, {template}: {}/{} tones fit{}, {}",
-                s.tones_fitting,
-                s.tones_checked,
-                if s.tones_unknown > 0 {
-                    format!(" ({} unknown)", s.tones_unknown)
-                } else {
-                    String::new()
-                },
-                match &s.rhyme_group {
-                    Some(group) => format!("rhymes in {group}"),
-                    None => "does not rhyme".into(),
-                }
-            ),
-            _ => println!("{poem}\n  not of a regular form"),
-        }
+    for (poem, score) in poems.iter().zip(&scores) {
+        println!(
+            "{poem}
+  {}",
+            describe(score)
+        );
     }
     println!("{}", summary.describe());
     if let Some(mean) = mean_nll {
         println!("mean negative log-likelihood under the model: {mean:.3} nats per character");
     }
     Ok(())
+}
+
+/// The poems that `args` asks to score: the lines of its FILE, or the corpus's held-out poems
+/// (`val`; the corpus has `trained` others). At least one, or an error that says why not.
+fn poems_to_score(args: &Args, trained: usize, val: Vec<&String>) -> Result<Vec<String>> {
+    let poems: Vec<String> = match (&args.file, args.val) {
+        (Some(_), true) => bail!("give a FILE or --val, not both"),
+        (None, false) => bail!("nothing to score: give a FILE of poems (one per line) or --val"),
+        (None, true) => val.into_iter().cloned().collect(),
+        (Some(file), false) => read_poems(file)?
+            .lines()
+            .map(str::trim)
+            .enumerate()
+            .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
+            .map(|(i, l)| {
+                poem_of_line(l).with_context(|| format!("line {} of {}", i + 1, source_name(file)))
+            })
+            .collect::<Result<_>>()?,
+    };
+    if !poems.is_empty() {
+        return Ok(poems);
+    }
+    match &args.file {
+        Some(file) => bail!(
+            "no poem to score: {} has no line that is neither blank nor a # comment",
+            source_name(file)
+        ),
+        None => bail!(
+            "no poem to score: {} has {trained} poem{}, too few to hold any out (every 20th is): score a FILE of poems instead",
+            args.corpus.display(),
+            if trained == 1 { "" } else { "s" }
+        ),
+    }
+}
+
+/// One poem's score in a line: its form and template with the tones that fit, and its rhyme.
+fn describe(s: &VerseScore) -> String {
+    let (Some(form), Some(template)) = (s.form, &s.template) else {
+        return "not of a regular form".into();
+    };
+    let unknown = match s.tones_unknown {
+        0 => String::new(),
+        n => format!(" ({n} unknown)"),
+    };
+    let rhyme = match &s.rhyme_group {
+        Some(group) => format!("rhymes in {group}"),
+        None => "does not rhyme".into(),
+    };
+    format!(
+        "{form}, {template}: {}/{} tones fit{unknown}, {rhyme}",
+        s.tones_fitting, s.tones_checked
+    )
 }
