@@ -154,11 +154,7 @@ fn run() -> Result<()> {
         return Ok(());
     }
     for (poem, score) in poems.iter().zip(&scores) {
-        println!(
-            "{poem}
-  {}",
-            describe(score)
-        );
+        println!("{poem}\n  {}", describe(score));
     }
     println!("{}", summary.describe());
     if let Some(mean) = mean_nll {
