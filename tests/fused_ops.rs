@@ -247,7 +247,8 @@ fn scaled_diff(a: &[f32], b: &[f32]) -> f32 {
 #[test]
 fn output_layer_in_bf16_follows_f32() {
     use shige::ops::lm_head_loss::loss_and_gradients;
-    // 300 rows: chunks of 64 with a partial last one; a vocabulary of 500 (16 blocks, one partial).
+    // 300 rows: a group of 256 (four chunks of 64, their dW in one product) and a partial one of
+    // 44; a vocabulary of 500 (16 blocks, one partial).
     let (xs, ws) = (
         values(&random(&[300, 40], 1.0, 12)),
         values(&random(&[500, 40], 0.5, 13)),

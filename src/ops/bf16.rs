@@ -355,25 +355,14 @@ impl Rhs {
         Rhs { data, k, n }
     }
 
-    /// The matrix of `lhs` (m × k) as a right operand of m × k: the same rounded values moved
-    /// into the right operand's layout, without reading the f32 source again (the output layer's
-    /// dlogits are the left operand of dx and the right one of dW).
-    pub(crate) fn relayout(lhs: &Lhs) -> Self {
-        let (k, n) = (lhs.m, lhs.k);
-        let mut data = spare::take(lhs.data.len());
-        // Right block (column block cb, k block kb) is left block (row block kb, column block cb).
-        data.par_chunks_mut(blocks(k) * BLOCK_LEN)
-            .enumerate()
-            .for_each(|(cb, along_k)| {
-                for (kb, block) in along_k.chunks_mut(BLOCK_LEN).enumerate() {
-                    let source = &lhs.data[(kb * blocks(n) + cb) * BLOCK_LEN..][..BLOCK_LEN];
-                    relayout_block(
-                        block.try_into().expect("one block"),
-                        source.try_into().expect("one block"),
-                    );
-                }
-            });
-        Rhs { data, k, n }
+    /// A right operand of k × n built from left operands of n columns stacked on each other
+    /// (see [`Stack`]).
+    pub(crate) fn stack(k: usize, n: usize) -> Stack {
+        let data = spare::take(blocks(n) * blocks(k) * BLOCK_LEN); // every block set by a push
+        Stack {
+            rhs: Rhs { data, k, n },
+            filled: 0,
+        }
     }
 
     /// The rounded values as a row-major f32 matrix of k × n (padded to whole blocks).
@@ -390,6 +379,52 @@ impl Rhs {
             }
         }
         out
+    }
+}
+
+/// A right operand under construction: the rows of left operands moved into the right layout one
+/// after the other, without reading their f32 source again (the output layer's exponentials are
+/// the left operand of dx chunk by chunk, and together the right one of dW).
+pub(crate) struct Stack {
+    rhs: Rhs,
+    /// Rows set so far: whole blocks, except after the last push.
+    filled: usize,
+}
+
+impl Stack {
+    /// Moves the rounded values of `lhs` (rows × n) into the next rows.
+    pub(crate) fn push(&mut self, lhs: &Lhs) {
+        let (first, n, k_blocks) = (self.filled, self.rhs.n, blocks(self.rhs.k));
+        assert!(
+            lhs.k == n && first + lhs.m <= self.rhs.k,
+            "stacked rows past the operand"
+        );
+        assert!(
+            first.is_multiple_of(BLOCK),
+            "rows stacked after a partial block"
+        );
+        // Right block (column block cb, k block first/32 + kb) is left block (row block kb,
+        // column block cb); a partial block's padding rows come from the left one's (zeros).
+        for (cb, along_k) in self.rhs.data.chunks_mut(k_blocks * BLOCK_LEN).enumerate() {
+            let dst = along_k[first / BLOCK * BLOCK_LEN..].chunks_mut(BLOCK_LEN);
+            for (kb, block) in dst.take(blocks(lhs.m)).enumerate() {
+                let source = &lhs.data[(kb * blocks(n) + cb) * BLOCK_LEN..][..BLOCK_LEN];
+                relayout_block(
+                    block.try_into().expect("one block"),
+                    source.try_into().expect("one block"),
+                );
+            }
+        }
+        self.filled += lhs.m;
+    }
+
+    /// The operand, once every row is set.
+    pub(crate) fn finish(self) -> Rhs {
+        assert_eq!(
+            self.filled, self.rhs.k,
+            "a stacked operand with rows missing"
+        );
+        self.rhs
     }
 }
 
@@ -658,15 +693,38 @@ mod tests {
     }
 
     #[test]
-    fn a_left_operand_moved_into_the_right_layout_is_the_right_operand_packed() {
-        for (m, k) in [(64, 6000), (45, 33), (1, 1), (32, 32)] {
+    fn left_operands_stacked_into_the_right_layout_are_the_right_operand_packed() {
+        // (rows of each part, columns): whole blocks, a partial last part, one small part.
+        for (parts, k) in [(vec![64, 64, 32], 6000), (vec![32, 13], 33), (vec![1], 1)] {
+            let m: usize = parts.iter().sum();
             let a = values(m * k, 4);
-            let lhs = Lhs::pack(Operand::rows(&a, k), m, k);
             let packed = Rhs::pack(Operand::rows(&a, k), m, k);
-            let moved = Rhs::relayout(&lhs);
+            let mut stack = Rhs::stack(m, k);
+            let mut first = 0;
+            for rows in parts {
+                let part = Operand::rows(&a, k).rows_from(first);
+                stack.push(&Lhs::pack(part, rows, k));
+                first += rows;
+            }
+            let moved = stack.finish();
             assert_eq!((moved.k, moved.n), (m, k));
             assert!(moved.data == packed.data, "{m} × {k}: the layouts differ");
         }
+    }
+
+    #[test]
+    fn a_stack_refuses_rows_after_a_partial_block_and_is_unusable_unfilled() {
+        let a = values(64 * 8, 5);
+        let part = |rows| Lhs::pack(Operand::rows(&a, 8), rows, 8);
+        let run = |f: &dyn Fn()| std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        assert!(run(&|| {
+            let mut stack = Rhs::stack(64, 8);
+            stack.push(&part(13));
+            stack.push(&part(32));
+        })
+        .is_err());
+        assert!(run(&|| drop(Rhs::stack(64, 8).finish())).is_err());
+        assert!(run(&|| Rhs::stack(32, 8).push(&part(64))).is_err());
     }
 
     #[test]

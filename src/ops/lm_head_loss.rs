@@ -6,6 +6,7 @@
 use super::{bf16, contiguous, fast_math, isa, matmul_on, scratch, Operand, Precision};
 use candle_core::{bail, CpuStorage, CustomOp2, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
+use std::ops::Range;
 
 /// Rows of logits computed at once per thread: 256 × a 6,000-character vocabulary is 6 MB, so that
 /// one chunk per thread fits in the shared L3 cache with room to spare (training runs one shard
@@ -16,10 +17,43 @@ use rayon::prelude::*;
 const CHUNK_ROWS: usize = 256;
 
 /// Rows per chunk with bf16 products on the AMX tiles: fewer, so that the logits (f32) and their
-/// two packed bf16 copies stay in the core's L2 cache. (With AVX512-BF16's slower products, the
-/// f32 chunk's 256 rows were faster: the course model's output layer, forward and backward,
-/// 76–88 ms against 91–109 ms with 64 rows on an AMD EPYC Zen 4, three alternating rounds.)
+/// two packed bf16 copies stay in the core's L2 cache; dW's product runs for each chunk.
 const AMX_CHUNK_ROWS: usize = 64;
+
+/// Rows per chunk and per group of chunks with AVX512-BF16's products (or without bf16
+/// instructions): chunks small enough for their logits to stay in the core's L2 cache, while dW's
+/// product, whose result (3 MB for the course model) is read and written whole each time, runs once
+/// per group on the exponentials of all its chunks. Course model on an AMD EPYC Zen 4 (four
+/// alternating rounds of `bench --only course --dtype bf16`): 20,160 tokens/s (median) against
+/// 19,290 with chunks of 256 and dW for each; chunks of 32 gave 19,520, groups of 512 the same as
+/// 256. The output layer alone (`bench --ops`): 68–86 ms against 81–94.
+const BF16_CHUNK_ROWS: usize = 64;
+const BF16_GROUP_ROWS: usize = CHUNK_ROWS;
+
+/// How a share's rows are cut: chunks of rows whose logits exist at once, and groups of chunks
+/// whose dW product runs at once.
+struct Chunking {
+    chunk: usize,
+    group: usize,
+}
+
+impl Chunking {
+    fn of(precision: Precision) -> Self {
+        let (chunk, group) = match (precision, bf16::Hardware::detect()) {
+            (Precision::F32, _) => (CHUNK_ROWS, CHUNK_ROWS),
+            (Precision::Bf16, Some(bf16::Hardware::Amx)) => (AMX_CHUNK_ROWS, AMX_CHUNK_ROWS),
+            (Precision::Bf16, _) => (BF16_CHUNK_ROWS, BF16_GROUP_ROWS),
+        };
+        Chunking { chunk, group }
+    }
+}
+
+/// `rows` cut into consecutive ranges of `len` (the last one shorter).
+fn cut(rows: Range<usize>, len: usize) -> impl Iterator<Item = Range<usize>> {
+    rows.clone()
+        .step_by(len)
+        .map(move |start| start..rows.end.min(start + len))
+}
 
 /// The output layer's gradients (dx, dW), computed in the same pass as the loss.
 pub type Grads = (Vec<f32>, Vec<f32>);
@@ -59,11 +93,18 @@ impl<'w> Products<'w> {
         }
     }
 
-    /// dx (rows × C) = dlogits (rows × V) · W, and dW += dlogitsᵀ (V × rows) · x (rows × C). In
-    /// bf16, `dw` holds dWᵀ (C × V) until [`Products::finish_dw`]: xᵀ · dlogits packs the small
-    /// xᵀ transposed and the large dlogits as they lie (once, moved into the second layout),
-    /// where dlogitsᵀ · x would transpose the large one.
-    fn backward(
+    /// What a group's chunks leave for its dW product (see [`Products::group_backward`]).
+    fn group(&self, rows: usize, v: usize) -> Group {
+        match self {
+            Products::F32(_) => Group::F32,
+            Products::Bf16 { .. } => Group::Bf16(bf16::Rhs::stack(rows, v)),
+        }
+    }
+
+    /// dx (rows × C) = dlogits (rows × V) · W, and in f32 dW += dlogitsᵀ (V × rows) · x (rows ×
+    /// C) at once; in bf16, dlogits join the group's stack for [`Products::group_backward`].
+    #[allow(clippy::too_many_arguments)]
+    fn chunk_backward(
         &self,
         dlogits: &[f32],
         x: Operand,
@@ -71,24 +112,35 @@ impl<'w> Products<'w> {
         c: usize,
         dx: &mut [f32],
         dw: &mut [f32],
+        group: &mut Group,
     ) {
         let v = dlogits.len() / rows.max(1);
         let dlogits = Operand::rows(dlogits, v);
-        match self {
-            Products::F32(w) => {
+        match (self, group) {
+            (Products::F32(w), _) => {
                 matmul_on(dx, rows, c, v, dlogits, Operand::rows(w, c), false, 1);
                 matmul_on(dw, v, c, rows, dlogits.t(), x, true, 1);
             }
-            Products::Bf16 { w, .. } => {
+            (Products::Bf16 { w, .. }, Group::Bf16(stack)) => {
                 let as_lhs = bf16::Lhs::pack(dlogits, rows, v);
                 bf16::product(dx, &as_lhs, w, false, 1);
-                let x_t = bf16::Lhs::pack(x.t(), c, rows);
-                bf16::product(dw, &x_t, &bf16::Rhs::relayout(&as_lhs), true, 1);
+                stack.push(&as_lhs);
             }
+            (Products::Bf16 { .. }, Group::F32) => unreachable!("a bf16 group holds its stack"),
         }
     }
 
-    /// dW (V × C) from what [`Products::backward`] summed.
+    /// The group's dW product in bf16 (in f32, each chunk added its own): `dw` holds dWᵀ (C × V)
+    /// until [`Products::finish_dw`], and xᵀ · dlogits packs the small xᵀ (C × rows) transposed
+    /// and the large dlogits as they lie, where dlogitsᵀ · x would transpose the large one.
+    fn group_backward(&self, group: Group, x: Operand, rows: usize, c: usize, dw: &mut [f32]) {
+        if let Group::Bf16(stack) = group {
+            let x_t = bf16::Lhs::pack(x.t(), c, rows);
+            bf16::product(dw, &x_t, &stack.finish(), true, 1);
+        }
+    }
+
+    /// dW (V × C) from what the backward products summed.
     fn finish_dw(&self, dw: Vec<f32>, c: usize) -> Vec<f32> {
         match self {
             Products::F32(_) => dw,
@@ -111,6 +163,13 @@ impl<'w> Products<'w> {
             }
         }
     }
+}
+
+/// What a group's chunks leave for its dW product: nothing in f32, the chunks' dlogits stacked
+/// into one right operand in bf16.
+enum Group {
+    F32,
+    Bf16(bf16::Stack),
 }
 
 /// The summed cross-entropy of the rows of `logits` (rows × V) against `targets`. With `scales`,
@@ -147,8 +206,9 @@ pub(crate) fn cross_entropy_rows(
 }
 
 /// The summed loss of `rows` of `x` (N × C, N = `n`) against W (V × C) and `targets` (N), on the
-/// calling thread, chunk by chunk. With gradients, also writes d loss/dx of those rows into `dx`
-/// and returns their contribution to dW (empty without gradients).
+/// calling thread, group by group of chunks (see [`Chunking`]). With gradients, also writes
+/// d loss/dx of those rows into `dx` and returns their contribution to dW (empty without
+/// gradients).
 ///
 /// The gradients come from the exponentials E (rows × V) and each row's scale s (see
 /// [`cross_entropy_rows`]): dlogits = diag(s)·E − onehot/N, so dx = diag(s)·(E·W) − W[targets]/N
@@ -159,7 +219,7 @@ fn share(
     (x, w, targets): (&[f32], &[f32], &[u32]),
     c: usize,
     n: usize,
-    rows: std::ops::Range<usize>,
+    rows: Range<usize>,
     with_grad: bool,
     precision: Precision,
     dx: &mut [f32],
@@ -172,31 +232,31 @@ fn share(
     } else {
         Vec::new()
     };
-    let chunk_rows = match (precision, bf16::Hardware::detect()) {
-        (Precision::Bf16, Some(bf16::Hardware::Amx)) => AMX_CHUNK_ROWS,
-        _ => CHUNK_ROWS,
+    let chunking = Chunking::of(precision);
+    let mut buffers = Buffers {
+        logits: scratch::take(chunking.chunk * v), // each chunk's rows written whole
+        scales: vec![0f32; chunking.group],
+        x_scaled: vec![0f32; chunking.group * c],
     };
-    let mut logits = scratch::take(chunk_rows * v); // each chunk's rows written whole
-    let (mut scales, mut x_scaled) = (vec![0f32; chunk_rows], vec![0f32; chunk_rows * c]);
     let mut total = 0f64;
-    for start in rows.clone().step_by(chunk_rows) {
-        let chunk = chunk_rows.min(rows.end - start);
-        let logits = &mut logits[..chunk * v];
-        let x_rows = &x[start * c..(start + chunk) * c];
-        products.logits(Operand::rows(x_rows, c), chunk, c, logits); // x Wᵀ
-        let targets = &targets[start..start + chunk];
-        let scales = &mut scales[..chunk];
-        let wanted = with_grad.then_some(&mut *scales);
-        total += isa::widest(|| cross_entropy_rows(logits, targets, inv_n, wanted));
-        if with_grad {
-            let local = start - rows.start;
-            let dx = &mut dx[local * c..(local + chunk) * c];
-            let x_scaled = &mut x_scaled[..chunk * c];
-            let chunk_in = (x_rows, &*logits, &*scales, targets);
-            chunk_gradients(&products, chunk_in, (w, c, inv_n), x_scaled, dx, &mut dw);
-        }
+    for group in cut(rows.clone(), chunking.group) {
+        // Empty without gradients.
+        let dx = dx
+            .get_mut((group.start - rows.start) * c..)
+            .unwrap_or_default();
+        let group_in = (x, w, targets, group);
+        total += group_pass(
+            &products,
+            group_in,
+            (c, inv_n),
+            &chunking,
+            &mut buffers,
+            with_grad,
+            dx,
+            &mut dw,
+        );
     }
-    scratch::give_back(logits);
+    scratch::give_back(buffers.logits);
     let mut dw = products.finish_dw(dw, c);
     if with_grad {
         // dW's one-hot term: −x/N added into each target's row.
@@ -209,22 +269,76 @@ fn share(
     (total, dw)
 }
 
-/// One chunk's dx (rows × C, written) and its share of dW (summed into `dw` as [`Products`]
-/// holds it, without the one-hot term) from its exponentials E and their scales s (see
-/// [`share`]); `x_scaled` is scratch of the chunk's size.
+/// A share's working memory: one chunk's logits, one group's row scales and scaled x rows.
+struct Buffers {
+    logits: Vec<f32>,
+    scales: Vec<f32>,
+    x_scaled: Vec<f32>,
+}
+
+/// The summed loss of the rows `group` of x, chunk by chunk; with gradients, their dx (written
+/// from the group's first row of `dx` on) and their share of dW (summed into `dw` as [`Products`]
+/// holds it, without the one-hot term).
+#[allow(clippy::too_many_arguments)]
+fn group_pass(
+    products: &Products,
+    (x, w, targets, group): (&[f32], &[f32], &[u32], Range<usize>),
+    (c, inv_n): (usize, f32),
+    chunking: &Chunking,
+    buffers: &mut Buffers,
+    with_grad: bool,
+    dx: &mut [f32],
+    dw: &mut [f32],
+) -> f64 {
+    let v = w.len() / c;
+    let mut pending = with_grad.then(|| products.group(group.len(), v));
+    let mut total = 0f64;
+    for chunk in cut(group.clone(), chunking.chunk) {
+        let rows = chunk.len();
+        let local = chunk.start - group.start;
+        let logits = &mut buffers.logits[..rows * v];
+        let x_rows = &x[chunk.start * c..chunk.end * c];
+        products.logits(Operand::rows(x_rows, c), rows, c, logits); // x Wᵀ
+        let targets = &targets[chunk];
+        let scales = &mut buffers.scales[local..local + rows];
+        let wanted = with_grad.then_some(&mut *scales);
+        total += isa::widest(|| cross_entropy_rows(logits, targets, inv_n, wanted));
+        if let Some(pending) = &mut pending {
+            let dx = &mut dx[local * c..(local + rows) * c];
+            let x_scaled = &mut buffers.x_scaled[local * c..(local + rows) * c];
+            let chunk_in = (x_rows, &*logits, &*scales, targets);
+            chunk_gradients(
+                products,
+                chunk_in,
+                (w, c, inv_n),
+                x_scaled,
+                (dx, dw),
+                pending,
+            );
+        }
+    }
+    if let Some(pending) = pending {
+        let x_scaled = Operand::rows(&buffers.x_scaled, c);
+        products.group_backward(pending, x_scaled, group.len(), c, dw); // += Eᵀ · (s x)
+    }
+    total
+}
+
+/// One chunk's dx (rows × C, written) and, in f32, its share of dW (see [`group_pass`]) from its
+/// exponentials E and their scales s (see [`share`]); writes its rows of s·x into `x_scaled`.
 fn chunk_gradients(
     products: &Products,
     (x_rows, exps, scales, targets): (&[f32], &[f32], &[f32], &[u32]),
     (w, c, inv_n): (&[f32], usize, f32),
     x_scaled: &mut [f32],
-    dx: &mut [f32],
-    dw: &mut [f32],
+    (dx, dw): (&mut [f32], &mut [f32]),
+    group: &mut Group,
 ) {
     for ((out, row), s) in x_scaled.chunks_mut(c).zip(x_rows.chunks(c)).zip(scales) {
         out.iter_mut().zip(row).for_each(|(o, x)| *o = x * s);
     }
     let (rows, x_scaled) = (scales.len(), Operand::rows(x_scaled, c));
-    products.backward(exps, x_scaled, rows, c, dx, dw); // E · W, += Eᵀ · (s x)
+    products.chunk_backward(exps, x_scaled, rows, c, dx, dw, group); // E · W (, += Eᵀ · (s x))
     for ((d, &t), s) in dx.chunks_mut(c).zip(targets).zip(scales) {
         let w_t = &w[t as usize * c..(t as usize + 1) * c];
         d.iter_mut()
