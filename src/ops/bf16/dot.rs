@@ -68,7 +68,8 @@ pub(super) fn row_blocks(
 /// first `height` of them, in `out` at r·n, `cols` ≤ 32 columns each; `shape` = (height, cols,
 /// n)) = (out if `accumulate`) + the strip's rows of `a` (a row block's packed left blocks along
 /// k) · `b` (a column block's packed right blocks along k). Each sum runs over k in order, pair
-/// by pair. Safety: the CPU must have the features [`available`] checks.
+/// by pair, and is then added to `out`'s value. Safety: the CPU must have the features
+/// [`available`] checks.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
 unsafe fn strip(
@@ -88,17 +89,14 @@ unsafe fn strip(
         (1u32 << cols.min(16)).wrapping_sub(1) as u16,
         (1u32 << cols.saturating_sub(16)).wrapping_sub(1) as u16,
     ];
-    let mut acc = [[_mm512_setzero_ps(); 2]; STRIP];
-    // Rows and halves by constant indices (rows past `height` skipped), so that the
-    // accumulators stay in registers.
-    for (r, row) in acc.iter_mut().enumerate() {
-        if accumulate && r < height {
-            for (half, sum) in row.iter_mut().enumerate().filter(|(h, _)| h * 16 < cols) {
-                let line = &out[r * n + half * 16..r * n + cols.min(half * 16 + 16)];
-                *sum = _mm512_maskz_loadu_ps(masks[half], line.as_ptr());
-            }
+    // The result's lines are fetched while the products run (a fresh buffer's are not cached):
+    // added to the sums at the end.
+    for r in 0..height {
+        for half in (0..cols).step_by(16) {
+            _mm_prefetch::<_MM_HINT_T0>(out[r * n + half..].as_ptr().cast());
         }
     }
+    let mut acc = [[_mm512_setzero_ps(); 2]; STRIP];
     let to_bh = |v: __m512i| -> __m512bh { std::mem::transmute(v) };
     for (a, b) in a.chunks_exact(BLOCK_LEN).zip(b.chunks_exact(BLOCK_LEN)) {
         // Row r of the strip: 32 consecutive k at (top + r)·32 of the left block; pair p of a
@@ -123,7 +121,12 @@ unsafe fn strip(
         if r < height {
             for (half, sum) in row.iter().enumerate().filter(|(h, _)| h * 16 < cols) {
                 let line = &mut out[r * n + half * 16..r * n + cols.min(half * 16 + 16)];
-                _mm512_mask_storeu_ps(line.as_mut_ptr(), masks[half], *sum);
+                let sum = if accumulate {
+                    _mm512_add_ps(_mm512_maskz_loadu_ps(masks[half], line.as_ptr()), *sum)
+                } else {
+                    *sum
+                };
+                _mm512_mask_storeu_ps(line.as_mut_ptr(), masks[half], sum);
             }
         }
     }
