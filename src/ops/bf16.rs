@@ -104,28 +104,36 @@ fn blocks(len: usize) -> usize {
 }
 
 /// Packed blocks of an operand whose other dimension (m or n) is `outer` long: for each block
-/// along it, the blocks along k in turn, each filled by `fill(block, outer range, k range)` (the
+/// along it, the blocks along k in turn, filled by `fill(its blocks along k, outer range)` (the
 /// values past either end stay zero), on all threads.
-fn pack_blocks(
-    outer: usize,
-    k: usize,
-    fill: impl Fn(&mut [u16], Range<usize>, Range<usize>) + Sync,
-) -> Vec<u16> {
-    let range = |b: usize, len: usize| b * BLOCK..len.min(b * BLOCK + BLOCK);
+fn pack_blocks(outer: usize, k: usize, fill: impl Fn(&mut [u16], Range<usize>) + Sync) -> Vec<u16> {
     let mut data = spare::take(blocks(outer) * blocks(k) * BLOCK_LEN);
     data.par_chunks_mut(blocks(k) * BLOCK_LEN)
         .enumerate()
         .for_each(|(ob, along_k)| {
-            for (kb, block) in along_k.chunks_mut(BLOCK_LEN).enumerate() {
-                let (outer, ks) = (range(ob, outer), range(kb, k));
-                // `fill` writes every value of a whole block; an edge block's padding is zeroed.
-                if outer.len() < BLOCK || ks.len() < BLOCK {
-                    block.fill(0);
-                }
-                fill(block, outer, ks);
+            let outer = block_range(ob, outer);
+            // `fill` writes every value inside the matrix; the padding of edge blocks is zeroed.
+            if outer.len() < BLOCK {
+                along_k.fill(0);
+            } else if !k.is_multiple_of(BLOCK) {
+                let last = along_k.len() - BLOCK_LEN;
+                along_k[last..].fill(0);
             }
+            fill(along_k, outer);
         });
     data
+}
+
+/// The indices of block `b` along a dimension of `len`.
+fn block_range(b: usize, len: usize) -> Range<usize> {
+    b * BLOCK..len.min(b * BLOCK + BLOCK)
+}
+
+/// `fill(block, k range)` for each of the blocks along k (`k` long) of one outer block.
+fn each_block(along_k: &mut [u16], k: usize, fill: impl Fn(&mut [u16], Range<usize>)) {
+    for (kb, block) in along_k.chunks_mut(BLOCK_LEN).enumerate() {
+        fill(block, block_range(kb, k));
+    }
 }
 
 /// The buffers of dropped packed operands, kept per thread for the next packs instead of a fresh
@@ -156,32 +164,24 @@ mod spare {
     }
 }
 
-/// Rounds values (i, l) of `op`, i in `rows`, l in `cols`, into a 32 × 32 block of a left
-/// operand: (i, l) → block[(i − rows.start)·32 + l − cols.start]. Rows contiguous in the source
-/// are converted in place; otherwise (a transposed source) the source's rows are converted into a
-/// staging block, which is then transposed.
-fn pack_lhs_block(block: &mut [u16], op: Operand, rows: Range<usize>, cols: Range<usize>) {
-    let width = cols.len();
-    #[cfg(target_arch = "x86_64")]
-    let whole = width == BLOCK && rows.len() == BLOCK;
-    #[cfg(target_arch = "x86_64")]
-    if op.col_stride == 1 && whole && avx512::available() {
-        let src = &op.data[rows.start * op.row_stride + cols.start..];
-        let block = block.try_into().expect("one block");
-        // SAFETY: `available` checked the target features.
-        return unsafe { avx512::lhs_block(block, src, op.row_stride) };
-    }
-    if op.col_stride == 1 {
-        for (r, i) in rows.enumerate() {
-            let start = i * op.row_stride + cols.start;
-            let (out, src) = (
-                &mut block[r * BLOCK..][..width],
-                &op.data[start..start + width],
-            );
-            convert(out, src);
+/// Rounds the rows `rows` of `op` (contiguous rows of `k` values) into a row block's blocks along
+/// k (`along_k`): row by row, each row's values 32 at a time into the next block, so that the
+/// source is read in order.
+fn pack_lhs_rows(along_k: &mut [u16], op: Operand, rows: Range<usize>, k: usize) {
+    for (r, i) in rows.enumerate() {
+        let row = &op.data[i * op.row_stride..][..k];
+        for (block, part) in along_k.chunks_mut(BLOCK_LEN).zip(row.chunks(BLOCK)) {
+            convert(&mut block[r * BLOCK..][..part.len()], part);
         }
-        return;
     }
+}
+
+/// Rounds values (i, l) of `op` (read across its rows: a transposed source), i in `rows`, l in
+/// `cols`, into a 32 × 32 block of a left operand: (i, l) → block[(i − rows.start)·32 + l −
+/// cols.start]. The source's rows are converted into a staging block, which is then transposed.
+fn pack_lhs_block(block: &mut [u16], op: Operand, rows: Range<usize>, cols: Range<usize>) {
+    #[cfg(target_arch = "x86_64")]
+    let whole = cols.len() == BLOCK && rows.len() == BLOCK;
     let mut stage = [0u16; BLOCK_LEN]; // (l − cols.start, i − rows.start)
     #[cfg(target_arch = "x86_64")]
     if avx512::available() {
@@ -231,8 +231,14 @@ impl Lhs {
     /// Rounds and packs `op` read as an m × k matrix.
     pub(crate) fn pack(op: Operand, m: usize, k: usize) -> Self {
         assert!(op.covers(m, k), "bf16 operand smaller than its shape");
-        let data = pack_blocks(m, k, |block, rows, cols| {
-            pack_lhs_block(block, op, rows, cols)
+        let data = pack_blocks(m, k, |along_k, rows| {
+            if op.col_stride == 1 {
+                pack_lhs_rows(along_k, op, rows, k)
+            } else {
+                each_block(along_k, k, |block, cols| {
+                    pack_lhs_block(block, op, rows.clone(), cols)
+                })
+            }
         });
         Lhs { data, m, k }
     }
@@ -351,7 +357,11 @@ impl Rhs {
     /// Rounds and packs `op` read as a k × n matrix.
     pub(crate) fn pack(op: Operand, k: usize, n: usize) -> Self {
         assert!(op.covers(k, n), "bf16 operand smaller than its shape");
-        let data = pack_blocks(n, k, |block, cols, ks| pack_rhs_block(block, op, ks, cols));
+        let data = pack_blocks(n, k, |along_k, cols| {
+            each_block(along_k, k, |block, ks| {
+                pack_rhs_block(block, op, ks, cols.clone())
+            })
+        });
         Rhs { data, k, n }
     }
 
