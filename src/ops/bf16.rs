@@ -104,22 +104,30 @@ fn blocks(len: usize) -> usize {
 }
 
 /// Packed blocks of an operand whose other dimension (m or n) is `outer` long: for each block
-/// along it, the blocks along k in turn, filled by `fill(its blocks along k, outer range)` (the
-/// values past either end stay zero), on all threads.
-fn pack_blocks(outer: usize, k: usize, fill: impl Fn(&mut [u16], Range<usize>) + Sync) -> Vec<u16> {
-    let mut data = spare::take(blocks(outer) * blocks(k) * BLOCK_LEN);
-    data.par_chunks_mut(blocks(k) * BLOCK_LEN)
+/// along it, the blocks along k in turn, filled `per_task` outer blocks at a time by `fill(their
+/// blocks, outer range)` (the values past either end stay zero), on all threads.
+fn pack_blocks(
+    outer: usize,
+    k: usize,
+    per_task: usize,
+    fill: impl Fn(&mut [u16], Range<usize>) + Sync,
+) -> Vec<u16> {
+    let along_k = blocks(k) * BLOCK_LEN;
+    let mut data = spare::take(blocks(outer) * along_k);
+    data.par_chunks_mut(per_task * along_k)
         .enumerate()
-        .for_each(|(ob, along_k)| {
-            let outer = block_range(ob, outer);
+        .for_each(|(task, run)| {
             // `fill` writes every value inside the matrix; the padding of edge blocks is zeroed.
-            if outer.len() < BLOCK {
-                along_k.fill(0);
-            } else if !k.is_multiple_of(BLOCK) {
-                let last = along_k.len() - BLOCK_LEN;
-                along_k[last..].fill(0);
+            for (b, along_k) in run.chunks_mut(along_k).enumerate() {
+                if block_range(task * per_task + b, outer).len() < BLOCK {
+                    along_k.fill(0);
+                } else if !k.is_multiple_of(BLOCK) {
+                    let last = along_k.len() - BLOCK_LEN;
+                    along_k[last..].fill(0);
+                }
             }
-            fill(along_k, outer);
+            let first = task * per_task * BLOCK;
+            fill(run, first..outer.min(first + per_task * BLOCK));
         });
     data
 }
@@ -231,7 +239,7 @@ impl Lhs {
     /// Rounds and packs `op` read as an m × k matrix.
     pub(crate) fn pack(op: Operand, m: usize, k: usize) -> Self {
         assert!(op.covers(m, k), "bf16 operand smaller than its shape");
-        let data = pack_blocks(m, k, |along_k, rows| {
+        let data = pack_blocks(m, k, 1, |along_k, rows| {
             if op.col_stride == 1 {
                 pack_lhs_rows(along_k, op, rows, k)
             } else {
@@ -267,21 +275,46 @@ fn rhs_offset(l: usize, j: usize) -> usize {
     (j / 16) * (BLOCK_LEN / 2) + (l / 2) * BLOCK + (j % 16) * 2 + l % 2
 }
 
-/// Rounds values (l, j) of `op`, l in `ks`, j in `cols`, into a 32 × 32 block of a right
-/// operand (at [`rhs_offset`]). A row-major source goes through [`interleave`], pair of rows by
-/// pair of rows; otherwise (a transposed source: small weights) value by value.
+/// Rounds the columns `cols` (whole column blocks from a block's first column) of `op` (k
+/// contiguous rows) into their column blocks' blocks along k (`run`): pair of rows by pair of
+/// rows through [`interleave`], 16 columns at a time, so that the source is read in order.
+fn pack_rhs_rows(run: &mut [u16], op: Operand, k: usize, cols: Range<usize>) {
+    let along_k = blocks(k) * BLOCK_LEN;
+    // Row l's 16 values from column c: borrowed where the source has them all, else copied
+    // into `spare` with zeros after the last column (or for a row past the last k).
+    let row = |l: usize, c: usize, width: usize, spare: &'_ mut [f32; 16]| -> [f32; 16] {
+        let start = l * op.row_stride + c;
+        if l < k && width == 16 {
+            return op.data[start..start + 16].try_into().expect("16");
+        }
+        spare.fill(0.0);
+        if l < k {
+            spare[..width].copy_from_slice(&op.data[start..start + width]);
+        }
+        *spare
+    };
+    let mut spare = [0f32; 16];
+    for l in (0..k).step_by(2) {
+        let (kb, pair) = (l / BLOCK, l % BLOCK / 2);
+        for c in cols.clone().step_by(16) {
+            let (cb, tile) = ((c - cols.start) / BLOCK, c % BLOCK / 16);
+            let start = cb * along_k + kb * BLOCK_LEN + tile * (BLOCK_LEN / 2) + pair * BLOCK;
+            let out = (&mut run[start..start + BLOCK]).try_into().expect("32");
+            let width = 16.min(cols.end - c);
+            let first = row(l, c, width, &mut spare);
+            let second = row(l + 1, c, width, &mut spare);
+            interleave(out, &first, &second);
+        }
+    }
+}
+
+/// Rounds values (l, j) of `op` (read across its rows: a transposed source, small weights), l in
+/// `ks`, j in `cols`, into a 32 × 32 block of a right operand (at [`rhs_offset`]).
 fn pack_rhs_block(block: &mut [u16], op: Operand, ks: Range<usize>, cols: Range<usize>) {
     #[cfg(target_arch = "x86_64")]
-    if op.col_stride == 1 && ks.len() == BLOCK && cols.len() == BLOCK && avx512::available() {
-        let src = &op.data[ks.start * op.row_stride + cols.start..];
-        let block = block.try_into().expect("one block");
-        // SAFETY: `available` checked the target features.
-        return unsafe { avx512::rhs_block(block, src, op.row_stride) };
-    }
-    #[cfg(target_arch = "x86_64")]
     if op.row_stride == 1 && ks.len() == BLOCK && cols.len() == BLOCK && avx512::available() {
-        // A transposed source (a weight read as Wᵀ): its rows are the block's columns. Rounded as
-        // a left block of them, turned, and moved into the right operand's layout.
+        // Its rows are the block's columns: rounded as a left block of them, turned, and moved
+        // into the right operand's layout.
         let src = &op.data[cols.start * op.col_stride + ks.start..];
         let (mut stage, mut turned) = ([0u16; BLOCK_LEN], [0u16; BLOCK_LEN]);
         let block = block.try_into().expect("one block");
@@ -292,37 +325,10 @@ fn pack_rhs_block(block: &mut [u16], op: Operand, ks: Range<usize>, cols: Range<
             avx512::relayout_block(block, &turned)
         };
     }
-    if op.col_stride != 1 {
-        for j in cols.clone() {
-            for l in ks.clone() {
-                let v = op.data[l * op.row_stride + j * op.col_stride];
-                block[rhs_offset(l - ks.start, j - cols.start)] = to_bf16(v);
-            }
-        }
-        return;
-    }
-    // Row l's 16 values from column c: borrowed where the source has them all, else copied
-    // into `spare` with zeros after the last column (or for a row past the last k).
-    let row = |l: usize, c: usize, width: usize, spare: &'_ mut [f32; 16]| -> [f32; 16] {
-        let start = l * op.row_stride + c;
-        if l < ks.end && width == 16 {
-            return op.data[start..start + 16].try_into().expect("16");
-        }
-        spare.fill(0.0);
-        if l < ks.end {
-            spare[..width].copy_from_slice(&op.data[start..start + width]);
-        }
-        *spare
-    };
-    let mut spare = [0f32; 16];
-    for (pair, l) in ks.clone().step_by(2).enumerate() {
-        for (tile, c) in cols.clone().step_by(16).enumerate() {
-            let width = 16.min(cols.end - c);
-            let start = tile * (BLOCK_LEN / 2) + pair * BLOCK;
-            let out = (&mut block[start..start + BLOCK]).try_into().expect("32");
-            let first = row(l, c, width, &mut spare);
-            let second = row(l + 1, c, width, &mut spare);
-            interleave(out, &first, &second);
+    for j in cols.clone() {
+        for l in ks.clone() {
+            let v = op.data[l * op.row_stride + j * op.col_stride];
+            block[rhs_offset(l - ks.start, j - cols.start)] = to_bf16(v);
         }
     }
 }
@@ -357,11 +363,17 @@ impl Rhs {
     /// Rounds and packs `op` read as a k × n matrix.
     pub(crate) fn pack(op: Operand, k: usize, n: usize) -> Self {
         assert!(op.covers(k, n), "bf16 operand smaller than its shape");
-        let data = pack_blocks(n, k, |along_k, cols| {
-            each_block(along_k, k, |block, ks| {
-                pack_rhs_block(block, op, ks, cols.clone())
+        let data = if op.col_stride == 1 {
+            // As many column blocks per thread as it takes to cover n: rows read in order.
+            let per_task = blocks(n).div_ceil(rayon::current_num_threads()).max(1);
+            pack_blocks(n, k, per_task, |run, cols| pack_rhs_rows(run, op, k, cols))
+        } else {
+            pack_blocks(n, k, 1, |along_k, cols| {
+                each_block(along_k, k, |block, ks| {
+                    pack_rhs_block(block, op, ks, cols.clone())
+                })
             })
-        });
+        };
         Rhs { data, k, n }
     }
 

@@ -30,23 +30,6 @@ pub(super) unsafe fn lhs_block(block: &mut [u16; 1024], src: &[f32], stride: usi
     }
 }
 
-/// A whole right block: value (l, j) = `src`[l·`stride` + j], rounded, at
-/// [`super::rhs_offset`]. Safety: the CPU must have the features [`available`] checks.
-#[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
-pub(super) unsafe fn rhs_block(block: &mut [u16; 1024], src: &[f32], stride: usize) {
-    let half = |l: usize, tile: usize| -> &[f32; 16] {
-        let start = l * stride + tile * 16;
-        src[start..start + 16].try_into().expect("16")
-    };
-    for pair in 0..16 {
-        for tile in 0..2 {
-            let out = &mut block[tile * 512 + pair * 32..][..32];
-            let (first, second) = (half(2 * pair, tile), half(2 * pair + 1, tile));
-            interleave(out.try_into().expect("32"), first, second);
-        }
-    }
-}
-
 /// [`super::interleave`]. Safety: the CPU must have the features [`available`] checks.
 #[target_feature(enable = "avx512f,avx512bw,avx512bf16")]
 pub(super) unsafe fn interleave(out: &mut [u16; 32], first: &[f32; 16], second: &[f32; 16]) {
