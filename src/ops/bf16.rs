@@ -132,6 +132,11 @@ fn pack_blocks(
     data
 }
 
+/// Blocks per task for `count` blocks shared among all threads, one run each.
+fn per_thread(count: usize) -> usize {
+    count.div_ceil(rayon::current_num_threads()).max(1)
+}
+
 /// The indices of block `b` along a dimension of `len`.
 fn block_range(b: usize, len: usize) -> Range<usize> {
     b * BLOCK..len.min(b * BLOCK + BLOCK)
@@ -239,15 +244,23 @@ impl Lhs {
     /// Rounds and packs `op` read as an m × k matrix.
     pub(crate) fn pack(op: Operand, m: usize, k: usize) -> Self {
         assert!(op.covers(m, k), "bf16 operand smaller than its shape");
-        let data = pack_blocks(m, k, 1, |along_k, rows| {
-            if op.col_stride == 1 {
-                pack_lhs_rows(along_k, op, rows, k)
-            } else {
-                each_block(along_k, k, |block, cols| {
-                    pack_lhs_block(block, op, rows.clone(), cols)
-                })
-            }
-        });
+        let data = if op.col_stride == 1 {
+            pack_blocks(m, k, 1, |along_k, rows| pack_lhs_rows(along_k, op, rows, k))
+        } else {
+            // A transposed source: the blocks of each 32 of its rows (k) across all the row
+            // blocks of a thread's run, so that the source is read in order.
+            pack_blocks(m, k, per_thread(blocks(m)), |run, rows| {
+                let along_k = blocks(k) * BLOCK_LEN;
+                for kb in 0..blocks(k) {
+                    for (b, along) in run.chunks_mut(along_k).enumerate() {
+                        let block_rows = block_range(b, rows.len());
+                        let block_rows = rows.start + block_rows.start..rows.start + block_rows.end;
+                        let block = &mut along[kb * BLOCK_LEN..][..BLOCK_LEN];
+                        pack_lhs_block(block, op, block_rows, block_range(kb, k));
+                    }
+                }
+            })
+        };
         Lhs { data, m, k }
     }
 
@@ -364,9 +377,10 @@ impl Rhs {
     pub(crate) fn pack(op: Operand, k: usize, n: usize) -> Self {
         assert!(op.covers(k, n), "bf16 operand smaller than its shape");
         let data = if op.col_stride == 1 {
-            // As many column blocks per thread as it takes to cover n: rows read in order.
-            let per_task = blocks(n).div_ceil(rayon::current_num_threads()).max(1);
-            pack_blocks(n, k, per_task, |run, cols| pack_rhs_rows(run, op, k, cols))
+            // Rows read in order across a thread's run of column blocks.
+            pack_blocks(n, k, per_thread(blocks(n)), |run, cols| {
+                pack_rhs_rows(run, op, k, cols)
+            })
         } else {
             pack_blocks(n, k, 1, |along_k, cols| {
                 each_block(along_k, k, |block, ks| {
