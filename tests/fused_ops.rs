@@ -256,6 +256,15 @@ fn output_layer_in_bf16_follows_f32() {
     let ids: Vec<u32> = (0..300u32).map(|i| i * 37 % 500).collect();
     let (loss, grads) = loss_and_gradients(&xs, &ws, &ids, 40, true, Precision::F32);
     let (loss_bf16, grads_bf16) = loss_and_gradients(&xs, &ws, &ids, 40, true, Precision::Bf16);
+    // Again after a product on other values: the packed operands reuse those buffers, so a
+    // value the packing failed to write would show here.
+    let other = values(&random(&[300, 40], 1.0, 17));
+    let _ = loss_and_gradients(&other, &ws, &ids, 40, true, Precision::Bf16);
+    let again = loss_and_gradients(&xs, &ws, &ids, 40, true, Precision::Bf16);
+    assert!(
+        again == (loss_bf16, grads_bf16.clone()),
+        "bf16 results depend on reused buffers"
+    );
     let ((dx, dw), (dx_bf16, dw_bf16)) = (grads.unwrap(), grads_bf16.unwrap());
     // bf16 keeps 8 bits of mantissa (relative rounding 2⁻⁹ ≈ 0.002); the sums are f32.
     assert!(
