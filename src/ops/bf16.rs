@@ -189,6 +189,22 @@ fn pack_lhs_rows(along_k: &mut [u16], op: Operand, rows: Range<usize>, k: usize)
     }
 }
 
+/// Rounds the rows `rows` (whole row blocks from a block's first row) of `op` (read across its
+/// rows: a transposed source, k long) into their row blocks' blocks along k (`run`): the blocks
+/// of each 32 of the source's rows (one block along k) across all the row blocks, so that the
+/// source is read in order.
+fn pack_lhs_transposed(run: &mut [u16], op: Operand, rows: Range<usize>, k: usize) {
+    let along_k = blocks(k) * BLOCK_LEN;
+    for kb in 0..blocks(k) {
+        for (b, along) in run.chunks_mut(along_k).enumerate() {
+            let block_rows = block_range(b, rows.len());
+            let block_rows = rows.start + block_rows.start..rows.start + block_rows.end;
+            let block = &mut along[kb * BLOCK_LEN..][..BLOCK_LEN];
+            pack_lhs_block(block, op, block_rows, block_range(kb, k));
+        }
+    }
+}
+
 /// Rounds values (i, l) of `op` (read across its rows: a transposed source), i in `rows`, l in
 /// `cols`, into a 32 × 32 block of a left operand: (i, l) → block[(i − rows.start)·32 + l −
 /// cols.start]. The source's rows are converted into a staging block, which is then transposed.
@@ -247,18 +263,8 @@ impl Lhs {
         let data = if op.col_stride == 1 {
             pack_blocks(m, k, 1, |along_k, rows| pack_lhs_rows(along_k, op, rows, k))
         } else {
-            // A transposed source: the blocks of each 32 of its rows (k) across all the row
-            // blocks of a thread's run, so that the source is read in order.
             pack_blocks(m, k, per_thread(blocks(m)), |run, rows| {
-                let along_k = blocks(k) * BLOCK_LEN;
-                for kb in 0..blocks(k) {
-                    for (b, along) in run.chunks_mut(along_k).enumerate() {
-                        let block_rows = block_range(b, rows.len());
-                        let block_rows = rows.start + block_rows.start..rows.start + block_rows.end;
-                        let block = &mut along[kb * BLOCK_LEN..][..BLOCK_LEN];
-                        pack_lhs_block(block, op, block_rows, block_range(kb, k));
-                    }
-                }
+                pack_lhs_transposed(run, op, rows, k)
             })
         };
         Lhs { data, m, k }
