@@ -14,7 +14,8 @@ pub struct Machine {
     /// The float32 matmul microkernels that `gemm` selects on this CPU: "avx512f", "fma" or
     /// "scalar".
     pub gemm_kernels: &'static str,
-    /// The bf16 matmuls of `--dtype bf16`: "amx" (the tile unit) or "none" (refused).
+    /// The bf16 matmuls of `--dtype bf16`: "amx" (the tile unit), "avx512bf16" (its dot
+    /// products) or "none" (refused).
     pub bf16_kernels: &'static str,
     /// The instruction set of the project's own loops: the widest this CPU runs, chosen at run
     /// time, and the one the build's target enables everywhere else.

@@ -35,6 +35,13 @@ fn tiny_run_learns_and_writes_the_run_directory() {
         .unwrap()
         .contains("<svg"));
     assert_eq!(summary.samples.len(), 3);
+    // The summary says what trained: the CPU engine, with the kernels this CPU selected.
+    let gemm = format!("gemm {}", shige::machine::Machine::detect().gemm_kernels);
+    assert!(
+        summary.step_path.starts_with("CPU engine on") && summary.step_path.contains(&gemm),
+        "{}",
+        summary.step_path
+    );
 }
 
 #[test]

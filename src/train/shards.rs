@@ -51,6 +51,11 @@ impl Shards {
         Ok(Shards { pools })
     }
 
+    /// How many shards a batch is split into (at most; a batch of one sequence runs whole).
+    pub fn count(&self) -> usize {
+        self.pools.len().max(1)
+    }
+
     /// One shard per thread of rayon's pool on the CPU; a single shard on other devices, whose
     /// ops are parallel inside.
     pub fn for_device(device: &Device) -> Result<Self> {

@@ -50,6 +50,8 @@ pub struct TrainSummary {
     pub interrupted: bool,
     /// The process's peak resident memory so far, in bytes (0 where the system does not say).
     pub peak_memory_bytes: u64,
+    /// What ran the training steps (see [`step_path`]), so that `tokens_per_s` names its machine.
+    pub step_path: String,
 }
 
 /// How a run is started.
@@ -583,20 +585,15 @@ fn train_locked(opts: &TrainOptions) -> Result<TrainSummary> {
     }
     if opts.progress {
         let m = &s.cfg.model;
-        let precision = match crate::ops::bf16::Hardware::detect() {
-            Some(hardware) if s.cfg.train.dtype == Precision::Bf16 => {
-                format!(", bf16 matmuls on {}", hardware.name())
-            }
-            _ => String::new(),
-        };
         crate::note!(
-            "training {} layers × {} heads × {} dims, {} positions{precision}, on {} → {}",
+            "training {} layers × {} heads × {} dims, {} positions, on {} → {}\n{}",
             m.n_layer,
             m.n_head,
             m.n_embd,
             m.position,
             s.cfg.train.corpus,
-            s.run.path.display()
+            s.run.path.display(),
+            step_path(&s)
         );
     }
     let bar = progress_bar(opts.progress, max_iters, p.step);
@@ -648,5 +645,34 @@ fn train_locked(opts: &TrainOptions) -> Result<TrainSummary> {
         samples: final_samples(&s)?,
         interrupted: p.step < end || evaluation_pending(&s, &p),
         peak_memory_bytes: crate::machine::peak_memory(),
+        step_path: step_path(&s),
     })
+}
+
+/// What runs the training step: the CPU engine with the kernels chosen for this CPU (its model
+/// and vector extensions, gemm's kernels or the bf16 unit, the loops' instruction set, the shards),
+/// or candle's graph, on a GPU or with `--no-fused`.
+fn step_path(s: &Setup) -> String {
+    if !crate::engine::supports(&s.model) {
+        let device = match s.device.location() {
+            candle_core::DeviceLocation::Cpu => "the CPU (--no-fused)".to_string(),
+            other => format!("{other:?}"),
+        };
+        return format!("candle's graph on {device}");
+    }
+    let m = crate::machine::Machine::detect();
+    let matmuls = match s.cfg.train.dtype {
+        Precision::Bf16 => format!("bf16 matmuls on {}", m.bf16_kernels),
+        Precision::F32 => format!("f32 matmuls by gemm {}", m.gemm_kernels),
+    };
+    format!(
+        "CPU engine on {} ({}): {matmuls}, loops {}, {}",
+        m.cpu_model,
+        if m.isa.is_empty() { "no AVX" } else { &m.isa },
+        crate::ops::isa::Isa::detected().name(),
+        match s.shards.count() {
+            1 => "1 shard".to_string(),
+            n => format!("{n} shards (one per thread)"),
+        }
+    )
 }
