@@ -305,6 +305,7 @@ fn bad_corpora_are_refused() {
             &["cannot read corpus"],
         ),
         ("empty corpus", write("empty.txt", b""), &["is empty"]),
+        ("no corpus name", String::new(), &["no corpus file given"]),
         (
             "binary corpus",
             write("binary.txt", &[0xff, 0xfe, 0x00, 0x9c, 0x80, 0x01]),
@@ -514,6 +515,11 @@ fn bad_prompts_and_flags_are_refused() {
             "unknown form",
             vec!["--form", "sonnet"],
             &["wujue, qijue, wulv or qilv"],
+        ),
+        (
+            "empty acrostic",
+            vec!["--acrostic", ""],
+            &["--acrostic is empty"],
         ),
         (
             "acrostic longer than the form",

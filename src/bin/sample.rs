@@ -63,8 +63,8 @@ struct Args {
     form: Option<Form>,
     /// Begin the lines with these characters, one per line (藏头诗), e.g. 春夏秋冬. Without
     /// --form, up to 4 characters make a qijue and up to 8 a qilv.
-    #[arg(long, default_value = "")]
-    acrostic: String,
+    #[arg(long)]
+    acrostic: Option<String>,
     /// Keep the tones (平仄) and rhyme (平水韵) of the form's templates of regulated verse (needs
     /// --form or --acrostic).
     #[arg(long)]
@@ -105,7 +105,11 @@ fn run() -> Result<()> {
              at most {MAX_UNCACHED_CHARS} characters (prompt and --max-new-tokens) that way; ask for fewer, or leave out --no-cache on the CPU"
         );
     }
-    let rules = (args.form, args.acrostic.as_str(), args.meter);
+    let rules = (
+        args.form,
+        args.acrostic.as_deref().unwrap_or(""),
+        args.meter,
+    );
     let (prompt, constraint) = poem_start(&run.tokenizer, &args.prompt, rules, args.max_new_tokens)
         .context("the prompt cannot start a poem")?;
     let gen = Generation {
@@ -144,6 +148,9 @@ fn checked_request(args: &Args) -> Result<Sampling> {
              use --num-samples for more poems",
             args.max_new_tokens
         );
+    }
+    if args.acrostic.as_deref() == Some("") {
+        bail!("--acrostic is empty: give the characters that begin the lines, e.g. 春夏秋冬, or leave it out");
     }
     let prompt_chars = args.prompt.chars().count();
     if prompt_chars > MAX_POEM_CHARS {

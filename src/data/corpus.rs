@@ -23,6 +23,9 @@ pub struct Corpus {
 impl Corpus {
     /// Reads a UTF-8 file of one poem per line.
     pub fn load(path: &Path) -> Result<Corpus, DataError> {
+        if path.as_os_str().is_empty() {
+            return Err(DataError::Unnamed);
+        }
         let bytes =
             crate::files::read_limited(path, crate::files::CORPUS_LIMIT).map_err(|source| {
                 DataError::Read {

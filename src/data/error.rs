@@ -5,6 +5,9 @@ use std::path::PathBuf;
 /// What went wrong reading a corpus, building batches or encoding text.
 #[derive(Debug, thiserror::Error)]
 pub enum DataError {
+    /// No corpus file was named (an empty name).
+    #[error("no corpus file given (its name is empty): give one, one poem per line (the shipped corpus is {})", super::corpus::DEFAULT_CORPUS)]
+    Unnamed,
     /// The corpus file could not be read.
     #[error("cannot read corpus {path}: {source}{}", shipped_corpus_hint(path))]
     Read {
