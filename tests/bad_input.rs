@@ -571,6 +571,13 @@ fn bad_prompts_and_flags_are_refused() {
         &["--resume", dir, "--n-layer", "3"],
         &["n_layer: saved 2, asked 3"],
     );
+    for (flag, expect) in [
+        ("--seed", "seed differs from the one saved"),
+        ("--eval-iters", "eval_iters differs from the one saved"),
+    ] {
+        let case = format!("resume with another {flag}");
+        fails(&case, TRAIN, &["--resume", dir, flag, "7"], &[expect]);
+    }
     fails(
         "resume and out together",
         TRAIN,

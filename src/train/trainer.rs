@@ -163,6 +163,27 @@ fn check_resume(run: &RunDir, cfg: &RunConfig) -> Result<()> {
             differences.join("; ")
         );
     }
+    // These change nothing a resumed run trains on (its random state is saved), only what it
+    // measures: the fixed validation batches (and the final samples) are drawn from the seed, and
+    // a curve whose losses came from other batches would compare them to pick the best weights.
+    let (t, saved) = (&cfg.train, &saved.train);
+    for (name, flag, saved, asked) in [
+        ("seed", "--seed", saved.seed, t.seed),
+        (
+            "eval_iters",
+            "--eval-iters",
+            saved.eval_iters as u64,
+            t.eval_iters as u64,
+        ),
+    ] {
+        if saved != asked {
+            bail!(
+                "{name} differs from the one saved in {} (saved {saved}, asked {asked}): a resumed run keeps it, \
+                 since its validation batches are drawn from it; leave {flag} out (or start a new run with --out)",
+                run.path.display()
+            );
+        }
+    }
     Ok(())
 }
 
