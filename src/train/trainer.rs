@@ -152,8 +152,9 @@ fn tokenizer_for(run: &RunDir, corpus: &Corpus, resume: bool) -> Result<CharToke
     Ok(CharTokenizer::from_text(&corpus.text())?)
 }
 
-/// Checks that a resume asks for the model saved in the run directory.
-fn check_resume(run: &RunDir, cfg: &RunConfig) -> Result<()> {
+/// Checks that a resume asks for the model saved in the run directory, and for the seed and
+/// eval_iters that fix its validation batches; notes a new batch size (it redraws them).
+fn check_resume(run: &RunDir, cfg: &RunConfig, progress: bool) -> Result<()> {
     let saved = RunConfig::load(&run.file(CONFIG_FILE))?;
     let differences = saved.model.differences(&cfg.model, ["saved", "asked"]);
     if !differences.is_empty() {
@@ -183,6 +184,14 @@ fn check_resume(run: &RunDir, cfg: &RunConfig) -> Result<()> {
                 run.path.display()
             );
         }
+    }
+    if progress && saved.batch_size != t.batch_size {
+        crate::note!(
+            "note: batch_size {} → {}: the fixed validation batches are drawn at the new size from here on, \
+             so the validation losses before this resume and after it come from different batches",
+            saved.batch_size,
+            t.batch_size
+        );
     }
     Ok(())
 }
@@ -227,7 +236,7 @@ fn set_up(opts: &TrainOptions) -> Result<Setup> {
     }
     cfg.validate()?;
     if opts.resume {
-        check_resume(&run, &cfg)?;
+        check_resume(&run, &cfg, opts.progress)?;
     }
     let splits = match Splits::new(&corpus, &tokenizer, cfg.model.block_size) {
         Err(DataError::UnknownChars(chars)) if opts.resume => bail!(
