@@ -125,6 +125,7 @@ fn the_trainer_takes_bf16_only_where_the_cpu_multiplies_bf16() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         let named = format!("bf16 matmuls on {}", hardware.name());
         assert!(out.status.success() && stderr.contains(&named), "{stderr}");
+        assert!(summary.step_path.contains(&named), "{}", summary.step_path);
     } else {
         let message = format!(
             "{:#}",
