@@ -85,8 +85,14 @@ pub fn read_stdin_text_limited(limit: u64) -> std::io::Result<String> {
     utf8(read_capped(std::io::stdin().lock(), limit, 0)?)
 }
 
-/// `bytes` as text, or an error naming the offset of the first byte that is not UTF-8.
-fn utf8(bytes: Vec<u8>) -> std::io::Result<String> {
+/// `bytes` as text without a leading byte-order mark (which Windows editors write, and which
+/// would otherwise stick to the first line), or an error naming the offset of the first byte that
+/// is not UTF-8.
+fn utf8(mut bytes: Vec<u8>) -> std::io::Result<String> {
+    const BOM: &[u8] = "\u{feff}".as_bytes();
+    if bytes.starts_with(BOM) {
+        bytes.drain(..BOM.len());
+    }
     String::from_utf8(bytes).map_err(|e| {
         std::io::Error::new(
             std::io::ErrorKind::InvalidData,

@@ -220,6 +220,7 @@ fn score_reads_standard_input_for_a_dash_and_the_lines_of_sample_json() {
         assert!(out.status.success(), "score {source}");
         String::from_utf8(out.stdout).unwrap()
     };
+    let text = poems;
     let from_stdin = score("-");
     let report: serde_json::Value = serde_json::from_str(&from_stdin).unwrap();
     let poems = report["poems"].as_array().unwrap();
@@ -240,5 +241,8 @@ fn score_reads_standard_input_for_a_dash_and_the_lines_of_sample_json() {
         })
         .collect();
     std::fs::write(&file, json_lines).unwrap();
+    assert_eq!(from_stdin, score(file.to_str().unwrap()));
+    // A file saved by a Windows editor: a byte-order mark and CRLF line ends.
+    std::fs::write(&file, format!("\u{feff}{}", text.replace('\n', "\r\n"))).unwrap();
     assert_eq!(from_stdin, score(file.to_str().unwrap()));
 }
