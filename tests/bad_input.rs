@@ -804,7 +804,7 @@ fn other_binaries_refuse_what_would_panic() {
         (
             "unknown poem to plot",
             &["--poem", "ABC"],
-            "not in the vocabulary",
+            "cannot draw the attention over --poem: these 3 characters are not in the vocabulary",
         ),
         (
             "a poem too long to draw",

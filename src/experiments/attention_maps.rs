@@ -5,7 +5,7 @@ use crate::experiments::heatmap::{heatmaps_svg, Heatmap, Scale};
 use crate::files::atomic_write;
 use crate::model::position::sinusoidal_table;
 use crate::model::{Gpt, Mode};
-use anyhow::Result;
+use anyhow::{Context, Result};
 use candle_core::{Device, Tensor};
 use std::path::{Path, PathBuf};
 
@@ -55,7 +55,8 @@ pub fn write_attention_maps(
     text: &str,
     dir: &Path,
 ) -> Result<Vec<PathBuf>> {
-    let layers = attention_weights(model, tokenizer, text)?;
+    let layers = attention_weights(model, tokenizer, text)
+        .context("cannot draw the attention over --poem")?;
     crate::files::create_dir(dir, "--plot")?;
     let chars: Vec<String> = text.chars().map(|c| c.to_string()).collect();
     let t = chars.len();
