@@ -68,16 +68,21 @@ impl Machine {
         }
     }
 
+    /// The vector extensions as reports show them ("no AVX" where none of them is there).
+    pub fn isa_shown(&self) -> &str {
+        if self.isa.is_empty() {
+            "no AVX"
+        } else {
+            &self.isa
+        }
+    }
+
     /// One line for a report's header.
     pub fn describe(&self) -> String {
         format!(
             "{} ({}); matmul kernels: gemm {}, bf16 {}; fused kernels {}; decoder weights {}; {} threads",
             self.cpu_model,
-            if self.isa.is_empty() {
-                "no AVX"
-            } else {
-                &self.isa
-            },
+            self.isa_shown(),
             self.gemm_kernels,
             self.bf16_kernels,
             self.fused_kernels,

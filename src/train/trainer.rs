@@ -698,7 +698,7 @@ fn step_path(s: &Setup) -> String {
     format!(
         "CPU engine on {} ({}): {matmuls}, loops {}, {}",
         m.cpu_model,
-        if m.isa.is_empty() { "no AVX" } else { &m.isa },
+        m.isa_shown(),
         crate::ops::isa::Isa::detected().name(),
         match s.shards.count() {
             1 => "1 shard".to_string(),
