@@ -28,6 +28,8 @@ def run_json(command):
     """The last line of a command's standard output, parsed as JSON; exits with its error."""
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     if done.returncode != 0:
+        if "No module named 'torch'" in done.stderr:
+            sys.exit("the PyTorch twin needs torch: pip install torch")
         sys.exit(f"{' '.join(command)} failed:\n{done.stderr.strip()}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 
