@@ -174,8 +174,8 @@ enum Group {
 
 /// The summed cross-entropy of the rows of `logits` (rows × V) against `targets`. With `scales`,
 /// each row is overwritten by its exponentials e^(l − max) and `scales` gets `inv_n` / Σ for it:
-/// d loss / d logits is then scale · row − `inv_n` · onehot(target), which [`share`] applies to
-/// the products' results instead of rescaling every logit.
+/// d loss / d logits is then scale · row − `inv_n` · onehot(target), which [`Share::run`] applies
+/// to the products' results instead of rescaling every logit.
 #[inline(always)]
 pub(crate) fn cross_entropy_rows(
     logits: &mut [f32],
@@ -205,68 +205,18 @@ pub(crate) fn cross_entropy_rows(
     total
 }
 
-/// The summed loss of `rows` of `x` (N × C, N = `n`) against W (V × C) and `targets` (N), on the
-/// calling thread, group by group of chunks (see [`Chunking`]). With gradients, also writes
-/// d loss/dx of those rows into `dx` and returns their contribution to dW (empty without
-/// gradients).
-///
-/// The gradients come from the exponentials E (rows × V) and each row's scale s (see
-/// [`cross_entropy_rows`]): dlogits = diag(s)·E − onehot/N, so dx = diag(s)·(E·W) − W[targets]/N
-/// and dW = Eᵀ·(diag(s)·x) − Σ x rows into their target rows / N. The one-hot terms are exact
-/// f32 (in bf16, only E and the scaled x are rounded).
-#[allow(clippy::too_many_arguments)]
-fn share(
-    (x, w, targets): (&[f32], &[f32], &[u32]),
+/// What every group and chunk of one thread's share reads: x (N × C), W (V × C), the targets
+/// (N), how its products run and how its rows are cut.
+struct Share<'a> {
+    x: &'a [f32],
+    w: &'a [f32],
+    targets: &'a [u32],
     c: usize,
-    n: usize,
-    rows: Range<usize>,
+    /// 1/N, the mean's weight of each row.
+    inv_n: f32,
     with_grad: bool,
-    precision: Precision,
-    dx: &mut [f32],
-) -> (f64, Vec<f32>) {
-    let v = w.len() / c;
-    let inv_n = 1.0 / n as f32;
-    let products = Products::new(w, c, precision);
-    let mut dw = if with_grad {
-        vec![0f32; v * c]
-    } else {
-        Vec::new()
-    };
-    let chunking = Chunking::of(precision);
-    let mut buffers = Buffers {
-        logits: scratch::take(chunking.chunk * v), // each chunk's rows written whole
-        scales: vec![0f32; chunking.group],
-        x_scaled: vec![0f32; chunking.group * c],
-    };
-    let mut total = 0f64;
-    for group in cut(rows.clone(), chunking.group) {
-        // Empty without gradients.
-        let dx = dx
-            .get_mut((group.start - rows.start) * c..)
-            .unwrap_or_default();
-        let group_in = (x, w, targets, group);
-        total += group_pass(
-            &products,
-            group_in,
-            (c, inv_n),
-            &chunking,
-            &mut buffers,
-            with_grad,
-            dx,
-            &mut dw,
-        );
-    }
-    scratch::give_back(buffers.logits);
-    let mut dw = products.finish_dw(dw, c);
-    if with_grad {
-        // dW's one-hot term: −x/N added into each target's row.
-        let x_rows = x[rows.start * c..rows.end * c].chunks(c);
-        for (row, &t) in x_rows.zip(&targets[rows]) {
-            let d = &mut dw[t as usize * c..(t as usize + 1) * c];
-            d.iter_mut().zip(row).for_each(|(d, x)| *d -= x * inv_n);
-        }
-    }
-    (total, dw)
+    products: Products<'a>,
+    chunking: Chunking,
 }
 
 /// A share's working memory: one chunk's logits, one group's row scales and scaled x rows.
@@ -276,56 +226,92 @@ struct Buffers {
     x_scaled: Vec<f32>,
 }
 
-/// The summed loss of the rows `group` of x, chunk by chunk; with gradients, their dx (written
-/// from the group's first row of `dx` on) and their share of dW (summed into `dw` as [`Products`]
-/// holds it, without the one-hot term).
-#[allow(clippy::too_many_arguments)]
-fn group_pass(
-    products: &Products,
-    (x, w, targets, group): (&[f32], &[f32], &[u32], Range<usize>),
-    (c, inv_n): (usize, f32),
-    chunking: &Chunking,
-    buffers: &mut Buffers,
-    with_grad: bool,
-    dx: &mut [f32],
-    dw: &mut [f32],
-) -> f64 {
-    let v = w.len() / c;
-    let mut pending = with_grad.then(|| products.group(group.len(), v));
-    let mut total = 0f64;
-    for chunk in cut(group.clone(), chunking.chunk) {
-        let rows = chunk.len();
-        let local = chunk.start - group.start;
-        let logits = &mut buffers.logits[..rows * v];
-        let x_rows = &x[chunk.start * c..chunk.end * c];
-        products.logits(Operand::rows(x_rows, c), rows, c, logits); // x Wᵀ
-        let targets = &targets[chunk];
-        let scales = &mut buffers.scales[local..local + rows];
-        let wanted = with_grad.then_some(&mut *scales);
-        total += isa::widest(|| cross_entropy_rows(logits, targets, inv_n, wanted));
-        if let Some(pending) = &mut pending {
-            let dx = &mut dx[local * c..(local + rows) * c];
-            let x_scaled = &mut buffers.x_scaled[local * c..(local + rows) * c];
-            let chunk_in = (x_rows, &*logits, &*scales, targets);
-            chunk_gradients(
-                products,
-                chunk_in,
-                (w, c, inv_n),
-                x_scaled,
-                (dx, dw),
-                pending,
-            );
+impl Share<'_> {
+    /// The summed loss of `rows` of x on the calling thread, group by group of chunks (see
+    /// [`Chunking`]). With gradients, also writes d loss/dx of those rows into `dx` and returns
+    /// their contribution to dW (empty without gradients).
+    ///
+    /// The gradients come from the exponentials E (rows × V) and each row's scale s (see
+    /// [`cross_entropy_rows`]): dlogits = diag(s)·E − onehot/N, so dx = diag(s)·(E·W) −
+    /// W[targets]/N and dW = Eᵀ·(diag(s)·x) − Σ x rows into their target rows / N. The one-hot
+    /// terms are exact f32 (in bf16, only E and the scaled x are rounded).
+    fn run(&self, rows: Range<usize>, dx: &mut [f32]) -> (f64, Vec<f32>) {
+        let (c, v) = (self.c, self.w.len() / self.c);
+        let mut dw = if self.with_grad {
+            vec![0f32; v * c]
+        } else {
+            Vec::new()
+        };
+        let mut buffers = Buffers {
+            logits: scratch::take(self.chunking.chunk * v), // each chunk's rows written whole
+            scales: vec![0f32; self.chunking.group],
+            x_scaled: vec![0f32; self.chunking.group * c],
+        };
+        let mut total = 0f64;
+        for group in cut(rows.clone(), self.chunking.group) {
+            // Empty without gradients.
+            let dx = dx
+                .get_mut((group.start - rows.start) * c..)
+                .unwrap_or_default();
+            total += self.group_pass(group, &mut buffers, dx, &mut dw);
         }
+        scratch::give_back(buffers.logits);
+        let mut dw = self.products.finish_dw(dw, c);
+        if self.with_grad {
+            // dW's one-hot term: −x/N added into each target's row.
+            let x_rows = self.x[rows.start * c..rows.end * c].chunks(c);
+            for (row, &t) in x_rows.zip(&self.targets[rows]) {
+                let d = &mut dw[t as usize * c..(t as usize + 1) * c];
+                d.iter_mut()
+                    .zip(row)
+                    .for_each(|(d, x)| *d -= x * self.inv_n);
+            }
+        }
+        (total, dw)
     }
-    if let Some(pending) = pending {
-        let x_scaled = Operand::rows(&buffers.x_scaled, c);
-        products.group_backward(pending, x_scaled, group.len(), c, dw); // += Eᵀ · (s x)
+
+    /// The summed loss of the rows `group` of x, chunk by chunk; with gradients, their dx
+    /// (written from the group's first row of `dx` on) and their share of dW (summed into `dw` as
+    /// [`Products`] holds it, without the one-hot term).
+    fn group_pass(
+        &self,
+        group: Range<usize>,
+        buffers: &mut Buffers,
+        dx: &mut [f32],
+        dw: &mut [f32],
+    ) -> f64 {
+        let (products, c, v) = (&self.products, self.c, self.w.len() / self.c);
+        let mut pending = self.with_grad.then(|| products.group(group.len(), v));
+        let mut total = 0f64;
+        for chunk in cut(group.clone(), self.chunking.chunk) {
+            let rows = chunk.len();
+            let local = chunk.start - group.start;
+            let logits = &mut buffers.logits[..rows * v];
+            let x_rows = &self.x[chunk.start * c..chunk.end * c];
+            products.logits(Operand::rows(x_rows, c), rows, c, logits); // x Wᵀ
+            let targets = &self.targets[chunk];
+            let scales = &mut buffers.scales[local..local + rows];
+            let wanted = self.with_grad.then_some(&mut *scales);
+            total += isa::widest(|| cross_entropy_rows(logits, targets, self.inv_n, wanted));
+            if let Some(pending) = &mut pending {
+                let dx = &mut dx[local * c..(local + rows) * c];
+                let x_scaled = &mut buffers.x_scaled[local * c..(local + rows) * c];
+                let chunk_in = (x_rows, &*logits, &*scales, targets);
+                let w = (self.w, c, self.inv_n);
+                chunk_gradients(products, chunk_in, w, x_scaled, (dx, dw), pending);
+            }
+        }
+        if let Some(pending) = pending {
+            let x_scaled = Operand::rows(&buffers.x_scaled, c);
+            products.group_backward(pending, x_scaled, group.len(), c, dw); // += Eᵀ · (s x)
+        }
+        total
     }
-    total
 }
 
-/// One chunk's dx (rows × C, written) and, in f32, its share of dW (see [`group_pass`]) from its
-/// exponentials E and their scales s (see [`share`]); writes its rows of s·x into `x_scaled`.
+/// One chunk's dx (rows × C, written) and, in f32, its share of dW (see [`Share::group_pass`])
+/// from its exponentials E and their scales s (see [`Share::run`]); writes its rows of s·x into
+/// `x_scaled`.
 fn chunk_gradients(
     products: &Products,
     (x_rows, exps, scales, targets): (&[f32], &[f32], &[f32], &[u32]),
@@ -378,7 +364,19 @@ pub fn loss_and_gradients(
     let results: Vec<(f64, Vec<f32>)> = ranges
         .into_par_iter()
         .zip(dx_shares)
-        .map(|(rows, dx)| share((x, w, targets), c, n, rows, with_grad, precision, dx))
+        .map(|(rows, dx)| {
+            let share = Share {
+                x,
+                w,
+                targets,
+                c,
+                inv_n: 1.0 / n as f32,
+                with_grad,
+                products: Products::new(w, c, precision),
+                chunking: Chunking::of(precision),
+            };
+            share.run(rows, dx)
+        })
         .collect();
     let total: f64 = results.iter().map(|(loss, _)| loss).sum();
     let grads = with_grad.then(|| {
