@@ -297,8 +297,7 @@ impl Share<'_> {
                 let dx = &mut dx[local * c..(local + rows) * c];
                 let x_scaled = &mut buffers.x_scaled[local * c..(local + rows) * c];
                 let chunk_in = (x_rows, &*logits, &*scales, targets);
-                let w = (self.w, c, self.inv_n);
-                chunk_gradients(products, chunk_in, w, x_scaled, (dx, dw), pending);
+                self.chunk_gradients(chunk_in, x_scaled, (dx, dw), pending);
             }
         }
         if let Some(pending) = pending {
@@ -307,29 +306,31 @@ impl Share<'_> {
         }
         total
     }
-}
 
-/// One chunk's dx (rows × C, written) and, in f32, its share of dW (see [`Share::group_pass`])
-/// from its exponentials E and their scales s (see [`Share::run`]); writes its rows of s·x into
-/// `x_scaled`.
-fn chunk_gradients(
-    products: &Products,
-    (x_rows, exps, scales, targets): (&[f32], &[f32], &[f32], &[u32]),
-    (w, c, inv_n): (&[f32], usize, f32),
-    x_scaled: &mut [f32],
-    (dx, dw): (&mut [f32], &mut [f32]),
-    group: &mut Group,
-) {
-    for ((out, row), s) in x_scaled.chunks_mut(c).zip(x_rows.chunks(c)).zip(scales) {
-        out.iter_mut().zip(row).for_each(|(o, x)| *o = x * s);
-    }
-    let (rows, x_scaled) = (scales.len(), Operand::rows(x_scaled, c));
-    products.chunk_backward(exps, x_scaled, rows, c, dx, dw, group); // E · W (, += Eᵀ · (s x))
-    for ((d, &t), s) in dx.chunks_mut(c).zip(targets).zip(scales) {
-        let w_t = &w[t as usize * c..(t as usize + 1) * c];
-        d.iter_mut()
-            .zip(w_t)
-            .for_each(|(d, w)| *d = *d * s - w * inv_n);
+    /// One chunk's dx (rows × C, written) and, in f32, its share of dW (see
+    /// [`Share::group_pass`]) from its exponentials E and their scales s (see [`Share::run`]);
+    /// writes its rows of s·x into `x_scaled`.
+    fn chunk_gradients(
+        &self,
+        (x_rows, exps, scales, targets): (&[f32], &[f32], &[f32], &[u32]),
+        x_scaled: &mut [f32],
+        (dx, dw): (&mut [f32], &mut [f32]),
+        group: &mut Group,
+    ) {
+        let c = self.c;
+        for ((out, row), s) in x_scaled.chunks_mut(c).zip(x_rows.chunks(c)).zip(scales) {
+            out.iter_mut().zip(row).for_each(|(o, x)| *o = x * s);
+        }
+        let (rows, x_scaled) = (scales.len(), Operand::rows(x_scaled, c));
+        // E · W (, += Eᵀ · (s x))
+        self.products
+            .chunk_backward(exps, x_scaled, rows, c, dx, dw, group);
+        for ((d, &t), s) in dx.chunks_mut(c).zip(targets).zip(scales) {
+            let w_t = &self.w[t as usize * c..(t as usize + 1) * c];
+            d.iter_mut()
+                .zip(w_t)
+                .for_each(|(d, w)| *d = *d * s - w * self.inv_n);
+        }
     }
 }
 
