@@ -613,6 +613,7 @@ fn train_locked(opts: &TrainOptions) -> Result<TrainSummary> {
             p.step
         );
     }
+    let path = step_path(&s); // the header's second line, and the summary's
     if opts.progress {
         let m = &s.cfg.model;
         crate::note!(
@@ -623,7 +624,7 @@ fn train_locked(opts: &TrainOptions) -> Result<TrainSummary> {
             m.position,
             s.cfg.train.corpus,
             s.run.path.display(),
-            step_path(&s)
+            path
         );
     }
     let bar = progress_bar(opts.progress, max_iters, p.step);
@@ -675,7 +676,7 @@ fn train_locked(opts: &TrainOptions) -> Result<TrainSummary> {
         samples: final_samples(&s)?,
         interrupted: p.step < end || evaluation_pending(&s, &p),
         peak_memory_bytes: crate::machine::peak_memory(),
-        step_path: step_path(&s),
+        step_path: path,
     })
 }
 
