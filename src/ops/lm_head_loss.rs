@@ -173,9 +173,12 @@ enum Group {
 }
 
 /// The summed cross-entropy of the rows of `logits` (rows × V) against `targets`. With `scales`,
-/// each row is overwritten by its exponentials e^(l − max) and `scales` gets `inv_n` / Σ for it:
-/// d loss / d logits is then scale · row − `inv_n` · onehot(target), which [`Share::run`] applies
-/// to the products' results instead of rescaling every logit.
+/// each row is overwritten by its exponentials e^(l − max), less their sum Σ at the target, and
+/// `scales` gets `inv_n` / Σ for it: d loss / d logits is then scale · row, which [`Share::run`]
+/// applies to the products' results instead of rescaling every logit. The one-hot term is folded
+/// into the row before a bf16 product rounds it: kept apart in f32, it would cancel against
+/// rounded values (for a confident row, p·round(W[target]) − W[target], whose rounding error is
+/// 1/(1 − p) times the gradient's own rounding).
 #[inline(always)]
 pub(crate) fn cross_entropy_rows(
     logits: &mut [f32],
@@ -191,6 +194,7 @@ pub(crate) fn cross_entropy_rows(
             for ((row, &t), scale) in rows.zip(scales) {
                 let (max, target) = (fast_math::max(row), row[t as usize]);
                 let sum = fast_math::exp_in_place(row, max);
+                row[t as usize] -= sum;
                 total += (max + sum.ln() - target) as f64;
                 *scale = inv_n / sum;
             }
@@ -231,10 +235,9 @@ impl Share<'_> {
     /// [`Chunking`]). With gradients, also writes d loss/dx of those rows into `dx` and returns
     /// their contribution to dW (empty without gradients).
     ///
-    /// The gradients come from the exponentials E (rows × V) and each row's scale s (see
-    /// [`cross_entropy_rows`]): dlogits = diag(s)·E − onehot/N, so dx = diag(s)·(E·W) −
-    /// W[targets]/N and dW = Eᵀ·(diag(s)·x) − Σ x rows into their target rows / N. The one-hot
-    /// terms are exact f32 (in bf16, only E and the scaled x are rounded).
+    /// The gradients come from the exponentials E (rows × V, less Σ at each target) and each
+    /// row's scale s (see [`cross_entropy_rows`]): dlogits = diag(s)·E, so dx = diag(s)·(E·W) and
+    /// dW = Eᵀ·(diag(s)·x) (in bf16, E, W and the scaled x are rounded).
     fn run(&self, rows: Range<usize>, dx: &mut [f32]) -> (f64, Vec<f32>) {
         let (c, v) = (self.c, self.w.len() / self.c);
         let mut dw = if self.with_grad {
@@ -256,23 +259,12 @@ impl Share<'_> {
             total += self.group_pass(group, &mut buffers, dx, &mut dw);
         }
         scratch::give_back(buffers.logits);
-        let mut dw = self.products.finish_dw(dw, c);
-        if self.with_grad {
-            // dW's one-hot term: −x/N added into each target's row.
-            let x_rows = self.x[rows.start * c..rows.end * c].chunks(c);
-            for (row, &t) in x_rows.zip(&self.targets[rows]) {
-                let d = &mut dw[t as usize * c..(t as usize + 1) * c];
-                d.iter_mut()
-                    .zip(row)
-                    .for_each(|(d, x)| *d -= x * self.inv_n);
-            }
-        }
-        (total, dw)
+        (total, self.products.finish_dw(dw, c))
     }
 
     /// The summed loss of the rows `group` of x, chunk by chunk; with gradients, their dx
     /// (written from the group's first row of `dx` on) and their share of dW (summed into `dw` as
-    /// [`Products`] holds it, without the one-hot term).
+    /// [`Products`] holds it).
     fn group_pass(
         &self,
         group: Range<usize>,
@@ -296,7 +288,7 @@ impl Share<'_> {
             if let Some(pending) = &mut pending {
                 let dx = &mut dx[local * c..(local + rows) * c];
                 let x_scaled = &mut buffers.x_scaled[local * c..(local + rows) * c];
-                let chunk_in = (x_rows, &*logits, &*scales, targets);
+                let chunk_in = (x_rows, &*logits, &*scales);
                 self.chunk_gradients(chunk_in, x_scaled, (dx, dw), pending);
             }
         }
@@ -312,7 +304,7 @@ impl Share<'_> {
     /// writes its rows of s·x into `x_scaled`.
     fn chunk_gradients(
         &self,
-        (x_rows, exps, scales, targets): (&[f32], &[f32], &[f32], &[u32]),
+        (x_rows, exps, scales): (&[f32], &[f32], &[f32]),
         x_scaled: &mut [f32],
         (dx, dw): (&mut [f32], &mut [f32]),
         group: &mut Group,
@@ -325,11 +317,8 @@ impl Share<'_> {
         // E · W (, += Eᵀ · (s x))
         self.products
             .chunk_backward(exps, x_scaled, rows, c, dx, dw, group);
-        for ((d, &t), s) in dx.chunks_mut(c).zip(targets).zip(scales) {
-            let w_t = &self.w[t as usize * c..(t as usize + 1) * c];
-            d.iter_mut()
-                .zip(w_t)
-                .for_each(|(d, w)| *d = *d * s - w * self.inv_n);
+        for (d, s) in dx.chunks_mut(c).zip(scales) {
+            d.iter_mut().for_each(|d| *d *= s);
         }
     }
 }
