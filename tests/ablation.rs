@@ -98,3 +98,54 @@ fn heads_ablation_at_tiny_size_gives_one_finite_row_per_variant() {
         16 * 8
     );
 }
+
+#[test]
+fn an_ablation_with_seeds_trains_each_variant_once_per_seed_and_gives_their_mean() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("seeds.toml");
+    let variants = "[[variant]]\nname = \"lr 1e-3\"\ntrain = { learning_rate = 1e-3 }\n\
+                    [[variant]]\nname = \"lr 3e-3\"\ntrain = { learning_rate = 3e-3 }\n";
+    let text =
+        format!("name = \"seeds\"\nbase = \"configs/tiny.toml\"\nseeds = [3, 4]\n{variants}");
+    std::fs::write(&path, text).unwrap();
+    let options = AblationOptions {
+        spec: Spec::load(&path).unwrap(),
+        out: tmp.path().join("out"),
+        max_iters: Some(6),
+        progress: false,
+    };
+    let results = ablation::run(&options).unwrap();
+    let labels: Vec<&str> = results.iter().map(|r| r.label.as_str()).collect();
+    assert_eq!(
+        labels,
+        [
+            "lr 1e-3, seed 3",
+            "lr 1e-3, seed 4",
+            "lr 3e-3, seed 3",
+            "lr 3e-3, seed 4"
+        ]
+    );
+    for (r, seed) in results.iter().zip([3, 4, 3, 4]) {
+        let saved = load_run(Path::new(&r.dir)).unwrap().config;
+        assert_eq!((saved.train.seed, r.seed), (seed, seed), "{}", r.label);
+        assert!(r.dir.ends_with(&format!("-seed-{seed}")), "{}", r.dir);
+    }
+    let (a, b) = (results[0].val_loss, results[1].val_loss);
+    assert_ne!(a, b, "the two seeds trained the same run");
+    let table = report::markdown(&options.spec, &results);
+    let row = format!(
+        "| lr 1e-3 | {:.3} | {:.3} | {:.3} |",
+        (a + b) / 2.0,
+        a.min(b),
+        a.max(b)
+    );
+    assert!(
+        table.contains("Over the seeds [3, 4]") && table.contains(&row),
+        "{row} not in\n{table}"
+    );
+    let csv = report::csv(&options.spec, &results);
+    assert!(
+        csv.lines().nth(2).unwrap().starts_with("lr 1e-3,4,"),
+        "{csv}"
+    );
+}

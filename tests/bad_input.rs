@@ -911,6 +911,19 @@ fn other_binaries_refuse_what_would_panic() {
             ),
             &["variant `a`", "cannot read corpus nope.txt"],
         ),
+        (
+            "a seed listed twice",
+            spec("twice.toml", &format!("name = \"t\"\nbase = \"configs/tiny.toml\"\nseeds = [1, 2, 1]\n{variant}")),
+            &["seeds = [1, 2, 1]", "lists 1 twice"],
+        ),
+        (
+            "a variant's seed beside the spec's seeds",
+            spec(
+                "seed.toml",
+                "name = \"s\"\nbase = \"configs/tiny.toml\"\nseeds = [1, 2]\n[[variant]]\nname = \"a\"\ntrain = { seed = 3 }\n",
+            ),
+            &["variant `a`", "sets `seed` while the spec lists seeds = [1, 2]", "remove one"],
+        ),
     ];
     let out = tmp.path().join("ablation");
     for (case, path, expect) in cases {

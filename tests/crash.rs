@@ -234,7 +234,7 @@ fn ctrl_c_during_an_ablation_saves_its_variant_and_the_same_command_continues() 
     let stderr = String::from_utf8_lossy(&done.stderr);
     assert_eq!(done.status.code(), Some(130), "{stderr}");
     assert!(
-        stderr.contains("interrupted in variant `interrupted`")
+        stderr.contains("variant `interrupted`: interrupted at step")
             && stderr.contains("the same command continues"),
         "{stderr}"
     );

@@ -11,6 +11,7 @@ use common::{run, tiny_config};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use shige::data::{CharTokenizer, Corpus, Split, Splits};
+use shige::experiments::ablation::{self, AblationOptions, Spec};
 use shige::model::Gpt;
 use shige::ops::{bf16, Precision};
 use shige::train::optim::{clip_scale, AdamW, AdamWParams};
@@ -138,6 +139,32 @@ fn the_trainer_takes_bf16_only_where_the_cpu_multiplies_bf16() {
         assert!(
             !dir.path().join("run").exists(),
             "a refused run left a directory"
+        );
+        // An ablation with a bf16 variant is refused before its f32 variant trains.
+        let spec = dir.path().join("precision.toml");
+        std::fs::write(
+            &spec,
+            "name = \"p\"\nbase = \"configs/tiny.toml\"\n[[variant]]\nname = \"f32\"\n[[variant]]\nname = \"bf16\"\ntrain = { dtype = \"bf16\" }\n",
+        )
+        .unwrap();
+        let out = dir.path().join("ablation");
+        let options = AblationOptions {
+            spec: Spec::load(&spec).unwrap(),
+            out: out.clone(),
+            max_iters: Some(2),
+            progress: false,
+        };
+        let message = format!(
+            "{:#}",
+            ablation::run(&options).expect_err("bf16 variant refused")
+        );
+        assert!(
+            message.contains("variant `bf16`") && message.contains("AVX512-BF16"),
+            "{message}"
+        );
+        assert!(
+            !out.exists(),
+            "a refused ablation trained or made its directory"
         );
     }
 }

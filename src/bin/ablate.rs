@@ -9,13 +9,14 @@ use shige::files::atomic_write;
 use std::path::PathBuf;
 use std::time::Instant;
 
-/// Train every variant of an ablation spec with the same seed and data, then write a results
-/// table (Markdown and CSV) and the validation curves (SVG). Finished variants are reused, and
-/// unfinished ones resumed, so an interrupted ablation continues where it stopped.
+/// Train every variant of an ablation spec with the same seed and data (or once per seed of the
+/// spec's `seeds`), then write a results table (Markdown and CSV) and the validation curves (SVG).
+/// Finished runs are reused, and unfinished ones resumed, so an interrupted ablation continues
+/// where it stopped.
 #[derive(Parser)]
 #[command(
     allow_negative_numbers = true,
-    after_help = "Specs: configs/ablations/{heads,positions,layers,extrapolation}.toml"
+    after_help = "Specs: configs/ablations/{heads,positions,layers,extrapolation,depth_batch,precision}.toml"
 )]
 struct Args {
     /// The ablation spec (TOML).
@@ -84,7 +85,7 @@ fn run() -> Result<()> {
     } else {
         print!("{table}");
         eprintln!(
-            "{} variants in {:.0} s; results.md, results.csv and curves.svg in {}",
+            "{} runs in {:.0} s; results.md, results.csv and curves.svg in {}",
             results.len(),
             started.elapsed().as_secs_f64(),
             out.display()

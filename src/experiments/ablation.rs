@@ -1,5 +1,7 @@
 //! Ablations: train variants of one base config with the same seed and data, then compare their
 //! losses, and optionally their length extrapolation, order sensitivity and position probes.
+//! With `seeds = [...]` every variant trains once per seed, and the results give each variant's
+//! mean and range: one seed's loss moves by a few hundredths of a nat.
 //!
 //! A spec (`configs/ablations/*.toml`) names a base run config and its variants, each a set of
 //! `model` and `train` keys that override the base:
@@ -21,6 +23,7 @@ use crate::train::checkpoint::{
     STATE_FILE,
 };
 use crate::train::metrics::read_metrics;
+use crate::train::trainer::check_precision;
 use crate::train::{train, TrainOptions};
 use anyhow::{bail, Context, Result};
 use candle_core::Device;
@@ -51,6 +54,10 @@ pub struct Spec {
     /// Fit the linear position probe on each layer of each trained variant.
     #[serde(default)]
     pub position_probe: bool,
+    /// Train every variant once per seed, each replacing the config's `seed`; empty: once, with
+    /// the config's own.
+    #[serde(default)]
+    pub seeds: Vec<u64>,
     /// The variants, in table order.
     pub variant: Vec<Variant>,
 }
@@ -119,8 +126,36 @@ impl Spec {
                 );
             }
             dirs.push((dir, &v.name));
+            if !self.seeds.is_empty() && v.train.contains_key("seed") {
+                bail!(
+                    "variant `{}` of {} sets `seed` while the spec lists seeds = {:?}: remove one of the two",
+                    v.name,
+                    path.display(),
+                    self.seeds
+                );
+            }
+        }
+        if let Some(twice) = self
+            .seeds
+            .iter()
+            .enumerate()
+            .find_map(|(i, s)| self.seeds[..i].contains(s).then_some(s))
+        {
+            bail!(
+                "ablation spec {}: seeds = {:?} lists {twice} twice: each seed is one run of every variant",
+                path.display(),
+                self.seeds
+            );
         }
         Ok(())
+    }
+
+    /// The seeds every variant trains with: the spec's, or `None` for the config's own.
+    fn run_seeds(&self) -> Vec<Option<u64>> {
+        match self.seeds.is_empty() {
+            true => vec![None],
+            false => self.seeds.iter().copied().map(Some).collect(),
+        }
     }
 
     /// The run configs of every variant, each checked as training will check it (but for the
@@ -167,6 +202,10 @@ impl Spec {
 pub struct VariantResult {
     /// The variant's name.
     pub name: String,
+    /// The seed of its weights, batches and dropout.
+    pub seed: u64,
+    /// Its name in tables and plots: the variant's, with the seed when the spec lists seeds.
+    pub label: String,
     /// Its run directory.
     pub dir: String,
     /// Trainable parameters.
@@ -207,6 +246,14 @@ pub struct AblationOptions {
     pub progress: bool,
 }
 
+/// The directory of one run: the variant's name, and the seed when the spec lists seeds.
+fn run_dir_name(variant: &Variant, seed: Option<u64>) -> String {
+    match seed {
+        None => slug(&variant.name),
+        Some(seed) => format!("{}-seed-{seed}", slug(&variant.name)),
+    }
+}
+
 /// A directory name for a variant: lower case, runs of other characters as one `-`.
 fn slug(name: &str) -> String {
     let mut s = String::new();
@@ -227,6 +274,11 @@ pub fn run(opts: &AblationOptions) -> Result<Vec<VariantResult>> {
         bail!("--max-iters 0 would train nothing: give 1 or more (or leave it out for the spec's own)");
     }
     let configs = spec.configs()?;
+    // A variant the machine cannot train is refused before the others have trained.
+    for (variant, cfg) in spec.variant.iter().zip(&configs) {
+        check_precision(cfg.train.dtype, &Device::Cpu, crate::ops::Kernels::Fused)
+            .with_context(|| format!("variant `{}` of {}", variant.name, spec.name))?;
+    }
     check_out(&opts.out)?;
     let made = crate::files::missing_dirs(&opts.out);
     crate::files::create_dir(&opts.out, "--out")?;
@@ -283,58 +335,76 @@ fn is_run_dir(dir: &Path) -> bool {
     dir.is_dir() && (dir.join(CONFIG_FILE).exists() || dir.join(LOCK_FILE).exists())
 }
 
-/// [`run`] once the output directory is made: each variant in turn.
+/// [`run`] once the output directory is made: each variant in turn, once per seed.
 fn run_variants(opts: &AblationOptions, configs: Vec<RunConfig>) -> Result<Vec<VariantResult>> {
     let spec = &opts.spec;
+    let seeds = spec.run_seeds();
+    let total = spec.variant.len() * seeds.len();
     let mut results = Vec::new();
-    for (i, (variant, mut cfg)) in spec.variant.iter().zip(configs).enumerate() {
-        if let Some(n) = opts.max_iters {
-            cfg.train.max_iters = n;
-            cfg.train.eval_interval = cfg.train.eval_interval.min(n.max(1));
-            cfg.train.warmup_iters = cfg.train.warmup_iters.min(n / 10);
-        }
-        let dir = opts.out.join(slug(&variant.name));
-        let run_dir = RunDir::new(&dir);
-        let done = finished_run_of(&run_dir, &cfg)
-            .with_context(|| format!("variant `{}`", variant.name))?;
-        if opts.progress {
-            eprintln!(
-                "[{}/{}] {}: {}",
-                i + 1,
-                spec.variant.len(),
-                variant.name,
-                if done {
-                    "already trained, reusing"
-                } else {
-                    "training"
-                }
-            );
-        }
-        if !done {
-            let resume = run_dir.file(STATE_FILE).exists();
-            let summary = train(TrainOptions {
-                device: Device::Cpu,
-                config: cfg.clone(),
-                run: run_dir,
-                resume,
-                stop_at: None,
-                progress: opts.progress,
-                kernels: crate::ops::Kernels::Fused,
-            })
-            .with_context(|| format!("variant `{}`", variant.name))?;
-            if summary.interrupted {
-                bail!(
-                    "interrupted in variant `{}` at step {}: its training state is saved in {}; \
-                     the same command continues from there",
-                    variant.name,
-                    summary.steps,
-                    dir.display()
-                );
+    for (variant, base) in spec.variant.iter().zip(configs) {
+        for &seed in &seeds {
+            let mut cfg = base.clone();
+            if let Some(seed) = seed {
+                cfg.train.seed = seed;
             }
+            if let Some(n) = opts.max_iters {
+                cfg.train.max_iters = n;
+                cfg.train.eval_interval = cfg.train.eval_interval.min(n.max(1));
+                cfg.train.warmup_iters = cfg.train.warmup_iters.min(n / 10);
+            }
+            let label = match seed {
+                None => variant.name.clone(),
+                Some(seed) => format!("{}, seed {seed}", variant.name),
+            };
+            let dir = opts.out.join(run_dir_name(variant, seed));
+            let place = format!("[{}/{total}] {label}", results.len() + 1);
+            train_unless_finished(opts, cfg, &dir, &place)
+                .with_context(|| format!("variant `{label}`"))?;
+            results.push(measure(spec, variant, label, &dir)?);
         }
-        results.push(measure(spec, variant, &dir)?);
     }
     Ok(results)
+}
+
+/// Trains the run of `cfg` in `dir`, resuming an unfinished one; a finished one is reused.
+fn train_unless_finished(
+    opts: &AblationOptions,
+    cfg: RunConfig,
+    dir: &Path,
+    place: &str,
+) -> Result<()> {
+    let run_dir = RunDir::new(dir);
+    let done = finished_run_of(&run_dir, &cfg)?;
+    if opts.progress {
+        let what = if done {
+            "already trained, reusing"
+        } else {
+            "training"
+        };
+        eprintln!("{place}: {what}");
+    }
+    if done {
+        return Ok(());
+    }
+    let resume = run_dir.file(STATE_FILE).exists();
+    let summary = train(TrainOptions {
+        device: Device::Cpu,
+        config: cfg,
+        run: run_dir,
+        resume,
+        stop_at: None,
+        progress: opts.progress,
+        kernels: crate::ops::Kernels::Fused,
+    })?;
+    if summary.interrupted {
+        bail!(
+            "interrupted at step {}: its training state is saved in {}; \
+             the same command continues from there",
+            summary.steps,
+            dir.display()
+        );
+    }
+    Ok(())
 }
 
 /// Whether `run` holds a finished run of `cfg` (to reuse). A run of another config is an error:
@@ -364,7 +434,7 @@ fn finished_run_of(run: &RunDir, cfg: &RunConfig) -> Result<bool> {
 }
 
 /// Everything the spec asks about one trained variant.
-fn measure(spec: &Spec, variant: &Variant, dir: &Path) -> Result<VariantResult> {
+fn measure(spec: &Spec, variant: &Variant, label: String, dir: &Path) -> Result<VariantResult> {
     let loaded = load_run(dir)?;
     let rows = read_metrics(&dir.join(METRICS_FILE))?;
     let last = rows.last().context("the run has no metrics")?;
@@ -415,6 +485,8 @@ fn measure(spec: &Spec, variant: &Variant, dir: &Path) -> Result<VariantResult> 
     let tokens = (last.step * cfg.train.batch_size * cfg.model.block_size) as f64;
     Ok(VariantResult {
         name: variant.name.clone(),
+        seed: cfg.train.seed,
+        label,
         dir: dir.display().to_string(),
         parameters,
         steps: last.step,

@@ -45,7 +45,7 @@ pub fn markdown(spec: &Spec, results: &[VariantResult]) -> String {
         &header,
         results.iter().map(|r| {
             vec![
-                r.name.clone(),
+                r.label.clone(),
                 r.parameters.to_string(),
                 r.steps.to_string(),
                 loss(r.train_loss),
@@ -56,6 +56,9 @@ pub fn markdown(spec: &Spec, results: &[VariantResult]) -> String {
             ]
         }),
     );
+    if spec.seeds.len() > 1 {
+        seed_summary(&mut md, spec, results);
+    }
     if !spec.contexts.is_empty() {
         let _ = writeln!(md, "\nValidation loss by context length:\n");
         let mut header = titles(&["variant"]);
@@ -64,7 +67,7 @@ pub fn markdown(spec: &Spec, results: &[VariantResult]) -> String {
             &mut md,
             &header,
             results.iter().map(|r| {
-                let mut row = vec![r.name.clone()];
+                let mut row = vec![r.label.clone()];
                 row.extend(
                     r.context_losses
                         .iter()
@@ -81,7 +84,7 @@ pub fn markdown(spec: &Spec, results: &[VariantResult]) -> String {
             &titles(&["variant", "max abs difference"]),
             results.iter().map(|r| {
                 vec![
-                    r.name.clone(),
+                    r.label.clone(),
                     format!("{:.2e}", r.order_diff.unwrap_or(f32::NAN)),
                 ]
             }),
@@ -100,7 +103,7 @@ pub fn markdown(spec: &Spec, results: &[VariantResult]) -> String {
             &mut md,
             &header,
             results.iter().map(|r| {
-                let mut row = vec![r.name.clone()];
+                let mut row = vec![r.label.clone()];
                 row.extend((0..layers).map(|l| {
                     r.probe_mae
                         .get(l)
@@ -114,10 +117,44 @@ pub fn markdown(spec: &Spec, results: &[VariantResult]) -> String {
     md
 }
 
-/// One CSV row per variant.
+/// Appends each variant's mean and range over the spec's seeds.
+fn seed_summary(md: &mut String, spec: &Spec, results: &[VariantResult]) {
+    let _ = writeln!(
+        md,
+        "\nOver the seeds {:?}, each variant's final validation loss:\n",
+        spec.seeds
+    );
+    let header = titles(&[
+        "variant",
+        "mean val loss",
+        "lowest",
+        "highest",
+        "mean tokens/s",
+    ]);
+    table(
+        md,
+        &header,
+        spec.variant.iter().map(|v| {
+            let runs: Vec<&VariantResult> = results.iter().filter(|r| r.name == v.name).collect();
+            let mean = |f: fn(&VariantResult) -> f64| {
+                runs.iter().map(|r| f(r)).sum::<f64>() / runs.len() as f64
+            };
+            let losses = runs.iter().map(|r| r.val_loss);
+            vec![
+                v.name.clone(),
+                loss(mean(|r| r.val_loss)),
+                loss(losses.clone().fold(f64::INFINITY, f64::min)),
+                loss(losses.fold(f64::NEG_INFINITY, f64::max)),
+                format!("{:.0}", mean(|r| r.tokens_per_s)),
+            ]
+        }),
+    );
+}
+
+/// One CSV row per run (a variant, or a variant and a seed).
 pub fn csv(spec: &Spec, results: &[VariantResult]) -> String {
     let mut out = String::from(
-        "variant,parameters,steps,train_loss,val_loss,best_val_loss,tokens_per_s,train_s",
+        "variant,seed,parameters,steps,train_loss,val_loss,best_val_loss,tokens_per_s,train_s",
     );
     for c in &spec.contexts {
         let _ = write!(out, ",val_loss_ctx{c}");
@@ -133,8 +170,9 @@ pub fn csv(spec: &Spec, results: &[VariantResult]) -> String {
     for r in results {
         let _ = write!(
             out,
-            "{},{},{},{},{},{},{:.1},{:.1}",
+            "{},{},{},{},{},{},{},{:.1},{:.1}",
             r.name.replace(',', ";"),
+            r.seed,
             r.parameters,
             r.steps,
             r.train_loss,
@@ -162,7 +200,7 @@ pub fn curves_svg(title: &str, results: &[VariantResult]) -> Result<String> {
     let curves: Vec<Curve> = results
         .iter()
         .map(|r| Curve {
-            name: r.name.clone(),
+            name: r.label.clone(),
             points: r.curve.iter().map(|&(s, l)| (s as f64, l)).collect(),
         })
         .collect();

@@ -198,11 +198,15 @@ fn check_resume(run: &RunDir, cfg: &RunConfig, progress: bool) -> Result<()> {
 
 /// Refuses bf16 where the CPU engine cannot run it: on other devices, with the composite ops, or
 /// on a CPU without bf16 instructions (AMX-BF16 or AVX512-BF16).
-fn check_precision(dtype: Precision, opts: &TrainOptions) -> Result<()> {
+pub fn check_precision(
+    dtype: Precision,
+    device: &Device,
+    kernels: crate::ops::Kernels,
+) -> Result<()> {
     if dtype == Precision::F32 {
         return Ok(());
     }
-    if !opts.device.is_cpu() || opts.kernels != crate::ops::Kernels::Fused {
+    if !device.is_cpu() || kernels != crate::ops::Kernels::Fused {
         bail!("dtype bf16 is the CPU engine's mixed precision: train on the CPU with the fused kernels (no --device, no --no-fused), or in f32 (--dtype f32)")
     }
     if crate::ops::bf16::Hardware::detect().is_none() {
@@ -250,7 +254,7 @@ fn set_up(opts: &TrainOptions) -> Result<Setup> {
     cfg.model.check_training_memory(cfg.train.batch_size)?;
     let t = &cfg.train;
     let (model, varmap) = Gpt::seeded(&cfg.model, t.seed, &opts.device)?;
-    check_precision(t.dtype, opts)?;
+    check_precision(t.dtype, &opts.device, opts.kernels)?;
     let model = model.with_kernels(opts.kernels).with_precision(t.dtype);
     let params = AdamWParams {
         beta1: t.beta1,
