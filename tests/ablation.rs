@@ -2,7 +2,8 @@
 
 use shige::experiments::ablation::{self, AblationOptions, Spec};
 use shige::experiments::{attention_maps, report};
-use shige::train::checkpoint::{load_run, STATE_FILE};
+use shige::train::checkpoint::{load_run, RunDir, STATE_FILE};
+use shige::train::{train, TrainOptions};
 use std::path::Path;
 
 fn root() -> &'static Path {
@@ -130,8 +131,20 @@ fn an_ablation_with_seeds_trains_each_variant_once_per_seed_and_gives_their_mean
         assert_eq!((saved.train.seed, r.seed), (seed, seed), "{}", r.label);
         assert!(r.dir.ends_with(&format!("-seed-{seed}")), "{}", r.dir);
     }
-    let (a, b) = (results[0].val_loss, results[1].val_loss);
+    let (a, b) = (results[0].val_loss_whole, results[1].val_loss_whole);
     assert_ne!(a, b, "the two seeds trained the same run");
+    // The whole-split loss is that of the final weights, as `train` ends with.
+    let alone = train(TrainOptions {
+        device: candle_core::Device::Cpu,
+        config: load_run(Path::new(&results[0].dir)).unwrap().config,
+        run: RunDir::new(tmp.path().join("alone")),
+        resume: false,
+        stop_at: None,
+        progress: false,
+        kernels: shige::ops::Kernels::Fused,
+    })
+    .unwrap();
+    assert_eq!(alone.val_loss_whole, a);
     let table = report::markdown(&options.spec, &results);
     let row = format!(
         "| lr 1e-3 | {:.3} | {:.3} | {:.3} |",

@@ -17,13 +17,14 @@
 use crate::config::{Position, RunConfig};
 use crate::data::{Corpus, Split, Splits};
 use crate::experiments::{heads_positions, probe};
-use crate::model::Mode;
+use crate::model::{Gpt, Mode};
 use crate::train::checkpoint::{
-    load_run, read_safetensors, RunDir, CONFIG_FILE, LOCK_FILE, METRICS_FILE, MODEL_FILE,
-    STATE_FILE,
+    load_params, load_run, read_safetensors, RunDir, CONFIG_FILE, LOCK_FILE, METRICS_FILE,
+    MODEL_FILE, STATE_FILE,
 };
 use crate::train::metrics::read_metrics;
-use crate::train::trainer::check_precision;
+use crate::train::shards::Shards;
+use crate::train::trainer::{check_precision, whole_split_loss};
 use crate::train::{train, TrainOptions};
 use anyhow::{bail, Context, Result};
 use candle_core::Device;
@@ -214,8 +215,11 @@ pub struct VariantResult {
     pub steps: usize,
     /// Training loss over the last evaluation interval.
     pub train_loss: f64,
-    /// Validation loss at the end.
+    /// Validation loss at the end: the mean over the run's fixed validation batches.
     pub val_loss: f64,
+    /// Validation loss of the final weights over the whole validation split, every held-out
+    /// character predicted once (the figure `train` ends with; less noisy than `val_loss`).
+    pub val_loss_whole: f64,
     /// Best validation loss.
     pub best_val_loss: f64,
     /// Training time (the steps only), seconds.
@@ -446,24 +450,19 @@ fn measure(spec: &Spec, variant: &Variant, label: String, dir: &Path) -> Result<
         .map(|(_, t)| t.elem_count())
         .sum();
     let cfg = &loaded.config;
-    let needs_data = !spec.contexts.is_empty() || spec.position_probe;
-    let splits = if needs_data {
-        let corpus = Corpus::load(Path::new(&cfg.train.corpus))?;
-        let longest = spec
-            .contexts
-            .iter()
-            .copied()
-            .max()
-            .unwrap_or(0)
-            .max(cfg.model.block_size);
-        Some(Splits::new(&corpus, &loaded.tokenizer, longest)?)
-    } else {
-        None
-    };
+    let corpus = Corpus::load(Path::new(&cfg.train.corpus))?;
+    let longest = spec
+        .contexts
+        .iter()
+        .copied()
+        .max()
+        .unwrap_or(0)
+        .max(cfg.model.block_size);
+    let splits = Splits::new(&corpus, &loaded.tokenizer, longest)?;
+    let val_loss_whole = final_whole_split_loss(dir, cfg, &splits)?;
     let mut context_losses = Vec::new();
     for &ctx in &spec.contexts {
-        let splits = splits.as_ref().context("no data")?;
-        context_losses.push(context_loss(&loaded, splits, ctx)?);
+        context_losses.push(context_loss(&loaded, &splits, ctx)?);
     }
     let order_diff = if spec.order_probe {
         Some(heads_positions::order_diff(
@@ -474,9 +473,8 @@ fn measure(spec: &Spec, variant: &Variant, label: String, dir: &Path) -> Result<
         None
     };
     let (probe_mae, probe_baseline) = if spec.position_probe {
-        let splits = splits.as_ref().context("no data")?;
         let (mae, base) =
-            probe::position_probe(&loaded.model, splits, cfg.model.block_size, cfg.train.seed)?;
+            probe::position_probe(&loaded.model, &splits, cfg.model.block_size, cfg.train.seed)?;
         (mae, Some(base))
     } else {
         (Vec::new(), None)
@@ -492,6 +490,7 @@ fn measure(spec: &Spec, variant: &Variant, label: String, dir: &Path) -> Result<
         steps: last.step,
         train_loss: last.train_loss,
         val_loss: last.val_loss,
+        val_loss_whole,
         best_val_loss: rows
             .iter()
             .map(|r| r.val_loss)
@@ -504,6 +503,21 @@ fn measure(spec: &Spec, variant: &Variant, label: String, dir: &Path) -> Result<
         probe_baseline,
         curve: rows.iter().map(|r| (r.step, r.val_loss)).collect(),
     })
+}
+
+/// [`VariantResult::val_loss_whole`]: the final weights are those of the run's training state
+/// (model.safetensors holds the best ones).
+fn final_whole_split_loss(dir: &Path, cfg: &RunConfig, splits: &Splits) -> Result<f64> {
+    let path = dir.join(STATE_FILE);
+    let (tensors, _) = read_safetensors(&path)?;
+    let (model, varmap) = Gpt::seeded(&cfg.model, 0, &Device::Cpu)?;
+    load_params(&varmap, &tensors, "param.", &path)?;
+    whole_split_loss(
+        &model,
+        &Shards::for_device(&Device::Cpu)?,
+        splits,
+        &Device::Cpu,
+    )
 }
 
 /// Batches for each context-length evaluation.

@@ -37,6 +37,7 @@ pub fn markdown(spec: &Spec, results: &[VariantResult]) -> String {
         "train loss",
         "val loss",
         "best val",
+        "val, whole split",
         "tokens/s",
         "train time",
     ]);
@@ -51,6 +52,7 @@ pub fn markdown(spec: &Spec, results: &[VariantResult]) -> String {
                 loss(r.train_loss),
                 loss(r.val_loss),
                 loss(r.best_val_loss),
+                loss(r.val_loss_whole),
                 format!("{:.0}", r.tokens_per_s),
                 format!("{:.0} s", r.train_s),
             ]
@@ -121,7 +123,7 @@ pub fn markdown(spec: &Spec, results: &[VariantResult]) -> String {
 fn seed_summary(md: &mut String, spec: &Spec, results: &[VariantResult]) {
     let _ = writeln!(
         md,
-        "\nOver the seeds {:?}, each variant's final validation loss:\n",
+        "\nOver the seeds {:?}, each variant's validation loss over the whole split:\n",
         spec.seeds
     );
     let header = titles(&[
@@ -139,10 +141,10 @@ fn seed_summary(md: &mut String, spec: &Spec, results: &[VariantResult]) {
             let mean = |f: fn(&VariantResult) -> f64| {
                 runs.iter().map(|r| f(r)).sum::<f64>() / runs.len() as f64
             };
-            let losses = runs.iter().map(|r| r.val_loss);
+            let losses = runs.iter().map(|r| r.val_loss_whole);
             vec![
                 v.name.clone(),
-                loss(mean(|r| r.val_loss)),
+                loss(mean(|r| r.val_loss_whole)),
                 loss(losses.clone().fold(f64::INFINITY, f64::min)),
                 loss(losses.fold(f64::NEG_INFINITY, f64::max)),
                 format!("{:.0}", mean(|r| r.tokens_per_s)),
@@ -154,7 +156,7 @@ fn seed_summary(md: &mut String, spec: &Spec, results: &[VariantResult]) {
 /// One CSV row per run (a variant, or a variant and a seed).
 pub fn csv(spec: &Spec, results: &[VariantResult]) -> String {
     let mut out = String::from(
-        "variant,seed,parameters,steps,train_loss,val_loss,best_val_loss,tokens_per_s,train_s",
+        "variant,seed,parameters,steps,train_loss,val_loss,best_val_loss,val_loss_whole,tokens_per_s,train_s",
     );
     for c in &spec.contexts {
         let _ = write!(out, ",val_loss_ctx{c}");
@@ -170,7 +172,7 @@ pub fn csv(spec: &Spec, results: &[VariantResult]) -> String {
     for r in results {
         let _ = write!(
             out,
-            "{},{},{},{},{},{},{},{:.1},{:.1}",
+            "{},{},{},{},{},{},{},{},{:.1},{:.1}",
             r.name.replace(',', ";"),
             r.seed,
             r.parameters,
@@ -178,6 +180,7 @@ pub fn csv(spec: &Spec, results: &[VariantResult]) -> String {
             r.train_loss,
             r.val_loss,
             r.best_val_loss,
+            r.val_loss_whole,
             r.tokens_per_s,
             r.train_s
         );

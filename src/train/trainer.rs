@@ -372,19 +372,26 @@ fn evaluate(s: &Setup) -> Result<Option<f64>> {
 /// Windows of the whole validation split per batch in [`evaluate_whole`].
 const WHOLE_EVAL_BATCH: usize = 32;
 
-/// The mean cross-entropy of the model over the whole validation split, every token but the
-/// first predicted once, each in a window of block_size consecutive tokens.
+/// The mean cross-entropy of the model over the whole validation split (the figure `train` ends
+/// with).
 fn evaluate_whole(s: &Setup) -> Result<f64> {
-    let windows = s.splits.windows(
-        Split::Val,
-        WHOLE_EVAL_BATCH,
-        s.cfg.model.block_size,
-        &s.device,
-    )?;
+    whole_split_loss(&s.model, &s.shards, &s.splits, &s.device)
+}
+
+/// The mean cross-entropy of `model` over the whole validation split, every token but the first
+/// predicted once, each in a window of block_size consecutive tokens.
+pub fn whole_split_loss(
+    model: &Gpt,
+    shards: &Shards,
+    splits: &Splits,
+    device: &Device,
+) -> Result<f64> {
+    let block_size = model.config().block_size;
+    let windows = splits.windows(Split::Val, WHOLE_EVAL_BATCH, block_size, device)?;
     let (mut total, mut count) = (0.0, 0);
     for (x, y) in &windows {
         let tokens = x.elem_count();
-        total += s.shards.loss(&s.model, x, y)? * tokens as f64;
+        total += shards.loss(model, x, y)? * tokens as f64;
         count += tokens;
     }
     Ok(total / count as f64)
