@@ -369,14 +369,8 @@ fn evaluate(s: &Setup) -> Result<Option<f64>> {
     Ok(Some(total / cfg.train.eval_iters as f64))
 }
 
-/// Windows of the whole validation split per batch in [`evaluate_whole`].
+/// Windows of the whole validation split per batch in [`whole_split_loss`].
 const WHOLE_EVAL_BATCH: usize = 32;
-
-/// The mean cross-entropy of the model over the whole validation split (the figure `train` ends
-/// with).
-fn evaluate_whole(s: &Setup) -> Result<f64> {
-    whole_split_loss(&s.model, &s.shards, &s.splits, &s.device)
-}
 
 /// The mean cross-entropy of `model` over the whole validation split, every token but the first
 /// predicted once, each in a window of block_size consecutive tokens.
@@ -675,7 +669,7 @@ fn train_locked(opts: &TrainOptions) -> Result<TrainSummary> {
             _ => p.interval.mean_loss(),
         },
         val_loss: last.map_or(f64::NAN, |r| r.val_loss),
-        val_loss_whole: evaluate_whole(&s)?,
+        val_loss_whole: whole_split_loss(&s.model, &s.shards, &s.splits, &s.device)?,
         best_val_loss: p.best_val,
         tokens_per_s: if run_time > 0.0 {
             run_tokens / run_time
