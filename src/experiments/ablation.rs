@@ -250,14 +250,6 @@ pub struct AblationOptions {
     pub progress: bool,
 }
 
-/// The directory of one run: the variant's name, and the seed when the spec lists seeds.
-fn run_dir_name(variant: &Variant, seed: Option<u64>) -> String {
-    match seed {
-        None => slug(&variant.name),
-        Some(seed) => format!("{}-seed-{seed}", slug(&variant.name)),
-    }
-}
-
 /// A directory name for a variant: lower case, runs of other characters as one `-`.
 fn slug(name: &str) -> String {
     let mut s = String::new();
@@ -360,7 +352,8 @@ fn run_variants(opts: &AblationOptions, configs: Vec<RunConfig>) -> Result<Vec<V
                 None => variant.name.clone(),
                 Some(seed) => format!("{}, seed {seed}", variant.name),
             };
-            let dir = opts.out.join(run_dir_name(variant, seed));
+            // `<variant>`, or `<variant>-seed-<n>` when the spec lists seeds.
+            let dir = opts.out.join(slug(&label));
             let place = format!("[{}/{total}] {label}", results.len() + 1);
             train_unless_finished(opts, cfg, &dir, &place)
                 .with_context(|| format!("variant `{label}`"))?;
