@@ -1,7 +1,9 @@
-//! The web page's server over HTTP: started on an ephemeral port inside the test, called as a
-//! browser would. The streamed poem is `sample`'s for the same seed, the attention rows are
-//! causal and sum to 1, bad parameters get a 400 with a JSON error, and several poems stream at
-//! once.
+//! The web page's server over HTTP: started on an ephemeral port inside the test (or as the
+//! `serve` binary), called as a browser would, and as a hostile page or client would. The
+//! streamed poem is `sample`'s for the same seed, the attention rows are causal and sum to 1, bad
+//! parameters get a 400 with a JSON error, several poems stream at once; other host names and
+//! origins are refused, the bound on poems holds while the page still answers, slow clients are
+//! dropped, and clients that hang up mid-stream leave the server up.
 
 mod common;
 
@@ -9,17 +11,33 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use shige::data::poem::Form;
 use shige::sample::{generate, poem_start, Generation, Sampling};
-use shige::serve::{serve, Served};
+use shige::serve::{http::Deadlines, serve, Limits, Served};
 use shige::train::checkpoint::load_run;
-use std::io::BufRead;
+use std::io::{BufRead, Read, Write};
+use std::net::TcpStream;
 use std::sync::Arc;
+use std::time::Duration;
 
-/// A tiny trained run served on 127.0.0.1 at an ephemeral port; its base URL.
-fn start_server(dir: &std::path::Path) -> String {
+/// A tiny trained run in `dir`.
+fn train_tiny(dir: &std::path::Path) {
     let mut cfg = common::tiny_config();
     cfg.train.max_iters = 20;
     common::run(&cfg, dir, false, None).unwrap();
-    let served = Arc::new(Served::new(load_run(dir).unwrap(), "tiny".into()));
+}
+
+/// A tiny trained run served on 127.0.0.1 at an ephemeral port; its base URL.
+fn start_server(dir: &std::path::Path) -> String {
+    start_server_with(dir, Limits::default())
+}
+
+/// [`start_server`] with `limits`.
+fn start_server_with(dir: &std::path::Path, limits: Limits) -> String {
+    train_tiny(dir);
+    let served = Arc::new(Served::with_limits(
+        load_run(dir).unwrap(),
+        "tiny".into(),
+        limits,
+    ));
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let address = listener.local_addr().unwrap();
@@ -186,21 +204,29 @@ fn bad_parameters_get_a_json_error() {
     let base = start_server(tmp.path());
     // (path, query, a piece of the error)
     type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], &'a str);
-    let cases: [Case; 11] = [
-        ("/api/generate", &[("temperature", "-1")], "--temperature"),
+    let cases: [Case; 15] = [
+        ("/api/generate", &[("temperature", "-1")], "temperature -1"),
         (
             "/api/generate",
             &[("temperature", "hot")],
             "a parameter is not valid: temperature",
         ),
-        ("/api/generate", &[("top_k", "0")], "top-k"),
-        ("/api/generate", &[("top_p", "2")], "top-p"),
+        ("/api/generate", &[("top_k", "0")], "top_k 0"),
+        ("/api/generate", &[("top_p", "2")], "top_p 2"),
         ("/api/generate", &[("form", "sonnet")], "unknown form"),
+        ("/api/generate", &[("meter", "true")], "meter needs a form"),
+        ("/api/generate", &[("meter", "1")], "meter needs a form"),
         (
             "/api/generate",
-            &[("meter", "true")],
-            "--meter needs a form",
+            &[("meter", "maybe")],
+            "neither true nor false",
         ),
+        (
+            "/api/generate",
+            &[("prompt", "白\n日")],
+            "line break (U+000A)",
+        ),
+        ("/api/inspect", &[("text", "白\r日")], "line break (U+000D)"),
         (
             "/api/generate",
             &[("prompt", "hello")],
@@ -222,7 +248,12 @@ fn bad_parameters_get_a_json_error() {
             serde_json::from_str(&body).unwrap_or_else(|_| panic!("{body}"));
         let message = error["error"].as_str().unwrap();
         assert!(message.contains(expected), "{path} {query:?}: {message}");
+        // The API's messages name its parameters, not the command line's flags.
+        assert!(!message.contains("--"), "{path} {query:?}: {message}");
     }
+    // A form with its meter, asked with 1 for true, is written.
+    let streamed = events(&base, &[("form", "wujue"), ("meter", "1")]);
+    assert_eq!(streamed.last().unwrap().0, "done", "{streamed:?}");
     // A path that is not there gets a 404 that names those that are.
     let (status, body) = get(&base, "/api/poem", &[]);
     assert_eq!(status, 404, "{body}");
@@ -257,4 +288,300 @@ fn several_poems_stream_at_once() {
         let done: serde_json::Value = serde_json::from_str(done).unwrap();
         assert_eq!(done["text"], sampled(tmp.path(), Form::Qijue, seed as u64));
     }
+}
+
+/// Sends `request` (raw bytes) to the server at `base` and reads the whole answer (the server
+/// closes the connection: each request here asks it to).
+fn raw(base: &str, request: &str) -> String {
+    let mut stream = TcpStream::connect(base.trim_start_matches("http://")).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    String::from_utf8_lossy(&answer).into_owned()
+}
+
+/// The status and the JSON error of a raw answer.
+fn status_and_error(answer: &str) -> (u16, String) {
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {answer:?}"));
+    let body = answer.split("\r\n\r\n").nth(1).unwrap_or_default();
+    let error = serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v["error"].as_str().map(String::from))
+        .unwrap_or_else(|| panic!("no JSON error in {answer:?}"));
+    (status, error)
+}
+
+#[test]
+fn only_the_servers_own_host_names_and_page_are_answered() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = start_server(tmp.path());
+    let own = base.trim_start_matches("http://");
+    let port = own.rsplit(':').next().unwrap();
+    let get = |target: &str, headers: &str| {
+        raw(
+            &base,
+            &format!("GET {target} HTTP/1.1\r\n{headers}Connection: close\r\n\r\n"),
+        )
+    };
+    // A page whose name was rebound to 127.0.0.1 sends its own name; so does an absolute target.
+    let refused = [
+        get("/api/info", "Host: evil.example\r\n"),
+        get("/api/info", &format!("Host: evil.example:{port}\r\n")),
+        get("/api/generate?form=wujue", "Host: evil.example\r\n"),
+        get("/", "Host: evil.example\r\n"),
+        get("http://evil.example/api/info", &format!("Host: {own}\r\n")),
+        get("/api/info", ""),
+        raw(&base, "GET /api/info HTTP/1.0\r\n\r\n"),
+        get(
+            "/api/info",
+            &format!("Host: {own}\r\nOrigin: http://evil.example\r\n"),
+        ),
+        get("/api/info", &format!("Host: {own}\r\nOrigin: null\r\n")),
+    ];
+    for answer in refused {
+        let (status, error) = status_and_error(&answer);
+        assert_eq!(status, 403, "{answer}");
+        assert!(error.contains("answers only its own page"), "{error}");
+        assert!(!answer.contains("\"run\""), "the run leaked: {answer}");
+    }
+    let accepted = [
+        get("/api/info", &format!("Host: {own}\r\n")),
+        get("/api/info", &format!("Host: localhost:{port}\r\n")),
+        get("/api/info", &format!("Host: [::1]:{port}\r\n")),
+        get(
+            "/api/info",
+            &format!("Host: {own}\r\nOrigin: http://localhost:{port}\r\n"),
+        ),
+        get(&format!("http://127.0.0.1:{port}/api/info"), ""),
+    ];
+    for answer in accepted {
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    }
+}
+
+#[test]
+fn every_refusal_has_a_json_body() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = start_server(tmp.path());
+    let own = base.trim_start_matches("http://");
+    let request = |line: &str, headers: &str| {
+        raw(
+            &base,
+            &format!("{line}\r\nHost: {own}\r\n{headers}Connection: close\r\n\r\n"),
+        )
+    };
+    let long_target = format!("GET /api/generate?prompt={} HTTP/1.1", "a".repeat(20_000));
+    let cases = [
+        (
+            request("POST /api/info HTTP/1.1", "Content-Length: 0\r\n"),
+            405,
+            "GET only",
+        ),
+        (request("DELETE / HTTP/1.1", ""), 405, "GET only"),
+        (request(&long_target, ""), 414, "more than 8192"),
+        (
+            request(
+                "GET /api/info HTTP/1.1",
+                &format!("X-Big: {}\r\n", "b".repeat(20_000)),
+            ),
+            431,
+            "headers",
+        ),
+    ];
+    for (answer, expected_status, piece) in cases {
+        let (status, error) = status_and_error(&answer);
+        assert_eq!(status, expected_status, "{answer:.300}");
+        assert!(error.contains(piece), "{error}");
+    }
+}
+
+#[test]
+fn the_page_answers_while_the_poems_are_at_their_bound() {
+    let tmp = tempfile::tempdir().unwrap();
+    // No place for a poem: every poem is at its bound from the start.
+    let limits = Limits {
+        poems: 0,
+        ..Limits::default()
+    };
+    let base = start_server_with(tmp.path(), limits);
+    let (status, body) = get(&base, "/api/generate", &[("form", "wujue")]);
+    assert_eq!(status, 503, "{body}");
+    let error: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert!(
+        error["error"]
+            .as_str()
+            .unwrap()
+            .contains("try again when one ends"),
+        "{body}"
+    );
+    assert_eq!(get(&base, "/", &[]).0, 200);
+    assert_eq!(get(&base, "/api/info", &[]).0, 200);
+    let (status, body) = get(&base, "/api/inspect", &[("text", "白日")]);
+    assert_eq!(status, 200, "{body}");
+}
+
+#[test]
+fn slow_and_idle_connections_lose_their_place() {
+    let tmp = tempfile::tempdir().unwrap();
+    let limits = Limits {
+        deadlines: Deadlines {
+            head: Duration::from_millis(300),
+            write: Duration::from_secs(30),
+        },
+        ..Limits::default()
+    };
+    let base = start_server_with(tmp.path(), limits);
+    let own = base.trim_start_matches("http://");
+    // Half-sent requests, and a connection idle after its answer (keep-alive).
+    let mut half_sent: Vec<TcpStream> = (0..50)
+        .map(|_| {
+            let mut stream = TcpStream::connect(own).unwrap();
+            stream
+                .write_all(b"GET /api/info HTTP/1.1\r\nHost: ")
+                .unwrap();
+            stream
+        })
+        .collect();
+    let mut idle = TcpStream::connect(own).unwrap();
+    idle.write_all(format!("GET /api/info HTTP/1.1\r\nHost: {own}\r\n\r\n").as_bytes())
+        .unwrap();
+    half_sent.push(idle);
+    std::thread::sleep(Duration::from_millis(1500));
+    for (i, mut stream) in half_sent.into_iter().enumerate() {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut answer = Vec::new();
+        // The server closed it (end of stream), after the idle one's answer.
+        let read = stream.read_to_end(&mut answer);
+        assert!(read.is_ok(), "connection {i} is still open: {read:?}");
+        if i < 50 {
+            assert!(
+                answer.is_empty() || answer.starts_with(b"HTTP/1.1 408"),
+                "{i}"
+            );
+        } else {
+            assert!(answer.starts_with(b"HTTP/1.1 200"), "the idle one's answer");
+        }
+    }
+    assert_eq!(get(&base, "/api/info", &[]).0, 200);
+}
+
+/// The `serve` binary for the run in `dir` on a free port, its stdout a pipe closed at once
+/// (`serve … | true`); returns the process and its base URL once it answers.
+fn start_serve_binary(dir: &std::path::Path) -> (std::process::Child, String) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_serve"))
+        .args([
+            "--checkpoint",
+            dir.to_str().unwrap(),
+            "--port",
+            &port.to_string(),
+        ])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let base = format!("http://127.0.0.1:{port}");
+    for _ in 0..300 {
+        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return (child, base);
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "serve ended at start-up"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("serve did not listen on port {port}");
+}
+
+/// Makes closing `stream` send a reset at once (SO_LINGER 0), as a killed client's does.
+fn reset_on_close(stream: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    let linger = libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    };
+    // SAFETY: setsockopt reads `linger` (its size given) for the open socket of `stream`.
+    let done = unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&linger as *const libc::linger).cast(),
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(done, 0, "SO_LINGER");
+}
+
+#[test]
+fn clients_that_hang_up_mid_stream_leave_the_server_up() {
+    let tmp = tempfile::tempdir().unwrap();
+    train_tiny(tmp.path());
+    let (mut server, base) = start_serve_binary(tmp.path());
+    let own = base.trim_start_matches("http://").to_string();
+    // A write to a client that hung up fails with EPIPE (hyper's writev sets no MSG_NOSIGNAL):
+    // it must not end the process, so SIGPIPE stays ignored.
+    #[cfg(target_os = "linux")]
+    {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", server.id())).unwrap();
+        let ignored = status
+            .lines()
+            .find_map(|l| l.strip_prefix("SigIgn:"))
+            .map(|mask| u64::from_str_radix(mask.trim(), 16).unwrap())
+            .unwrap();
+        assert_ne!(
+            ignored & (1 << (libc::SIGPIPE - 1)),
+            0,
+            "SIGPIPE is not ignored"
+        );
+    }
+    for round in 0..5 {
+        std::thread::scope(|scope| {
+            for seed in 0..20 {
+                let own = own.as_str();
+                scope.spawn(move || {
+                    let mut stream = TcpStream::connect(own).unwrap();
+                    let request = format!(
+                        "GET /api/generate?temperature=3&max_new_tokens=1000&seed={seed} HTTP/1.1\r\nHost: {own}\r\n\r\n"
+                    );
+                    stream.write_all(request.as_bytes()).unwrap();
+                    // Half the clients hang up at once, half after the first bytes: either way
+                    // the server's next writes meet a reset (EPIPE).
+                    if seed % 2 == 1 {
+                        let mut first = [0u8; 64];
+                        let _ = stream.read(&mut first);
+                    }
+                    reset_on_close(&stream);
+                });
+            }
+        });
+        assert!(
+            server.try_wait().unwrap().is_none(),
+            "serve ended in round {round}: {:?}",
+            server.try_wait()
+        );
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let alive = server.try_wait().unwrap();
+    let answer = get(&base, "/api/info", &[]).0;
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(alive.is_none(), "serve ended: {alive:?}");
+    assert_eq!(answer, 200);
 }

@@ -62,11 +62,25 @@ fn newest_run(root: &Path) -> Result<PathBuf> {
         .ok_or_else(none)
 }
 
+/// Why `address` could not be listened on, and what to do.
+fn cannot_listen(address: SocketAddr, err: std::io::Error) -> anyhow::Error {
+    let what = match err.kind() {
+        std::io::ErrorKind::AddrInUse => "the port is taken: try --port 8081 (or 0 for any)",
+        std::io::ErrorKind::PermissionDenied => {
+            "ports below 1024 need administrator rights: use --port 8080 (or 0 for any)"
+        }
+        std::io::ErrorKind::AddrNotAvailable => {
+            "this machine has no such address: leave out --host for 127.0.0.1"
+        }
+        _ => "try another --port (or 0 for any)",
+    };
+    anyhow::anyhow!("cannot listen on {address}: {err}: {what}")
+}
+
 fn run() -> Result<()> {
     shige::perf::init();
-    shige::cli::end_at_closed_pipe();
     let args: Args = shige::cli::parse();
-    if !args.host.is_loopback() && !args.allow_remote {
+    if !args.host.to_canonical().is_loopback() && !args.allow_remote {
         bail!(
             "--host {} can be reached from other machines and the page has no login: add --allow-remote if you mean it",
             args.host
@@ -83,12 +97,9 @@ fn run() -> Result<()> {
         let address = SocketAddr::new(args.host, args.port);
         let listener = tokio::net::TcpListener::bind(address)
             .await
-            .with_context(|| {
-                format!(
-                    "cannot listen on {address}: is the port taken? try --port 8081 (or 0 for any)"
-                )
-            })?;
-        println!(
+            .map_err(|e| cannot_listen(address, e))?;
+        // The line is a courtesy: where stdout is gone (`serve | true`), the page is still served.
+        shige::say!(
             "serving {name} on http://{}/ (Ctrl-C stops)",
             listener.local_addr()?
         );

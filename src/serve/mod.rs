@@ -4,9 +4,14 @@
 //! from elsewhere), a poem streamed as server-sent events while it is drawn, each head's attention
 //! and the next-character probabilities for a text, and the order experiment of `heads_positions`
 //! for the loaded model and for untrained ones. Generation runs on blocking threads, one per
-//! poem; a client that goes away stops its poem. Bad parameters get a 400 with a JSON error.
+//! poem, at most [`Limits::poems`] at once; a client that goes away stops its poem. Bad
+//! parameters get a 400 with a JSON error. Who may be answered, and for how long a connection
+//! may hold its place, is [`http`]'s.
 
-use crate::data::poem::Form;
+pub mod http;
+
+use crate::data::error::describe_char;
+use crate::data::poem::{line_break, Form};
 use crate::data::tokenizer::NEWLINE;
 use crate::experiments::attention_maps::attention_weights;
 use crate::experiments::heads_positions::{self, order_diff, Report};
@@ -28,7 +33,8 @@ use serde_json::{json, Value};
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
-use tokio::sync::mpsc;
+use std::time::Duration;
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::{Stream, StreamExt};
 
@@ -41,6 +47,31 @@ const _: () = assert!(MAX_TEXT_CHARS < crate::experiments::attention_maps::MAX_C
 /// Next characters listed per position.
 const TOP_NEXT: usize = 8;
 
+/// How much work the server takes on at once, and how long connections may take.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Poems written at once; one more is answered 503 at once (2 cores share them).
+    pub poems: usize,
+    /// Looks inside the model (`/api/inspect`, `/api/order`) at once, apart from the poems, so
+    /// that the page still answers while the poems are at their bound.
+    pub looks: usize,
+    /// How long a look waits for its turn before a 503.
+    pub queue: Duration,
+    /// Deadlines of every connection.
+    pub deadlines: http::Deadlines,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            poems: 4,
+            looks: 2,
+            queue: Duration::from_secs(10),
+            deadlines: http::Deadlines::default(),
+        }
+    }
+}
+
 /// What the server holds: one trained run.
 pub struct Served {
     pub run: LoadedRun,
@@ -48,14 +79,54 @@ pub struct Served {
     pub name: String,
     /// The order experiment on untrained models, computed on first request.
     untrained: OnceLock<Report>,
+    limits: Limits,
+    /// A permit per poem being written, and per look.
+    poems: Arc<Semaphore>,
+    looks: Arc<Semaphore>,
 }
 
 impl Served {
+    /// `run` served with the default [`Limits`].
     pub fn new(run: LoadedRun, name: String) -> Self {
+        Self::with_limits(run, name, Limits::default())
+    }
+
+    pub fn with_limits(run: LoadedRun, name: String, limits: Limits) -> Self {
         Served {
             run,
             name,
             untrained: OnceLock::new(),
+            poems: Arc::new(Semaphore::new(limits.poems)),
+            looks: Arc::new(Semaphore::new(limits.looks)),
+            limits,
+        }
+    }
+
+    /// A place among the poems being written, or a 503 that says the server is full.
+    fn poem_permit(&self) -> Result<OwnedSemaphorePermit, ApiError> {
+        self.poems.clone().try_acquire_owned().map_err(|_| {
+            ApiError(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "the server is writing {} poems already, as many as it writes at once: try again when one ends",
+                    self.limits.poems
+                ),
+            )
+        })
+    }
+
+    /// A place among the looks inside the model, waiting up to [`Limits::queue`] for it.
+    async fn look_permit(&self) -> Result<OwnedSemaphorePermit, ApiError> {
+        let wait = tokio::time::timeout(self.limits.queue, self.looks.clone().acquire_owned());
+        match wait.await {
+            Ok(Ok(permit)) => Ok(permit),
+            _ => Err(ApiError(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "the server is busy looking inside the model for {} other requests: try again in a moment",
+                    self.limits.looks
+                ),
+            )),
         }
     }
 }
@@ -69,7 +140,19 @@ pub fn router(served: Arc<Served>) -> Router {
         .route("/api/inspect", get(inspect))
         .route("/api/order", get(order))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .with_state(served)
+}
+
+/// A method other than GET on one of the page's paths.
+async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!(
+            "{method} {}: the page and its API answer GET only",
+            uri.path()
+        ),
+    )
 }
 
 /// Any other path or method: a 404 that names what there is.
@@ -83,9 +166,10 @@ async fn not_found(uri: axum::http::Uri) -> ApiError {
     )
 }
 
-/// Serves `served` on `listener` until the process ends.
+/// Serves `served` on `listener` until the process ends, to its own host names and page only.
 pub async fn serve(listener: tokio::net::TcpListener, served: Arc<Served>) -> std::io::Result<()> {
-    axum::serve(listener, router(served)).await
+    let deadlines = served.limits.deadlines;
+    http::serve_connections(listener, router(served), deadlines).await
 }
 
 /// An answer other than 200: its status and a JSON body `{"error": message}`.
@@ -119,13 +203,46 @@ fn params<T>(query: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
     })
 }
 
-/// Runs `work` on a blocking thread (model work is CPU-bound).
+/// A message of the sampling rules as the API gives it: their command-line flags (`--top-k`)
+/// named as the query's parameters (`top_k`).
+fn as_parameters(message: impl std::fmt::Display) -> ApiError {
+    let mut text = message.to_string();
+    for flag in [
+        "temperature",
+        "top-k",
+        "top-p",
+        "max-new-tokens",
+        "form",
+        "acrostic",
+        "meter",
+    ] {
+        text = text.replace(&format!("--{flag}"), &flag.replace('-', "_"));
+    }
+    ApiError::bad(text)
+}
+
+/// A yes-or-no parameter: true, 1, on or yes; false, 0, off or no.
+fn yes_or_no<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    let text = String::deserialize(d)?;
+    match text.to_ascii_lowercase().as_str() {
+        "true" | "1" | "on" | "yes" => Ok(true),
+        "false" | "0" | "off" | "no" => Ok(false),
+        _ => Err(serde::de::Error::custom(format!(
+            "`{}` is neither true nor false (1 or 0)",
+            text.escape_debug()
+        ))),
+    }
+}
+
+/// Runs `work` on a blocking thread (model work is CPU-bound) once a look's place is free.
 async fn blocking<T: Send + 'static>(
+    served: &Served,
     work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(ApiError::internal)?
+    let permit = served.look_permit().await?;
+    let outcome = tokio::task::spawn_blocking(work).await;
+    drop(permit);
+    outcome.map_err(ApiError::internal)?
 }
 
 async fn page() -> Html<&'static str> {
@@ -158,7 +275,7 @@ pub struct PoemParams {
     top_p: Option<f64>,
     #[serde(default)]
     seed: u64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "yes_or_no")]
     meter: bool,
     #[serde(default = "default_max_new_tokens")]
     max_new_tokens: usize,
@@ -189,7 +306,7 @@ fn poem_request(served: &Served, p: PoemParams) -> Result<PoemRequest, ApiError>
         top_k: p.top_k,
         top_p: p.top_p,
     };
-    sampling.validate().map_err(ApiError::bad)?;
+    sampling.validate().map_err(as_parameters)?;
     if !(1..=MAX_NEW_TOKENS).contains(&p.max_new_tokens) {
         return Err(ApiError::bad(format!(
             "max_new_tokens must be 1 to {MAX_NEW_TOKENS} (a poem is under 100 characters)"
@@ -202,11 +319,11 @@ fn poem_request(served: &Served, p: PoemParams) -> Result<PoemRequest, ApiError>
     }
     let form = match p.form.as_str() {
         "" => None,
-        name => Some(name.parse::<Form>().map_err(ApiError::bad)?),
+        name => Some(name.parse::<Form>().map_err(as_parameters)?),
     };
     let rules = (form, p.acrostic.as_str(), p.meter);
     let (ids, constraint) = poem_start(&served.run.tokenizer, &p.prompt, rules, p.max_new_tokens)
-        .map_err(ApiError::bad)?;
+        .map_err(as_parameters)?;
     Ok(PoemRequest {
         prompt: p.prompt,
         ids,
@@ -225,8 +342,12 @@ async fn generate(
     query: Result<Query<PoemParams>, QueryRejection>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let request = poem_request(&served, params(query)?)?;
+    let permit = served.poem_permit()?;
     let (events, received) = mpsc::channel(64);
-    tokio::task::spawn_blocking(move || write_poem(&served, request, events));
+    tokio::task::spawn_blocking(move || {
+        write_poem(&served, request, events);
+        drop(permit);
+    });
     let stream = ReceiverStream::new(received).map(Ok);
     Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
 }
@@ -281,7 +402,7 @@ pub struct InspectParams {
 /// `GET /api/inspect?text=…`: for the text after the newline that opens a poem, every layer's and
 /// head's attention weights (`attention[layer][head][row]`, rows of the text's length + 1, zero
 /// after the row's own position) and the most likely next characters at each position. Where a
-/// learned table makes generation crop the context, they are those of the context in which
+/// text outgrows the block and generation crops the context, they are those of the context in which
 /// generation from the opening newline reads the text's last character: `chars` from the text's
 /// character `offset` on (0: the newline).
 async fn inspect(
@@ -289,7 +410,8 @@ async fn inspect(
     query: Result<Query<InspectParams>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let p = params(query)?;
-    blocking(move || look_inside(&served, &p.text))
+    let look = served.clone();
+    blocking(&served, move || look_inside(&look, &p.text))
         .await
         .map(Json)
 }
@@ -300,6 +422,12 @@ fn look_inside(served: &Served, text: &str) -> Result<Value, ApiError> {
     if !(1..=MAX_TEXT_CHARS).contains(&length) {
         return Err(ApiError::bad(format!(
             "text must have 1 to {MAX_TEXT_CHARS} characters, not {length}"
+        )));
+    }
+    if let Some(c) = line_break(text) {
+        return Err(ApiError::bad(format!(
+            "text holds a line break ({}), which ends a poem: give one poem, on one line",
+            describe_char(c)
         )));
     }
     let offset = context_start(model, length + 1);
@@ -350,7 +478,8 @@ fn next_characters(served: &Served, ids: &[u32]) -> anyhow::Result<Vec<Vec<(Stri
 /// `GET /api/order`: the lesson's question, does a model tell 白日依山尽 from 山依日白尽, for the
 /// loaded model and for untrained models of 1–3 layers and every positional scheme.
 async fn order(State(served): State<Arc<Served>>) -> Result<Json<Value>, ApiError> {
-    blocking(move || {
+    let look = served.clone();
+    blocking(&look, move || {
         let (model, tokenizer) = (&served.run.model, &served.run.tokenizer);
         let loaded = order_diff(model, tokenizer).map_err(ApiError::bad)?;
         if served.untrained.get().is_none() {
