@@ -30,22 +30,85 @@ fn clap_message(text: &str) -> String {
         .join("; ")
 }
 
-/// Lets a write into a closed pipe end the process quietly, as it ends `cat` or `grep`
-/// (`sample --num-samples 100 | head -3`), for the binaries whose output is their product. Rust
-/// starts programs with SIGPIPE ignored, so the write fails instead and `println!` panics with a
-/// backtrace. `train` does not call it: its product is the run directory, and it goes on
-/// training with its messages skipped ([`note!`](crate::note)).
-pub fn end_at_closed_pipe() {
+/// For the binaries whose output on stdout is their product (`sample`, `score`, `bench`,
+/// `heads_positions`): a write into a closed pipe ends the process quietly, as it ends `cat` or
+/// `grep` (`sample --num-samples 100 | head -3`), and a standard output closed before the start
+/// (`>&-`) is refused, since everything written would be lost. Rust starts programs with SIGPIPE
+/// ignored, so the write would fail instead. `train`, `ablate` and `serve` do not call it: their
+/// product is a run directory or the page, and they go on with their messages skipped
+/// ([`note!`](crate::note), [`say!`](crate::say)). `what` names the output in the message.
+pub fn stdout_is_the_product(what: &str) -> anyhow::Result<()> {
+    if stdout_was_closed() {
+        anyhow::bail!(
+            "standard output is closed (>&-): {what} would be lost; send it to a file (> out.txt), a pipe or /dev/null"
+        );
+    }
     #[cfg(unix)]
     // SAFETY: `signal` with a valid signal number and SIG_DFL only sets how the kernel treats
     // SIGPIPE for this process; no handler (no Rust code) runs on the signal.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    Ok(())
+}
+
+/// Whether standard output was closed when the process started. Rust's runtime reopens a closed
+/// standard stream on /dev/null, read-write; a shell's `> /dev/null` opens it write-only.
+fn stdout_was_closed() -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let (Ok(out), Ok(null)) = (
+            std::fs::metadata("/proc/self/fd/1").or_else(|_| std::fs::metadata("/dev/fd/1")),
+            std::fs::metadata("/dev/null"),
+        ) else {
+            return false;
+        };
+        // SAFETY: F_GETFL on descriptor 1 only reads its status flags; an invalid descriptor
+        // gives -1, which is not read-write.
+        let flags = unsafe { libc::fcntl(1, libc::F_GETFL) };
+        out.rdev() == null.rdev() && flags != -1 && flags & libc::O_ACCMODE == libc::O_RDWR
+    }
+    #[cfg(not(unix))]
+    false
+}
+
+/// Writes `message` to stdout at once (flushed), for output that is the product: a write that
+/// fails (a full disk) is an error that says so, instead of `println!`'s panic. A closed pipe is
+/// skipped: it reaches here only where SIGPIPE is ignored (see [`stdout_is_the_product`]), in a
+/// binary whose product is elsewhere.
+pub fn write_out(message: std::fmt::Arguments) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_fmt(message).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(anyhow::anyhow!(
+            "cannot write to standard output: {e}; free some space or send the output elsewhere"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// `print!` through [`write_out`]: returns an error instead of panicking.
+#[macro_export]
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::cli::write_out(format_args!($($arg)*))
+    };
+}
+
+/// `println!` through [`write_out`]: returns an error instead of panicking.
+#[macro_export]
+macro_rules! outln {
+    () => {
+        $crate::cli::write_out(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::cli::write_out(format_args!("{}\n", format_args!($($arg)*)))
+    };
 }
 
 /// `eprintln!` that writes nothing, instead of panicking, where stderr is gone (a closed pipe):
-/// for the messages of a run that must go on without them (see [`end_at_closed_pipe`]).
+/// for messages that are not the product (see [`stdout_is_the_product`]): a run goes on without them.
 #[macro_export]
 macro_rules! note {
     ($($arg:tt)*) => {
@@ -64,6 +127,17 @@ macro_rules! say {
 /// Writes `message` to `to`, or nothing if it cannot be written.
 pub fn write_or_skip(to: &mut impl std::io::Write, message: std::fmt::Arguments) {
     let _ = to.write_fmt(message);
+}
+
+/// `path` as one word of a shell command, to paste: as it is where it holds only characters no
+/// shell treats specially, otherwise in single quotes (a quote inside as `'\''`).
+pub fn shell_word(path: &std::path::Path) -> String {
+    let text = path.to_string_lossy();
+    let plain = |c: char| c.is_alphanumeric() || "/._-+=:,@%".contains(c);
+    match !text.is_empty() && text.chars().all(plain) {
+        true => text.into_owned(),
+        false => format!("'{}'", text.replace('\'', r"'\''")),
+    }
 }
 
 /// Turns the outcome of a command into its exit code: on error, one line on stderr,
@@ -108,6 +182,19 @@ mod tests {
     fn message(args: &[&str]) -> String {
         let err = Flags::try_parse_from(args).expect_err("these flags are wrong");
         clap_message(&err.to_string())
+    }
+
+    #[test]
+    fn paths_are_quoted_only_where_a_shell_would_split_or_expand_them() {
+        use super::shell_word;
+        use std::path::Path;
+        assert_eq!(
+            shell_word(Path::new("checkpoints/run-1")),
+            "checkpoints/run-1"
+        );
+        assert_eq!(shell_word(Path::new("my runs/a")), "'my runs/a'");
+        assert_eq!(shell_word(Path::new("it's $HOME")), r"'it'\''s $HOME'");
+        assert_eq!(shell_word(Path::new("")), "''");
     }
 
     #[test]

@@ -6,6 +6,7 @@ use clap::Parser;
 use shige::experiments::ablation::{self, AblationOptions, Spec};
 use shige::experiments::report;
 use shige::files::atomic_write;
+use shige::{note, out, outln};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -48,7 +49,6 @@ fn main() -> std::process::ExitCode {
 
 fn run() -> Result<()> {
     shige::perf::init();
-    shige::cli::end_at_closed_pipe();
     let args: Args = shige::cli::parse();
     let started = Instant::now();
     let mut spec = Spec::load(&args.spec)?;
@@ -57,7 +57,7 @@ fn run() -> Result<()> {
     }
     let out = args
         .out
-        .unwrap_or_else(|| PathBuf::from("checkpoints/ablations").join(&spec.name));
+        .unwrap_or_else(|| PathBuf::from("checkpoints/ablations").join(spec.dir_name()));
     let options = AblationOptions {
         spec,
         out: out.clone(),
@@ -78,13 +78,13 @@ fn run() -> Result<()> {
         report::curves_svg(&title, &results)?.as_bytes(),
     )?;
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string(&results).context("cannot write JSON")?
-        );
+        )?;
     } else {
-        print!("{table}");
-        eprintln!(
+        out!("{table}")?;
+        note!(
             "{} runs in {:.0} s; results.md, results.csv and curves.svg in {}",
             results.len(),
             started.elapsed().as_secs_f64(),

@@ -11,6 +11,7 @@ use shige::bench::{
 use shige::config::{ModelConfig, Position, RunConfig};
 use shige::machine::Machine;
 use shige::ops::{bf16, Precision, WeightFormat};
+use shige::{note, out, outln};
 use std::path::Path;
 
 /// Measure speed on this machine: matmul ceiling, then training, forward and sampling throughput.
@@ -87,8 +88,8 @@ fn main() -> std::process::ExitCode {
 
 fn run() -> Result<()> {
     shige::perf::init();
-    shige::cli::end_at_closed_pipe();
     let args: Args = shige::cli::parse();
+    shige::cli::stdout_is_the_product("the measurements")?;
     if args.steps == 0 || args.batch_size == 0 {
         bail!("--steps and --batch-size must be at least 1 (a median needs a timed step)");
     }
@@ -130,9 +131,11 @@ fn run() -> Result<()> {
                 Precision::Bf16 => format!("{name}-bf16"),
             };
             if !args.json {
-                eprintln!(
+                note!(
                     "measuring {name} ({} layers, n_embd {}, vocab {}) …",
-                    cfg.n_layer, cfg.n_embd, cfg.vocab_size
+                    cfg.n_layer,
+                    cfg.n_embd,
+                    cfg.vocab_size
                 );
             }
             // On a worker of the thread pool, as `train` runs its loop: each op's parallel work
@@ -156,30 +159,30 @@ fn run() -> Result<()> {
         ops,
     };
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string(&report).context("cannot write JSON")?
-        );
+        )?;
         return Ok(());
     }
-    print_text(&report, args.dtype.is_some());
-    Ok(())
+    out!("{}", text(&report, args.dtype.is_some()).join("\n") + "\n")
 }
 
-/// The report as text: the machine, the ceilings, a row per config and the ops' timings.
-fn print_text(report: &Report, one_dtype: bool) {
-    println!("{}", report.machine.describe());
-    println!(
+/// The report as lines of text: the machine, the ceilings, a row per config and the ops' timings.
+fn text(report: &Report, one_dtype: bool) -> Vec<String> {
+    let mut lines = Vec::new();
+    lines.push(report.machine.describe());
+    lines.push(format!(
         "float32 matmul ceiling {:.1} GFLOP/s",
         report.matmul_ceiling_gflops
-    );
+    ));
     match report.bf16_matmul_ceiling_gflops {
-        Some(c) => println!("bf16 matmul ceiling ({}, packing included) {c:.1} GFLOP/s; bf16 rows: training only (evaluation and sampling do not depend on the training precision)", report.machine.bf16_kernels),
+        Some(c) => lines.push(format!("bf16 matmul ceiling ({}, packing included) {c:.1} GFLOP/s; bf16 rows: training only (evaluation and sampling do not depend on the training precision)", report.machine.bf16_kernels)),
         None if one_dtype => {}
-        None => println!("no bf16 rows: this CPU has neither AMX-BF16 (or Linux refused its tiles) nor AVX512-BF16"),
+        None => lines.push("no bf16 rows: this CPU has neither AMX-BF16 (or Linux refused its tiles) nor AVX512-BF16".into()),
     }
     let cached = format!("cache {}", report.machine.decoder_weights.name());
-    println!(
+    lines.push(format!(
         "{:<20}{:>13}{:>11}{:>19}{:>11}{:>11}{:>7}{:>8}",
         "config",
         "train tok/s",
@@ -189,7 +192,7 @@ fn print_text(report: &Report, one_dtype: bool) {
         cached,
         "ratio",
         "MFU"
-    );
+    ));
     let figure = |v: Option<f64>, width: usize| match v {
         Some(v) => format!("{v:>width$.0}"),
         None => format!("{:>width$}", "—"),
@@ -202,7 +205,7 @@ fn print_text(report: &Report, one_dtype: bool) {
         let cached_f32 = m.sample_tokens_per_s_cached_f32.or(m
             .sample_tokens_per_s_cached
             .filter(|_| report.machine.decoder_weights == WeightFormat::F32));
-        println!(
+        lines.push(format!(
             "{:<20}{:>13.0}{}{}{}{}{}{:>7.1}%",
             m.name,
             m.train_tokens_per_s,
@@ -212,21 +215,22 @@ fn print_text(report: &Report, one_dtype: bool) {
             figure(m.sample_tokens_per_s_cached, 11),
             ratio.map_or(format!("{:>7}", "—"), |(c, n)| format!("{:>6.1}×", c / n)),
             100.0 * m.mfu
-        );
+        ));
     }
     if !report.ops.is_empty() {
-        println!(
+        lines.push(format!(
             "\n{:<46}{:>8}{:>10}{:>14}",
             "op (forward + backward), matmuls in", "ms", "per step", "ms per step"
-        );
+        ));
         for o in &report.ops {
-            println!(
+            lines.push(format!(
                 "{:<46}{:>8.1}{:>10}{:>14.1}",
                 format!("{} {}", o.op, o.dtype),
                 o.ms,
                 o.per_step,
                 o.ms * o.per_step as f64
-            );
+            ));
         }
     }
+    lines
 }

@@ -5,6 +5,7 @@ use clap::Parser;
 use shige::data::{CharTokenizer, Corpus};
 use shige::experiments::{attention_maps, heads_positions};
 use shige::train::checkpoint::load_run;
+use shige::{note, out, outln};
 use std::path::{Path, PathBuf};
 
 /// Compare "白日依山尽" with "山依日白尽" in untrained models of 1–3 layers and every positional
@@ -44,8 +45,8 @@ fn main() -> std::process::ExitCode {
 
 fn run() -> Result<()> {
     shige::perf::init();
-    shige::cli::end_at_closed_pipe();
     let args: Args = shige::cli::parse();
+    shige::cli::stdout_is_the_product("the report")?;
     match &args.checkpoint {
         Some(checkpoint) => ask_trained(&args, checkpoint),
         None => ask_untrained(&args),
@@ -58,27 +59,29 @@ fn ask_trained(args: &Args, checkpoint: &Path) -> Result<()> {
     let run = load_run(checkpoint)?;
     let diff = heads_positions::order_diff(&run.model, &run.tokenizer)?;
     if let Some(dir) = &args.plot {
+        let files = attention_maps::plot_files(Some(run.config.model.n_layer));
+        attention_maps::check_plot_dir(dir, &files)?;
         let maps =
             attention_maps::write_attention_maps(&run.model, &run.tokenizer, &args.poem, dir)?;
         write_sinusoidal_map(dir)?;
         for path in maps {
-            eprintln!("wrote {}", path.display());
+            note!("wrote {}", path.display());
         }
     }
     let m = &run.config.model;
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::json!({ "checkpoint": checkpoint, "n_layer": m.n_layer, "position": m.position, "diff": diff })
-        );
+        )?;
     } else {
-        println!(
+        outln!(
             "{} ({} layer{}, {} positions): max |logits(白日依山尽) − logits(山依日白尽)| at the last position = {diff:.2e}",
             checkpoint.display(),
             m.n_layer,
             if m.n_layer == 1 { "" } else { "s" },
             m.position
-        );
+        )?;
     }
     Ok(())
 }
@@ -90,15 +93,16 @@ fn ask_untrained(args: &Args) -> Result<()> {
     let tokenizer = CharTokenizer::from_text(&corpus.text())?;
     let report = heads_positions::run(&tokenizer, args.seed)?;
     if let Some(dir) = &args.plot {
+        attention_maps::check_plot_dir(dir, &attention_maps::plot_files(None))?;
         write_sinusoidal_map(dir)?;
     }
     if args.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string(&report).context("cannot write JSON")?
-        );
+        )?;
     } else {
-        print!("{}", report.render());
+        out!("{}", report.render())?;
     }
     Ok(())
 }
@@ -108,6 +112,6 @@ fn write_sinusoidal_map(dir: &Path) -> Result<()> {
     let path = dir.join("sinusoidal.svg");
     shige::files::create_dir(dir, "--plot")?;
     attention_maps::write_sinusoidal_map(64, 128, &path)?;
-    eprintln!("wrote {}", path.display());
+    note!("wrote {}", path.display());
     Ok(())
 }

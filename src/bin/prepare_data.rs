@@ -40,7 +40,6 @@ fn main() -> std::process::ExitCode {
 }
 
 fn run() -> Result<()> {
-    shige::cli::end_at_closed_pipe();
     let args: Args = shige::cli::parse();
     let opencc =
         OpenCC::from_config(BuiltinConfig::T2s).context("cannot load OpenCC's t2s tables")?;
@@ -75,7 +74,7 @@ fn run() -> Result<()> {
     let readme = data_readme(&stats, unigram_entropy(&poems), tiny.len(), &command)
         + &verse_readme(&tones, tone_poems, &rhymes, rhyme_groups);
     write("README.md", readme)?;
-    println!(
+    shige::say!(
         "{} poems ({} characters, {} distinct) written to {}; {} read, {} not regular verse, {} duplicates",
         poems.len(),
         stats.characters,

@@ -3,23 +3,17 @@
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use rand::SeedableRng;
-use shige::config::Position;
 use shige::data::poem::Form;
 use shige::data::tokenizer::NEWLINE;
 use shige::ops::WeightFormat;
 use shige::sample::{is_well_formed, poem_start, Generation, Generator, Sampling, MAX_POEM_CHARS};
 use shige::train::checkpoint::load_run_on;
 use shige::verse::{score_poem, Summary, Tables};
-use std::io::Write;
+use shige::{note, out, outln};
 use std::path::PathBuf;
 
 /// The most tokens one sample may ask for.
 const MAX_NEW_TOKENS_LIMIT: usize = 100_000;
-
-/// The longest text (prompt and new characters) generated without the cache by a model whose
-/// context is never cut (every scheme but learned positions): each character recomputes the
-/// whole context, so the time grows with the cube of the length (1,000 take seconds).
-const MAX_UNCACHED_CHARS: usize = 1_000;
 
 /// Write poems with a trained model, streaming characters as they are drawn.
 #[derive(Parser)]
@@ -91,20 +85,11 @@ fn main() -> std::process::ExitCode {
 
 fn run() -> Result<()> {
     shige::perf::init();
-    shige::cli::end_at_closed_pipe();
     let args: Args = shige::cli::parse();
+    shige::cli::stdout_is_the_product("the poems")?;
     let sampling = checked_request(&args)?;
     let device = shige::device::open(&args.device)?;
     let run = load_run_on(&args.checkpoint, &device)?;
-    let recomputes = args.no_cache || !device.is_cpu(); // the cache is the CPU decoder's
-    let position = run.config.model.position;
-    let length = args.prompt.chars().count() + args.max_new_tokens;
-    if recomputes && position != Position::Learned && length > MAX_UNCACHED_CHARS {
-        bail!(
-            "without the cache (--no-cache, or on a GPU) each character recomputes the whole context, and a {position} model's context is never cut: \
-             at most {MAX_UNCACHED_CHARS} characters (prompt and --max-new-tokens) that way; ask for fewer, or leave out --no-cache on the CPU"
-        );
-    }
     let rules = (
         args.form,
         args.acrostic.as_deref().unwrap_or(""),
@@ -124,9 +109,9 @@ fn run() -> Result<()> {
     let poems = write_poems(&args, &run, &prompt, &gen)?;
     if !args.json && args.num_samples > 1 {
         let well_formed = poems.iter().filter(|p| is_well_formed(p)).count();
-        eprintln!("well-formed verse: {well_formed} of {}", args.num_samples);
+        note!("well-formed verse: {well_formed} of {}", args.num_samples);
         let (summary, _) = Summary::of(&poems, Tables::shipped(), None);
-        eprintln!("regulated verse: {}", summary.describe());
+        note!("regulated verse: {}", summary.describe());
     }
     Ok(())
 }
@@ -177,30 +162,32 @@ fn write_poems(
     };
     let mut generator = Generator::with_weights(&run.model, format); // packs once for all samples
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed);
-    let stdout = std::io::stdout();
     let mut poems = Vec::new();
     for _ in 0..args.num_samples {
         if !args.json {
-            print!("{}", args.prompt);
+            out!("{}", args.prompt)?;
         }
+        // A character that cannot be written (a full disk) stops the poems with its error.
+        let mut failed = None;
         let mut stream = |id: u32| {
-            if !args.json && Some(id) != gen.stop {
+            if !args.json && Some(id) != gen.stop && failed.is_none() {
                 if let Ok(text) = tokenizer.decode(&[id]) {
-                    let mut out = stdout.lock();
-                    let _ = write!(out, "{text}");
-                    let _ = out.flush();
+                    failed = out!("{text}").err();
                 }
             }
         };
         let ids = generator.generate(prompt, gen, &mut rng, &mut stream)?;
+        if let Some(err) = failed {
+            return Err(err);
+        }
         let new = tokenizer.decode(&ids)?;
         let text = format!("{}{}", args.prompt, new.trim_end_matches(NEWLINE));
         if args.json {
             let (ok, verse) = (is_well_formed(&text), score_poem(&text, Tables::shipped()));
             let line = serde_json::json!({ "text": text, "well_formed": ok, "verse": verse });
-            println!("{line}");
+            outln!("{line}")?;
         } else {
-            println!();
+            outln!()?;
         }
         poems.push(text);
     }

@@ -174,8 +174,9 @@ fn config_path(args: &Args) -> Result<PathBuf> {
     RunDir::new(dir).check_present()?;
     if !dir.join(file).exists() {
         bail!(
-            "{} holds no run to resume (no {file}): start one with --out {0}",
-            dir.display()
+            "{} holds no run to resume (no {file}): start one with --out {}",
+            dir.display(),
+            shige::cli::shell_word(dir)
         );
     }
     Ok(dir.join(file))
@@ -210,7 +211,7 @@ fn report(summary: &shige::train::TrainSummary, json: bool, eval_iters: usize) -
             "interrupted at step {}: checkpoint saved in {}; continue with --resume {}",
             summary.steps,
             summary.checkpoint,
-            summary.checkpoint
+            shige::cli::shell_word(std::path::Path::new(&summary.checkpoint))
         );
     }
     if json {
