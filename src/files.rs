@@ -10,6 +10,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub const CONFIG_LIMIT: u64 = 1 << 20;
 /// The largest corpus read (the shipped one is 4.8 MB).
 pub const CORPUS_LIMIT: u64 = 1 << 30;
+/// The largest file of poems to score, from a file or standard input (the whole shipped corpus
+/// is 4.8 MB).
+pub const POEMS_LIMIT: u64 = 64 << 20;
 /// The largest tokenizer.json or metrics.csv read.
 pub const SMALL_FILE_LIMIT: u64 = 64 << 20;
 /// The largest safetensors file read (weights, or weights with AdamW's moments).
@@ -105,12 +108,20 @@ fn utf8(mut bytes: Vec<u8>) -> std::io::Result<String> {
 }
 
 /// Creates the directory `dir` (and its parents) for the output that `flag` names, saying so
-/// where a file stands in its way.
+/// where a file or a symbolic link to nothing stands in its way.
 pub fn create_dir(dir: &Path, flag: &str) -> anyhow::Result<()> {
     if dir.exists() && !dir.is_dir() {
         anyhow::bail!(
             "{} is a file, not a directory: give {flag} a directory",
             dir.display()
+        );
+    }
+    if let Some(link) = dir.ancestors().find(|a| a.is_symlink() && !a.exists()) {
+        let target = std::fs::read_link(link).unwrap_or_default();
+        anyhow::bail!(
+            "{} is a symbolic link to {}, which does not exist: create that directory, or give {flag} another one",
+            link.display(),
+            target.display()
         );
     }
     std::fs::create_dir_all(dir).map_err(|e| {
@@ -119,6 +130,20 @@ pub fn create_dir(dir: &Path, flag: &str) -> anyhow::Result<()> {
             dir.display()
         )
     })
+}
+
+/// Checks that files can be written in the directory `dir` (which exists), by writing and
+/// removing an empty temporary file: a read-only directory is refused before any work.
+pub fn check_writable(dir: &Path, flag: &str) -> anyhow::Result<()> {
+    let probe = temporary_path(&dir.join("write-check"));
+    std::fs::File::create(&probe).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot write in {}: {e}: make it writable, or choose another {flag}",
+            dir.display()
+        )
+    })?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
 }
 
 /// `dir` and those of its parents that do not exist yet, innermost first: what [`create_dir`]

@@ -4,9 +4,12 @@
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use serde::Serialize;
+use shige::data::corpus::text_lines;
+use shige::data::error::{describe_char, printable};
 use shige::data::tokenizer::NEWLINE;
 use shige::data::Corpus;
-use shige::files::{read_stdin_text_limited, read_text_limited, CORPUS_LIMIT};
+use shige::files::{read_stdin_text_limited, read_text_limited, POEMS_LIMIT};
+use shige::outln;
 use shige::sample::{mean_nll, MAX_POEM_CHARS};
 use shige::train::checkpoint::load_run;
 use shige::verse::{Novelty, Summary, Tables, VerseScore};
@@ -88,8 +91,8 @@ fn likelihoods(dir: &Path, poems: &[String]) -> Result<Vec<f64>> {
 /// The text of `file`, or of standard input for `-`.
 fn read_poems(file: &Path) -> Result<String> {
     let text = match file == Path::new("-") {
-        true => read_stdin_text_limited(CORPUS_LIMIT),
-        false => read_text_limited(file, CORPUS_LIMIT),
+        true => read_stdin_text_limited(POEMS_LIMIT),
+        false => read_text_limited(file, POEMS_LIMIT),
     };
     text.with_context(|| format!("cannot read the poems in {}", source_name(file)))
 }
@@ -102,15 +105,23 @@ fn source_name(file: &Path) -> String {
     }
 }
 
-/// The poem of one line: the line itself, or the `text` of a line that `sample --json` printed.
+/// The poem of one line: the line itself, or the `text` of a line that `sample --json` printed;
+/// text only (no control character, such as NUL).
 fn poem_of_line(line: &str) -> Result<String> {
-    if !line.starts_with('{') {
-        return Ok(line.to_string());
+    let poem = match line.starts_with('{') {
+        false => line.to_string(),
+        true => serde_json::from_str::<serde_json::Value>(line)
+            .ok()
+            .and_then(|v| v.get("text")?.as_str().map(String::from))
+            .context("it looks like JSON but is not a line of `sample --json` (no \"text\"): give one poem per line")?,
+    };
+    if let Some(c) = poem.chars().find(|c| c.is_control()) {
+        bail!(
+            "it holds the control character {}: give poems as text, one per line",
+            describe_char(c)
+        );
     }
-    let text = serde_json::from_str::<serde_json::Value>(line)
-        .ok()
-        .and_then(|v| v.get("text")?.as_str().map(String::from));
-    text.context("it looks like JSON but is not a line of `sample --json` (no \"text\"): give one poem per line")
+    Ok(poem)
 }
 
 fn main() -> std::process::ExitCode {
@@ -118,8 +129,8 @@ fn main() -> std::process::ExitCode {
 }
 
 fn run() -> Result<()> {
-    shige::cli::end_at_closed_pipe();
     let args: Args = shige::cli::parse();
+    shige::cli::stdout_is_the_product("the scores")?;
     let corpus = Corpus::load(&args.corpus).with_context(|| {
         format!(
             "novelty is measured against the training split of {} (--corpus chooses another)",
@@ -150,15 +161,15 @@ fn run() -> Result<()> {
                 })
                 .collect(),
         };
-        println!("{}", serde_json::to_string(&report)?);
+        outln!("{}", serde_json::to_string(&report)?)?;
         return Ok(());
     }
     for (poem, score) in poems.iter().zip(&scores) {
-        println!("{poem}\n  {}", describe(score));
+        outln!("{}\n  {}", printable(poem), describe(score))?;
     }
-    println!("{}", summary.describe());
+    outln!("{}", summary.describe())?;
     if let Some(mean) = mean_nll {
-        println!("mean negative log-likelihood under the model: {mean:.3} nats per character");
+        outln!("mean negative log-likelihood under the model: {mean:.3} nats per character")?;
     }
     Ok(())
 }
@@ -170,8 +181,7 @@ fn poems_to_score(args: &Args, trained: usize, val: Vec<&String>) -> Result<Vec<
         (Some(_), true) => bail!("give a FILE or --val, not both"),
         (None, false) => bail!("nothing to score: give a FILE of poems (one per line) or --val"),
         (None, true) => val.into_iter().cloned().collect(),
-        (Some(file), false) => read_poems(file)?
-            .lines()
+        (Some(file), false) => text_lines(&read_poems(file)?)
             .map(str::trim)
             .enumerate()
             .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
@@ -207,6 +217,9 @@ fn describe(s: &VerseScore) -> String {
     };
     let rhyme = match &s.rhyme_group {
         Some(group) => format!("rhymes in {group}"),
+        None if s.rhyme_unknown => {
+            "rhyme unknown (a rhyme character is not in the rhyme table)".into()
+        }
         None => "does not rhyme".into(),
     };
     format!(

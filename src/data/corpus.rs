@@ -44,8 +44,7 @@ impl Corpus {
     /// (some Windows editors write one) is skipped.
     pub fn parse(text: &str, path: &Path) -> Result<Corpus, DataError> {
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-        let lines: Vec<&str> = text
-            .lines()
+        let lines: Vec<&str> = text_lines(text)
             .map(str::trim)
             .filter(|l| !l.is_empty())
             .collect();
@@ -76,6 +75,12 @@ impl Corpus {
         join_poems(self.poems.iter())
     }
 
+    /// A fingerprint of the poems in their order (FNV-1a over the text): a run resumed on a
+    /// corpus whose poems changed would hold other poems out for validation.
+    pub fn fingerprint(&self) -> String {
+        super::fingerprint(self.poems.iter().flat_map(|p| p.bytes().chain([b'\n'])))
+    }
+
     /// (train, val) poems: every `VAL_EVERY`-th poem (the last of each group) goes to validation.
     pub fn split(&self) -> (Vec<&String>, Vec<&String>) {
         let (mut train, mut val) = (Vec::new(), Vec::new());
@@ -88,6 +93,13 @@ impl Corpus {
         }
         (train, val)
     }
+}
+
+/// The lines of `text`, ended by a line feed, a carriage return and line feed (Windows), or a
+/// lone carriage return (classic Mac OS), which `str::lines` would leave inside one line.
+pub fn text_lines(text: &str) -> impl Iterator<Item = &str> {
+    text.split('\n')
+        .flat_map(|line| line.strip_suffix('\r').unwrap_or(line).split('\r'))
 }
 
 /// Poems joined into one text, each followed by a newline.

@@ -90,15 +90,30 @@ fn describe(chars: &[char]) -> String {
 /// One character as a message shows it: `'白'`, or its code point when it cannot be seen
 /// (control characters, spaces, zero-width and other format characters).
 pub fn describe_char(c: char) -> String {
-    let invisible = c.is_control()
-        || c.is_whitespace()
-        || matches!(c as u32,
-            0xAD | 0x34F | 0x61C | 0x115F..=0x1160 | 0x17B4..=0x17B5 | 0x180B..=0x180F
-            | 0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x206F | 0x3164 | 0xFE00..=0xFE0F
-            | 0xFEFF | 0xFFA0 | 0xFFF0..=0xFFFB | 0xE0000..=0xE0FFF);
-    if invisible {
+    if is_invisible(c) || c.is_whitespace() {
         format!("U+{:04X}", c as u32)
     } else {
         format!("'{c}'")
     }
+}
+
+/// Whether `c` shows nothing, or changes how the text around it shows (a control character, a
+/// bidirectional override such as U+202E, a zero-width or filler character).
+pub fn is_invisible(c: char) -> bool {
+    c.is_control()
+        || matches!(c as u32,
+            0xAD | 0x34F | 0x61C | 0x115F..=0x1160 | 0x17B4..=0x17B5 | 0x180B..=0x180F
+            | 0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x206F | 0x3164 | 0xFE00..=0xFE0F
+            | 0xFEFF | 0xFFA0 | 0xFFF0..=0xFFFB | 0xE0000..=0xE0FFF)
+}
+
+/// `text` to print on a terminal: each invisible character ([`is_invisible`]) as `<U+202E>`,
+/// so that none of them hides or reorders what is printed after it.
+pub fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| match is_invisible(c) {
+            true => format!("<U+{:04X}>", c as u32),
+            false => c.to_string(),
+        })
+        .collect()
 }

@@ -12,3 +12,13 @@ pub use batches::{Split, Splits};
 pub use corpus::Corpus;
 pub use error::DataError;
 pub use tokenizer::CharTokenizer;
+
+/// The 64-bit FNV-1a hash of `bytes`, as 16 hexadecimal digits: the fingerprints by which a run
+/// knows its vocabulary and its corpus again.
+pub fn fingerprint(bytes: impl IntoIterator<Item = u8>) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in bytes {
+        hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{hash:016x}")
+}

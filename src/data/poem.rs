@@ -62,6 +62,17 @@ impl std::str::FromStr for Form {
     }
 }
 
+/// The first line break in `text` (a newline, a carriage return or another character that ends a
+/// line), which would end the poem there: a poem is one line.
+pub fn line_break(text: &str) -> Option<char> {
+    text.chars().find(|c| {
+        matches!(
+            c,
+            '\n' | '\r' | '\u{b}' | '\u{c}' | '\u{85}' | '\u{2028}' | '\u{2029}'
+        )
+    })
+}
+
 /// The form of `poem` if it is regular verse: only ideographs and [`PUNCTUATION`], every sentence
 /// ended by a punctuation mark, all sentences of 5 or all of 7 characters, 4 or 8 of them.
 pub fn regular_form(poem: &str) -> Option<Form> {

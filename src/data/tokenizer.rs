@@ -116,13 +116,11 @@ impl CharTokenizer {
     pub fn fingerprint(&self) -> String {
         let mut by_id: Vec<(u32, char)> = self.ids.iter().map(|(&c, &id)| (id, c)).collect();
         by_id.sort_unstable();
-        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-        for (_, c) in by_id {
-            for byte in (c as u32).to_le_bytes() {
-                hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
-            }
-        }
-        format!("{hash:016x}")
+        super::fingerprint(
+            by_id
+                .into_iter()
+                .flat_map(|(_, c)| (c as u32).to_le_bytes()),
+        )
     }
 
     /// Writes the standard `tokenizer.json` text.

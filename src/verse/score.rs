@@ -26,6 +26,9 @@ pub struct VerseScore {
     pub rhymes: bool,
     /// That group (the first in the book's order if several).
     pub rhyme_group: Option<String>,
+    /// Whether an even line's last character is missing from the rhyme table (a traditional
+    /// form, a rare character): then whether the poem rhymes is not known.
+    pub rhyme_unknown: bool,
 }
 
 impl VerseScore {
@@ -48,12 +51,20 @@ pub fn lines(poem: &str) -> Vec<Vec<char>> {
         .collect()
 }
 
-/// How `lines` fit `template`: (checked, fitting, unknown, shared rhyme groups).
-fn fit(
-    lines: &[Vec<char>],
-    template: &Template,
-    tables: &Tables,
-) -> (usize, usize, usize, Vec<u16>) {
+/// How a poem's lines fit one template.
+struct Fit {
+    /// Tonal positions checked, those that fit, and those whose tone is unknown.
+    checked: usize,
+    fitting: usize,
+    unknown: usize,
+    /// The rhyme groups the even lines' last characters share.
+    groups: Vec<u16>,
+    /// Whether one of those characters is missing from the rhyme table.
+    rhyme_unknown: bool,
+}
+
+/// How `lines` fit `template`.
+fn fit(lines: &[Vec<char>], template: &Template, tables: &Tables) -> Fit {
     let (mut checked, mut fitting, mut unknown) = (0, 0, 0);
     for (line, slots) in lines.iter().zip(&template.lines) {
         for (&c, &slot) in line.iter().zip(slots) {
@@ -78,7 +89,13 @@ fn fit(
         .filter(|&&i| i % 2 == 1)
         .filter_map(|&i| lines.get(i).and_then(|l| l.last().copied()))
         .collect();
-    (checked, fitting, unknown, tables.shared_groups(&finals))
+    Fit {
+        checked,
+        fitting,
+        unknown,
+        groups: tables.shared_groups(&finals),
+        rhyme_unknown: finals.iter().any(|&c| tables.rhyme_groups(c).is_empty()),
+    }
 }
 
 /// Scores `poem` (one poem, lines ended by ，。？！；) with `tables`.
@@ -92,6 +109,7 @@ pub fn score_poem(poem: &str, tables: &Tables) -> VerseScore {
         tones_unknown: 0,
         rhymes: false,
         rhyme_group: None,
+        rhyme_unknown: false,
     };
     let Some(form) = form else {
         return score;
@@ -100,20 +118,25 @@ pub fn score_poem(poem: &str, tables: &Tables) -> VerseScore {
     let best = templates(form)
         .into_iter()
         .map(|t| (fit(&lines, &t, tables), t))
-        .max_by(|((c1, f1, _, g1), _), ((c2, f2, _, g2), _)| {
-            // Fit share f1/c1 against f2/c2 without division, then rhyme; the first wins ties.
-            (f1 * c2.max(&1))
-                .cmp(&(f2 * c1.max(&1)))
-                .then((!g1.is_empty()).cmp(&!g2.is_empty()))
+        .max_by(|(a, _), (b, _)| {
+            // Fit share a.fitting/a.checked against b's without division, then rhyme; the first
+            // wins ties.
+            (a.fitting * b.checked.max(1))
+                .cmp(&(b.fitting * a.checked.max(1)))
+                .then((!a.groups.is_empty()).cmp(&!b.groups.is_empty()))
                 .then(std::cmp::Ordering::Greater)
         });
-    if let Some(((checked, fitting, unknown, groups), template)) = best {
+    if let Some((fit, template)) = best {
         score.template = Some(template.name);
-        score.tones_checked = checked;
-        score.tones_fitting = fitting;
-        score.tones_unknown = unknown;
-        score.rhymes = !groups.is_empty();
-        score.rhyme_group = groups.first().map(|&g| tables.group_name(g).to_string());
+        score.tones_checked = fit.checked;
+        score.tones_fitting = fit.fitting;
+        score.tones_unknown = fit.unknown;
+        score.rhymes = !fit.groups.is_empty();
+        score.rhyme_group = fit
+            .groups
+            .first()
+            .map(|&g| tables.group_name(g).to_string());
+        score.rhyme_unknown = !score.rhymes && fit.rhyme_unknown;
     }
     score
 }
