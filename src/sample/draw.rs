@@ -72,15 +72,18 @@ impl Sampling {
             let total = fast_math::sum(&weights);
             return pick_dense(&weights, total, rng).unwrap_or_else(|| argmax(logits));
         }
-        let kept = self.truncate(&weights);
+        let kept = self.truncate(logits, &weights);
         let total: f32 = kept.iter().map(|&i| weights[i]).sum();
         pick(kept.iter().map(|&i| (i, weights[i])), total, rng).unwrap_or_else(|| argmax(logits))
     }
 
-    /// The indices top-k and top-p keep, most likely first.
-    fn truncate(&self, weights: &[f32]) -> Vec<usize> {
-        // Heaviest first; equal weights by index, so that the choice is deterministic.
-        let heavier = |a: &usize, b: &usize| weights[*b].total_cmp(&weights[*a]).then(a.cmp(b));
+    /// The indices top-k and top-p keep, most likely first, of `logits` whose weights at the
+    /// temperature are `weights`.
+    fn truncate(&self, logits: &[f32], weights: &[f32]) -> Vec<usize> {
+        // Most likely first, ranked by logit: at a huge temperature every weight rounds to 1, but
+        // the order of the logits is the order of the probabilities at any temperature. Equal
+        // logits by index, so that the choice is deterministic.
+        let heavier = |a: &usize, b: &usize| logits[*b].total_cmp(&logits[*a]).then(a.cmp(b));
         let mut kept: Vec<usize> = (0..weights.len()).filter(|&i| weights[i] > 0.0).collect();
         if let Some(k) = self.top_k {
             if kept.len() > k {

@@ -8,8 +8,7 @@ pub mod meter;
 pub use constraint::PoemConstraint;
 pub use draw::Sampling;
 
-use crate::config::Position;
-use crate::data::poem::Form;
+use crate::data::poem::{line_break, Form};
 use crate::data::tokenizer::NEWLINE;
 use crate::data::{CharTokenizer, DataError};
 use crate::engine::CpuDecoder;
@@ -39,6 +38,9 @@ pub enum SampleError {
     /// top-p outside (0, 1].
     #[error("--top-p {0} must be in (0, 1], e.g. 0.9 (1 keeps every character)")]
     TopP(f64),
+    /// A line break in the prompt, which would end the poem inside it.
+    #[error("the prompt holds a line break ({}), which ends a poem: give the beginning of one poem, on one line", crate::data::error::describe_char(*.0))]
+    LineBreak(char),
     /// More acrostic characters than the form has lines.
     #[error("--acrostic {acrostic} has {} characters but a {form} has {lines} lines: shorten it or choose a longer form", .acrostic.chars().count())]
     AcrosticTooLong {
@@ -102,6 +104,9 @@ pub fn poem_start(
     (form, acrostic, meter): (Option<Form>, &str, bool),
     max_new_tokens: usize,
 ) -> std::result::Result<(Vec<u32>, PoemConstraint), SampleError> {
+    if let Some(c) = line_break(prompt) {
+        return Err(SampleError::LineBreak(c));
+    }
     let newline = tokenizer
         .id(NEWLINE)
         .ok_or(SampleError::MissingMark(NEWLINE))?;
@@ -148,10 +153,11 @@ impl Generation<'_> {
 /// Continues `prompt` (at least one token) by up to `gen.max_new_tokens` tokens. Each new token is
 /// passed to `on_token` as soon as it is drawn (for streaming); all of them are returned.
 ///
-/// With learned positions, a context that outgrows block_size is cropped, as nanoGPT does, but in
-/// jumps: to its last block_size/2 tokens, so that the cache is rebuilt once per half block rather
-/// than at every step (each crop moves every token's position). Cached and uncached decoding crop
-/// alike. The other schemes keep the whole context.
+/// A context that outgrows block_size is cropped, as nanoGPT does, but in jumps: to its last
+/// block_size/2 tokens, so that the cache is rebuilt once per half block rather than at every
+/// step (each crop moves every token's position). Every scheme crops, so that the model never
+/// sees a context longer than it was trained on and each new token costs the same however long
+/// the text grows. Cached and uncached decoding crop alike.
 ///
 /// On the CPU the cached steps read the weight matrices in [`WeightFormat::fastest`] (f16 where
 /// the CPU converts it in hardware, each logit within about 10⁻³ of the exact one, so a draw
@@ -266,14 +272,9 @@ fn decode(
     Ok(new)
 }
 
-/// The most tokens the model can see at once: block_size with a learned position table, which
-/// stops there; no limit for the other schemes.
+/// The most tokens the model sees at once in generation: the block it was trained on.
 fn context_window(model: &Gpt) -> usize {
-    let cfg = model.config();
-    match cfg.position {
-        Position::Learned => cfg.block_size,
-        _ => usize::MAX,
-    }
+    model.config().block_size
 }
 
 /// Where the context the model sees starts, for a text of `len` tokens whose context started at
@@ -296,14 +297,14 @@ fn context_starts(model: &Gpt, n: usize) -> impl Iterator<Item = usize> {
 }
 
 /// Where the context begins that the model saw the last of `len` tokens in, when they were
-/// generated from the first: 0 unless a learned table made generation crop it.
+/// generated from the first: 0 unless it outgrew the block, and generation cropped it.
 pub fn context_start(model: &Gpt, len: usize) -> usize {
     context_starts(model, len).last().unwrap_or(0)
 }
 
 /// The model's mean negative log-likelihood (nats per token) of `ids[1..]`, each token given the
 /// ones before it: how likely the model finds a text (the first token, e.g. the newline that
-/// opens a poem, is given). Past a learned table's block_size each token is given the context
+/// opens a poem, is given). Past the block size each token is given the context
 /// that generation would have given it (see [`crop`]).
 pub fn mean_nll(model: &Gpt, ids: &[u32]) -> Result<f64> {
     if ids.len() < 2 {
