@@ -225,6 +225,7 @@ impl ModelConfig {
             if value == 0 {
                 return invalid(format!("{name} must be at least 1"));
             }
+            check_toml_integer(name, value as u64)?;
         }
         if !self.n_embd.is_multiple_of(self.n_head) {
             return invalid(format!(
@@ -373,6 +374,16 @@ impl TrainConfig {
                 return invalid(format!("{name} must be at least 1"));
             }
         }
+        check_toml_integer("seed", self.seed)?;
+        for (name, value) in [
+            ("batch_size", self.batch_size),
+            ("max_iters", self.max_iters),
+            ("eval_interval", self.eval_interval),
+            ("eval_iters", self.eval_iters),
+            ("warmup_iters", self.warmup_iters),
+        ] {
+            check_toml_integer(name, value as u64)?;
+        }
         if !(self.learning_rate.is_finite() && self.learning_rate > 0.0) {
             return invalid(format!(
                 "learning_rate {} must be a positive number",
@@ -406,6 +417,18 @@ impl TrainConfig {
             ));
         }
         Ok(())
+    }
+}
+
+/// Refuses an integer that a TOML file cannot hold (they are signed 64-bit): saved in a run's
+/// config.toml, it could not be read back.
+pub fn check_toml_integer(name: &str, value: u64) -> Result<(), ConfigError> {
+    match i64::try_from(value) {
+        Ok(_) => Ok(()),
+        Err(_) => Err(ConfigError::Invalid(format!(
+            "{name} {value} is more than {}, the largest integer a config file can hold: use a smaller one",
+            i64::MAX
+        ))),
     }
 }
 

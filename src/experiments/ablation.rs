@@ -95,6 +95,13 @@ impl Spec {
         if self.variant.is_empty() {
             bail!("ablation spec {} has no [[variant]]", path.display());
         }
+        if self.dir_name().is_empty() {
+            bail!(
+                "ablation spec {}: name `{}` needs letters or digits (it names the ablation's directory)",
+                path.display(),
+                self.name.escape_debug()
+            );
+        }
         if let Some(bad) = self.contexts.iter().find(|&&c| c == 0) {
             bail!(
                 "ablation spec {}: contexts = {:?} holds {bad}: every context is a number of characters, at least 1",
@@ -129,12 +136,15 @@ impl Spec {
             dirs.push((dir, &v.name));
             if !self.seeds.is_empty() && v.train.contains_key("seed") {
                 bail!(
-                    "variant `{}` of {} sets `seed` while the spec lists seeds = {:?}: remove one of the two",
+                    "variant `{}` of {} sets `seed` while the spec lists `seeds`: remove one of the two",
                     v.name,
-                    path.display(),
-                    self.seeds
+                    path.display()
                 );
             }
+        }
+        for &seed in &self.seeds {
+            crate::config::check_toml_integer("a seed of `seeds`", seed)
+                .with_context(|| format!("ablation spec {}", path.display()))?;
         }
         if let Some(twice) = self
             .seeds
@@ -143,12 +153,17 @@ impl Spec {
             .find_map(|(i, s)| self.seeds[..i].contains(s).then_some(s))
         {
             bail!(
-                "ablation spec {}: seeds = {:?} lists {twice} twice: each seed is one run of every variant",
-                path.display(),
-                self.seeds
+                "ablation spec {}: `seeds` lists {twice} twice: each seed is one run of every variant",
+                path.display()
             );
         }
         Ok(())
+    }
+
+    /// The name of the ablation's directory under checkpoints/ablations/: its name as a slug, so
+    /// that a spec cannot choose where files go (`../x`, `/abs` or a line break).
+    pub fn dir_name(&self) -> String {
+        slug(&self.name)
     }
 
     /// The seeds every variant trains with: the spec's, or `None` for the config's own.
@@ -378,7 +393,7 @@ fn train_unless_finished(
         } else {
             "training"
         };
-        eprintln!("{place}: {what}");
+        crate::note!("{place}: {what}");
     }
     if done {
         return Ok(());

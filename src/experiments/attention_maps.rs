@@ -1,7 +1,7 @@
 //! Pictures of a model: each head's attention weights over a poem, and the sinusoidal table.
 
 use crate::data::CharTokenizer;
-use crate::experiments::heatmap::{heatmaps_svg, Heatmap, Scale};
+use crate::experiments::heatmap::{heatmaps_svg, Heatmap, Scale, MARK};
 use crate::files::atomic_write;
 use crate::model::position::sinusoidal_table;
 use crate::model::{Gpt, Mode};
@@ -46,6 +46,33 @@ pub fn attention_weights(
     Ok(layers)
 }
 
+/// The files a drawing for a model of `n_layer` layers writes into its directory (`None`: the
+/// sinusoidal table alone, for no model).
+pub fn plot_files(n_layer: Option<usize>) -> Vec<String> {
+    let layers = (1..=n_layer.unwrap_or(0)).map(|i| format!("attention-layer{i}.svg"));
+    layers.chain(["sinusoidal.svg".to_string()]).collect()
+}
+
+/// Refuses `dir` for drawings when one of `names` there is not a heatmap this program drew (a
+/// file of the user's own under the same name): nothing is written over.
+pub fn check_plot_dir(dir: &Path, names: &[String]) -> Result<()> {
+    for name in names {
+        let path = dir.join(name);
+        if path.symlink_metadata().is_err() {
+            continue;
+        }
+        let ours = crate::files::read_text_limited(&path, crate::files::SMALL_FILE_LIMIT)
+            .is_ok_and(|text| text.contains(MARK));
+        if !ours {
+            anyhow::bail!(
+                "{} exists and is not a drawing of this program: choose a new or empty --plot directory (nothing is written over)",
+                path.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Writes `attention-layer<i>.svg` into `dir`, one heatmap per head (rows: the character that
 /// looks; columns: the characters it looks at). Returns the files written. A text the model
 /// cannot read is refused before `dir` is made.
@@ -55,6 +82,12 @@ pub fn write_attention_maps(
     text: &str,
     dir: &Path,
 ) -> Result<Vec<PathBuf>> {
+    if let Some(c) = crate::data::poem::line_break(text) {
+        anyhow::bail!(
+            "--poem holds a line break ({}), which ends a poem: give one poem, on one line",
+            crate::data::error::describe_char(c)
+        );
+    }
     let layers = attention_weights(model, tokenizer, text)
         .context("cannot draw the attention over --poem")?;
     crate::files::create_dir(dir, "--plot")?;

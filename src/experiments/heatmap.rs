@@ -50,6 +50,9 @@ fn cell_size(cols: usize, max_px: usize) -> f32 {
     (max_px as f32 / cols.max(1) as f32).clamp(2.0, 28.0)
 }
 
+/// The comment every heatmap file carries, by which a later drawing knows it may replace it.
+pub const MARK: &str = "<!-- heatmaps drawn by shige -->";
+
 /// Draws `maps` side by side in one SVG document with an overall `title`.
 pub fn heatmaps_svg(title: &str, maps: &[Heatmap], rows: usize, cols: usize) -> String {
     let cell = cell_size(cols, 420);
@@ -63,6 +66,7 @@ pub fn heatmaps_svg(title: &str, maps: &[Heatmap], rows: usize, cols: usize) -> 
         svg,
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" font-family="sans-serif">"#
     );
+    let _ = writeln!(svg, "{MARK}");
     let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
     let _ = writeln!(
         svg,

@@ -6,6 +6,7 @@
 //! the previous state or the new one, never a mix. `model.safetensors` holds the best weights
 //! (nanoGPT's names; `lm_head.weight` written too when tied) for sampling.
 
+use crate::cli::shell_word;
 use anyhow::{bail, Context, Result};
 use candle_core::{Device, Tensor};
 use candle_nn::VarMap;
@@ -189,6 +190,12 @@ impl RunDir {
         self.path.join(name)
     }
 
+    /// Whether it holds one of a run's files (a run stopped before its first checkpoint leaves
+    /// some without a training state).
+    fn holds_run_files(&self) -> bool {
+        RUN_FILES.iter().any(|name| self.file(name).exists())
+    }
+
     /// Whether it holds a resumable checkpoint.
     pub fn holds_run(&self) -> bool {
         self.file(STATE_FILE).exists()
@@ -204,6 +211,7 @@ impl RunDir {
             .write(true)
             .open(self.file(LOCK_FILE))
             .with_context(|| format!("cannot create the lock file in {}", self.path.display()))?;
+        crate::files::check_writable(&self.path, "--out")?;
         #[cfg(unix)]
         {
             use std::os::fd::AsRawFd;
@@ -224,9 +232,10 @@ impl RunDir {
         refuse_file(&self.path)?;
         if !self.path.exists() {
             bail!(
-                "no run to resume at {}{}: give --resume a run directory that `train` wrote, or start one with --out {0}",
+                "no run to resume at {}{}: give --resume a run directory that `train` wrote, or start one with --out {}",
                 self.path.display(),
-                crate::files::where_missing(&self.path)
+                crate::files::where_missing(&self.path),
+                shell_word(&self.path)
             );
         }
         Ok(())
@@ -235,10 +244,19 @@ impl RunDir {
     /// Checks that a run can be resumed from here: a directory holding a training state.
     pub fn check_resumable(&self) -> Result<()> {
         self.check_present()?;
+        if !self.holds_run() && self.holds_run_files() {
+            bail!(
+                "{} holds the start of a run that stopped before its first checkpoint ({STATE_FILE} is missing), so there is nothing to resume: \
+                 remove its files and start again with --out {}, or choose another --out",
+                self.path.display(),
+                shell_word(&self.path)
+            );
+        }
         if !self.holds_run() {
             bail!(
-                "{} holds no checkpoint to resume ({STATE_FILE} is missing): start a new run with --out {0}",
-                self.path.display()
+                "{} holds no checkpoint to resume ({STATE_FILE} is missing): start a new run with --out {}",
+                self.path.display(),
+                shell_word(&self.path)
             );
         }
         Ok(())
@@ -255,13 +273,15 @@ impl RunDir {
             let name = entry.file_name().to_string_lossy().into_owned();
             if RUN_FILES.contains(&name.as_str()) && self.holds_run() {
                 bail!(
-                    "{} already holds a run: continue it with --resume {0}, or choose another --out",
-                    self.path.display()
+                    "{} already holds a run: continue it with --resume {}, or choose another --out",
+                    self.path.display(),
+                    shell_word(&self.path)
                 );
             }
             if RUN_FILES.contains(&name.as_str()) {
                 bail!(
-                    "{} holds a run's {name} but no training state to resume: move its files elsewhere (they would be written over), or choose another --out",
+                    "{} holds the start of a run that stopped before its first checkpoint ({name}, no training state to resume): \
+                     remove its files and start again (they would be written over), or choose another --out",
                     self.path.display()
                 );
             }

@@ -28,7 +28,7 @@ pub fn to_csv(rows: &[MetricRow]) -> String {
     let mut s = format!("{HEADER}\n");
     for r in rows {
         s += &format!(
-            "{},{:.6},{:.6},{:.6e},{:.1},{:.1}\n",
+            "{},{:.6},{:.6},{:.6e},{:.1},{:.3}\n",
             r.step, r.train_loss, r.val_loss, r.lr, r.tokens_per_s, r.elapsed_s
         );
     }

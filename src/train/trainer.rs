@@ -76,6 +76,8 @@ pub struct TrainOptions {
 struct Setup {
     cfg: RunConfig,
     run: RunDir,
+    /// The fingerprint of the corpus's poems, saved with the training state.
+    corpus: String,
     tokenizer: CharTokenizer,
     splits: Splits,
     model: Gpt,
@@ -113,7 +115,8 @@ struct Progress {
 }
 
 /// The metadata keys of the training state, with the progress they hold.
-const STATE_KEYS: [&str; 8] = [
+const STATE_KEYS: [&str; 9] = [
+    "corpus_fingerprint",
     "step",
     "batch_rng_pos",
     "dropout_rng_pos",
@@ -244,7 +247,7 @@ fn set_up(opts: &TrainOptions) -> Result<Setup> {
     }
     let splits = match Splits::new(&corpus, &tokenizer, cfg.model.block_size) {
         Err(DataError::UnknownChars(chars)) if opts.resume => bail!(
-            "{} has {} characters that the run's vocabulary lacks (such as {}): a run keeps the vocabulary of the corpus it started on, so resume with that corpus (or a part of it), or start a new run with --out",
+            "{} has {} characters that the run's vocabulary lacks (such as {}): a run keeps the vocabulary of the corpus it started on, so resume with that corpus, or start a new run with --out",
             cfg.train.corpus,
             chars.len(),
             chars.iter().take(3).map(|&c| describe_char(c)).collect::<Vec<_>>().join(" ")
@@ -268,6 +271,7 @@ fn set_up(opts: &TrainOptions) -> Result<Setup> {
         device: opts.device.clone(),
         cfg,
         run,
+        corpus: corpus.fingerprint(),
         tokenizer,
         splits,
         model,
@@ -318,6 +322,16 @@ fn restore(s: &mut Setup, resume: bool) -> Result<Progress> {
             "{}: {name} holds NaN or infinite values: this checkpoint cannot be resumed",
             path.display()
         );
+    }
+    // Checkpoints of earlier versions have no fingerprint of their corpus.
+    if let Some(saved) = metadata.get("corpus_fingerprint") {
+        if *saved != s.corpus {
+            bail!(
+                "{} is not the corpus this run was trained on (its poems or their order changed), so other poems would be held out for validation and the old ones trained on: \
+                 resume with the corpus the run started on, or start a new run with --out",
+                s.cfg.train.corpus
+            );
+        }
     }
     p.step = meta(&metadata, "step", &path)?;
     p.best_val = meta(&metadata, "best_val_loss", &path)?;
@@ -395,9 +409,10 @@ pub fn whole_split_loss(
 fn what_is_kept(s: &Setup, p: &Progress) -> String {
     match p.saved_step {
         Some(step) => format!(
-            "the checkpoint of step {step} in {} is intact; lower --learning-rate (now {}) and --resume {0}",
+            "the checkpoint of step {step} in {} is intact; lower --learning-rate (now {}) and --resume {}",
             s.run.path.display(),
-            s.cfg.train.learning_rate
+            s.cfg.train.learning_rate,
+            crate::cli::shell_word(&s.run.path)
         ),
         None => format!(
             "no checkpoint was written yet; restart with a lower --learning-rate (now {})",
@@ -483,6 +498,7 @@ fn save_checkpoint(s: &Setup, p: &mut Progress, val: Option<f64>) -> Result<()> 
     tensors.extend(moments);
     let i = p.interval;
     let values = [
+        s.corpus.clone(),
         p.step.to_string(),
         p.batch_rng.get_word_pos().to_string(),
         p.dropout_rng.get_word_pos().to_string(),
