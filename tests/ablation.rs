@@ -11,6 +11,36 @@ fn root() -> &'static Path {
 }
 
 #[test]
+fn a_specs_name_gives_a_directory_under_checkpoints_and_nothing_else() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spec = |name: &str| {
+        let path = tmp.path().join("spec.toml");
+        let text = format!(
+            "name = {}\nbase = \"configs/tiny.toml\"\n[[variant]]\nname = \"a\"\n",
+            toml::Value::String(name.into())
+        );
+        std::fs::write(&path, text).unwrap();
+        Spec::load(&path)
+    };
+    for (name, dir) in [
+        ("heads", "heads"),
+        ("../../../escaped", "escaped"),
+        ("/abs/path", "abs-path"),
+        ("two\nlines", "two-lines"),
+        ("C:\\Users", "c-users"),
+    ] {
+        assert_eq!(spec(name).unwrap().dir_name(), dir, "{name:?}");
+    }
+    for name in ["", "..", "/", "\n"] {
+        let refused = spec(name).unwrap_err().to_string();
+        assert!(
+            refused.contains("needs letters or digits"),
+            "{name:?}: {refused}"
+        );
+    }
+}
+
+#[test]
 fn heads_ablation_at_tiny_size_gives_one_finite_row_per_variant() {
     std::env::set_current_dir(root()).unwrap();
     let mut spec = Spec::load(Path::new("configs/ablations/heads.toml")).unwrap();
@@ -31,6 +61,13 @@ fn heads_ablation_at_tiny_size_gives_one_finite_row_per_variant() {
             r.val_loss.is_finite() && r.train_loss.is_finite(),
             "{}",
             r.name
+        );
+        // 8 tiny steps take milliseconds: their time is kept finely enough to give a rate.
+        assert!(
+            r.tokens_per_s > 0.0,
+            "{}: {} tokens/s",
+            r.name,
+            r.tokens_per_s
         );
     }
     assert!(

@@ -750,7 +750,23 @@ fn training_flags_that_cannot_work_are_refused() {
         (
             "the largest batch",
             vec!["--batch-size", "18446744073709551615"],
+            &[
+                "batch_size 18446744073709551615",
+                "largest integer a config file can hold",
+            ],
+        ),
+        (
+            "a batch beyond the memory",
+            vec!["--batch-size", "1000000000000"],
             &["needs about", "available"],
+        ),
+        (
+            "a seed no config file can hold",
+            vec!["--seed", "9223372036854775808"],
+            &[
+                "seed 9223372036854775808",
+                "largest integer a config file can hold",
+            ],
         ),
         (
             "stop at step 0",
@@ -914,7 +930,7 @@ fn other_binaries_refuse_what_would_panic() {
         (
             "a seed listed twice",
             spec("twice.toml", &format!("name = \"t\"\nbase = \"configs/tiny.toml\"\nseeds = [1, 2, 1]\n{variant}")),
-            &["seeds = [1, 2, 1]", "lists 1 twice"],
+            &["`seeds` lists 1 twice"],
         ),
         (
             "a variant's seed beside the spec's seeds",
@@ -922,7 +938,28 @@ fn other_binaries_refuse_what_would_panic() {
                 "seed.toml",
                 "name = \"s\"\nbase = \"configs/tiny.toml\"\nseeds = [1, 2]\n[[variant]]\nname = \"a\"\ntrain = { seed = 3 }\n",
             ),
-            &["variant `a`", "sets `seed` while the spec lists seeds = [1, 2]", "remove one"],
+            &["variant `a`", "sets `seed` while the spec lists `seeds`", "remove one"],
+        ),
+        (
+            "a seed no config file can hold",
+            spec("huge.toml", &format!("name = \"h\"\nbase = \"configs/tiny.toml\"\nseeds = [18446744073709551615]\n{variant}")),
+            &["18446744073709551615", "largest integer a config file can hold"],
+        ),
+        (
+            "a name with nothing to name a directory by",
+            spec("empty-name.toml", &format!("name = \"../\"\nbase = \"configs/tiny.toml\"\n{variant}")),
+            &["name `../` needs letters or digits"],
+        ),
+        (
+            "a seed listed twice among many",
+            spec(
+                "many.toml",
+                &format!(
+                    "name = \"m\"\nbase = \"configs/tiny.toml\"\nseeds = [{}, 7]\n{variant}",
+                    (0..120_000).map(|s| s.to_string()).collect::<Vec<_>>().join(", ")
+                ),
+            ),
+            &["`seeds` lists 7 twice"],
         ),
     ];
     let out = tmp.path().join("ablation");
@@ -1294,26 +1331,6 @@ fn checkpoints_that_do_not_belong_together_are_refused() {
 }
 
 #[test]
-fn long_uncached_generation_of_an_uncropped_model_is_refused() {
-    let tmp = tempfile::tempdir().unwrap();
-    let run = tmp.path().join("rope");
-    tiny_run(&run, &["--position", "rope"]);
-    fails(
-        "--no-cache for 5,000 characters",
-        SAMPLE,
-        &[
-            "--checkpoint",
-            run.to_str().unwrap(),
-            "--no-cache",
-            "--no-stop-at-newline",
-            "--max-new-tokens",
-            "5000",
-        ],
-        &["--no-cache", "rope", "1000 characters"],
-    );
-}
-
-#[test]
 fn messages_name_the_file_and_stay_short() {
     let tmp = tempfile::tempdir().unwrap();
     let run = tmp.path().join("run");
@@ -1586,6 +1603,24 @@ fn closed_pipes_end_output_quietly_and_training_goes_on() {
         metrics.lines().last().unwrap().starts_with("20,"),
         "{metrics}"
     );
+    // `ablate … 2>&1 | head -1`: the ablation trains to its end and writes its results.
+    let spec = tmp.path().join("spec.toml");
+    std::fs::write(
+        &spec,
+        "name = \"piped\"\nbase = \"configs/tiny.toml\"\n[[variant]]\nname = \"a\"\n",
+    )
+    .unwrap();
+    let ablation = tmp.path().join("ablation");
+    let args = [
+        spec.to_str().unwrap(),
+        "--max-iters",
+        "4",
+        "--out",
+        ablation.to_str().unwrap(),
+    ];
+    let (status, _) = run_into_closed_pipe(ABLATE, &args, true);
+    assert!(status.success(), "ablate into closed pipes: {status:?}");
+    assert!(ablation.join("results.md").exists(), "no results.md");
     // `sample | head -1`, `score | head -1`: ended by SIGPIPE, as `cat` is, not by a panic.
     let cases: [(&str, &[&str]); 2] = [
         (SAMPLE, &["--checkpoint", run_arg, "--num-samples", "50"]),
@@ -1600,4 +1635,351 @@ fn closed_pipes_end_output_quietly_and_training_goes_on() {
             "{bin}: {status:?} {stderr}"
         );
     }
+}
+
+#[test]
+fn a_changed_corpus_is_refused_on_resume() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = tmp.path().join("corpus.txt");
+    let poems: Vec<String> = std::fs::read_to_string(root().join("data/tiny.txt"))
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    let write = |lines: &[String]| std::fs::write(&corpus, lines.join("\n") + "\n").unwrap();
+    write(&poems);
+    let run = tmp.path().join("run");
+    tiny_run(&run, &["--corpus", corpus.to_str().unwrap()]);
+    let before = snapshot(&run);
+    let resume = ["--resume", run.to_str().unwrap(), "--max-iters", "20"];
+    // Two poems swapped: the validation split would hold other poems.
+    let mut swapped = poems.clone();
+    swapped.swap(0, 19);
+    // One character changed for another of the vocabulary.
+    let mut edited = poems.clone();
+    let (first, second) = (
+        poems[0].chars().next().unwrap(),
+        poems[1].chars().next().unwrap(),
+    );
+    edited[0] = edited[0].replacen(first, &second.to_string(), 1);
+    assert_ne!(edited[0], poems[0]);
+    for (case, lines) in [
+        ("two poems swapped", &swapped),
+        ("one character changed", &edited),
+    ] {
+        write(lines);
+        fails(
+            case,
+            TRAIN,
+            &resume,
+            &[
+                "is not the corpus this run was trained on",
+                "resume with the corpus the run started on",
+            ],
+        );
+        assert_eq!(snapshot(&run), before, "{case}: files changed");
+    }
+    write(&poems);
+    let (ok, stderr) = run_bin("the same corpus", TRAIN, &resume);
+    assert!(ok, "{stderr}");
+}
+
+#[test]
+fn plot_directories_keep_files_they_did_not_draw() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run");
+    tiny_run(&run, &[]);
+    let run_arg = run.to_str().unwrap();
+    for (case, name, args) in [
+        ("a table of the user's", "sinusoidal.svg", vec![]),
+        (
+            "a heatmap of the user's",
+            "attention-layer1.svg",
+            vec!["--checkpoint", run_arg],
+        ),
+        (
+            "a table beside a model",
+            "sinusoidal.svg",
+            vec!["--checkpoint", run_arg],
+        ),
+    ] {
+        let dir = tmp.path().join(format!("plots-{}", case.replace(' ', "-")));
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join(name), "mine").unwrap();
+        let mut all = args.clone();
+        all.extend(["--plot", dir.to_str().unwrap()]);
+        fails(
+            case,
+            HEADS,
+            &all,
+            &[name, "is not a drawing of this program"],
+        );
+        assert_eq!(std::fs::read_to_string(dir.join(name)).unwrap(), "mine");
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            1,
+            "{case}: a file was added"
+        );
+    }
+    // Its own drawings are drawn again.
+    let own = tmp.path().join("own");
+    let args = ["--checkpoint", run_arg, "--plot", own.to_str().unwrap()];
+    for time in ["first", "second"] {
+        let (ok, stderr) = run_bin(&format!("drawn a {time} time"), HEADS, &args);
+        assert!(ok, "{time}: {stderr}");
+    }
+}
+
+#[test]
+fn line_breaks_inside_a_prompt_or_a_poem_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run");
+    tiny_run(&run, &[]);
+    let run_arg = run.to_str().unwrap();
+    for prompt in ["白\n日", "白\r日", "白\u{2028}日"] {
+        fails(
+            &format!("sample --prompt {prompt:?}"),
+            SAMPLE,
+            &["--checkpoint", run_arg, "--prompt", prompt],
+            &["the prompt holds a line break", "one line"],
+        );
+    }
+    let plot = tmp.path().join("plot");
+    fails(
+        "heads_positions --poem with a newline",
+        HEADS,
+        &[
+            "--checkpoint",
+            run_arg,
+            "--plot",
+            plot.to_str().unwrap(),
+            "--poem",
+            "白日依山尽，\n黄河入海流。",
+        ],
+        &["--poem holds a line break (U+000A)"],
+    );
+    assert!(!plot.exists(), "the plot directory was made");
+}
+
+/// Runs `bin` with `args`, its standard input the bytes of `input` (written from a thread, as
+/// long as `bin` reads), standard output to `stdout`; returns (success, stdout text, stderr).
+fn run_with_input(bin: &str, args: &[&str], input: Vec<u8>) -> (bool, String, String) {
+    let mut child = Command::new(bin)
+        .args(args)
+        .current_dir(root())
+        .env("RUST_BACKTRACE", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        use std::io::Write;
+        let _ = stdin.write_all(&input); // the reader may stop early: a broken pipe is fine
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.success(), text(&out.stdout), text(&out.stderr))
+}
+
+#[test]
+fn the_scorer_reads_no_more_than_its_limit_and_shows_what_it_reads() {
+    // 100 MiB of NUL bytes on standard input: refused at the limit, not read to the end.
+    let (ok, _, stderr) = run_with_input(SCORE, &["-"], vec![0u8; 100 << 20]);
+    assert!(!ok, "{stderr}");
+    assert!(stderr.contains("more than the 67108864 bytes"), "{stderr}");
+    // A line of NULs is no poem.
+    let (ok, _, stderr) = run_with_input(SCORE, &["-"], b"\0\0\0\0\0\n".to_vec());
+    assert!(
+        !ok && stderr.contains("control character U+0000"),
+        "{stderr}"
+    );
+    // Lines ended by lone carriage returns are separate poems.
+    let qijue = "白日依山尽，黄河入海流。欲穷千里目，更上一层楼。";
+    let text = format!("{qijue}\r{qijue}\r{qijue}\r");
+    let (ok, stdout, stderr) = run_with_input(SCORE, &["-"], text.into_bytes());
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("3 poems, 3 of a regular form"), "{stdout}");
+    // A bidirectional override is shown, not obeyed.
+    let text = format!("{qijue}\u{202e}abc\n");
+    let (ok, stdout, stderr) = run_with_input(SCORE, &["-"], text.into_bytes());
+    assert!(ok, "{stderr}");
+    assert!(
+        stdout.contains("<U+202E>abc") && !stdout.contains('\u{202e}'),
+        "{stdout}"
+    );
+    // A rhyme character the table lacks (the traditional 樓 for 楼): unknown, not "no rhyme".
+    let traditional = qijue.replace('楼', "樓");
+    let (ok, stdout, stderr) = run_with_input(SCORE, &["-"], traditional.into_bytes());
+    assert!(ok, "{stderr}");
+    assert!(
+        stdout.contains("rhyme unknown") && !stdout.contains("does not rhyme"),
+        "{stdout}"
+    );
+}
+
+#[test]
+#[cfg(unix)]
+fn standard_output_that_cannot_be_written_is_an_error_not_a_panic() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("run");
+    tiny_run(&run, &[]);
+    let run_arg = run.to_str().unwrap();
+    let spec = tmp.path().join("spec.toml");
+    std::fs::write(
+        &spec,
+        "name = \"full\"\nbase = \"configs/tiny.toml\"\n[[variant]]\nname = \"a\"\n",
+    )
+    .unwrap();
+    let ablation = tmp.path().join("ablation");
+    let cases: [(&str, &[&str]); 6] = [
+        (SAMPLE, &["--checkpoint", run_arg]),
+        (SAMPLE, &["--checkpoint", run_arg, "--json"]),
+        (SCORE, &["--val", "--corpus", "data/tiny.txt"]),
+        (HEADS, &["--checkpoint", run_arg]),
+        (HEADS, &["--corpus", "data/tiny.txt", "--json"]),
+        (
+            ABLATE,
+            &[
+                spec.to_str().unwrap(),
+                "--max-iters",
+                "2",
+                "--json",
+                "--out",
+                ablation.to_str().unwrap(),
+            ],
+        ),
+    ];
+    // `> /dev/full`: a full disk.
+    for (bin, args) in cases {
+        let out = Command::new(bin)
+            .args(args)
+            .current_dir(root())
+            .env("RUST_BACKTRACE", "1")
+            .stdout(
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open("/dev/full")
+                    .unwrap(),
+            )
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{bin} {args:?}: exit 0");
+        assert!(!stderr.contains("panicked"), "{bin} {args:?}: {stderr}");
+        let last = stderr.lines().last().unwrap_or_default();
+        assert!(
+            last.starts_with("error: cannot write to standard output: No space left on device"),
+            "{bin} {args:?}: {stderr}"
+        );
+    }
+    // `2> /dev/full`: the poems are written, the summary that cannot be is skipped.
+    let out = Command::new(SAMPLE)
+        .args(["--checkpoint", run_arg])
+        .stdout(Stdio::piped())
+        .stderr(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/full")
+                .unwrap(),
+        )
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{:?}", out.status);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 3);
+    // `>&-`: the poems would be lost, so nothing is drawn.
+    let out = Command::new("sh")
+        .args([
+            "-c",
+            "exec \"$0\" \"$@\" >&-",
+            SAMPLE,
+            "--checkpoint",
+            run_arg,
+        ])
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("standard output is closed"), "{stderr}");
+    // `> /dev/null` is a choice, not a closed output.
+    let out = Command::new(SAMPLE)
+        .args(["--checkpoint", run_arg])
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+#[cfg(unix)]
+fn links_to_nowhere_and_runs_that_never_saved_get_messages_that_agree() {
+    let tmp = tempfile::tempdir().unwrap();
+    let nowhere = tmp.path().join("nowhere");
+    // `--out` a link to nothing, and checkpoints/ a link to nothing.
+    let link = tmp.path().join("link");
+    std::os::unix::fs::symlink(&nowhere, &link).unwrap();
+    fails(
+        "--out a link to nothing",
+        TRAIN,
+        &[
+            "--config",
+            "configs/tiny.toml",
+            "--out",
+            link.to_str().unwrap(),
+        ],
+        &["is a symbolic link to", "which does not exist"],
+    );
+    let cwd = tmp.path().join("cwd");
+    std::fs::create_dir(&cwd).unwrap();
+    std::os::unix::fs::symlink(&nowhere, cwd.join("checkpoints")).unwrap();
+    let config = root().join("configs/tiny.toml");
+    let corpus = root().join("data/tiny.txt");
+    fails_in(
+        &cwd,
+        "checkpoints/ a link to nothing",
+        TRAIN,
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--corpus",
+            corpus.to_str().unwrap(),
+        ],
+        &["checkpoints is a symbolic link to", "which does not exist"],
+    );
+    assert!(!nowhere.exists());
+    // A run that stopped before its first checkpoint (a full disk, say): --out and --resume
+    // say the same thing, not each the other's flag.
+    let run = tmp.path().join("my run");
+    tiny_run(&run, &[]);
+    for entry in std::fs::read_dir(&run).unwrap().flatten() {
+        if entry.file_name() != "config.toml" && entry.file_name() != "tokenizer.json" {
+            std::fs::remove_file(entry.path()).unwrap();
+        }
+    }
+    let run_arg = run.to_str().unwrap();
+    let expect = ["stopped before its first checkpoint", "remove its files"];
+    fails("--resume it", TRAIN, &["--resume", run_arg], &expect);
+    fails(
+        "--out it",
+        TRAIN,
+        &["--config", "configs/tiny.toml", "--out", run_arg],
+        &expect,
+    );
+    // A path with a space is given quoted, ready to paste.
+    std::fs::remove_dir_all(&run).unwrap();
+    tiny_run(&run, &[]);
+    fails(
+        "--out over a run",
+        TRAIN,
+        &["--config", "configs/tiny.toml", "--out", run_arg],
+        &[&format!("--resume '{run_arg}'")],
+    );
 }

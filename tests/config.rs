@@ -92,3 +92,63 @@ fn position_names_parse_and_unknown_ones_say_what_to_use() {
         "{err}"
     );
 }
+
+/// Whole numbers from small to the largest, where TOML's signed 64 bits end.
+fn count() -> impl proptest::strategy::Strategy<Value = u64> {
+    use proptest::prelude::*;
+    prop_oneof![
+        30 => 1u64..300,
+        1 => Just(i64::MAX as u64),
+        1 => Just(1u64 << 63),
+        1 => Just(u64::MAX),
+        1 => any::<u64>(),
+    ]
+}
+
+/// Numbers of every kind: ordinary, tiny, huge, negative, subnormal, not finite.
+fn number() -> impl proptest::strategy::Strategy<Value = f64> {
+    use proptest::prelude::*;
+    prop_oneof![
+        0.0f64..1.0,
+        any::<f64>(),
+        Just(f64::MIN_POSITIVE / 3.0),
+        Just(1e300)
+    ]
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+    /// A run keeps its config as config.toml, which `sample`, `serve`, `score` and `--resume`
+    /// read back: every config that validates must come back from that file as it went in.
+    #[test]
+    fn every_config_that_validates_reads_back_from_its_file(
+        sizes in proptest::collection::vec(count(), 10),
+        reals in proptest::collection::vec(number(), 9),
+        flags in proptest::collection::vec(proptest::bool::ANY, 2),
+        position in proptest::sample::select(Position::ALL.to_vec()),
+        corpus in "\\PC{0,12}",
+    ) {
+        let size = |i: usize| usize::try_from(sizes[i]).unwrap_or(usize::MAX);
+        let mut cfg = shige::config::RunConfig::default();
+        let m = &mut cfg.model;
+        (m.vocab_size, m.block_size, m.n_layer, m.n_head) = (size(0), size(1), size(2), size(3));
+        m.n_embd = m.n_head.saturating_mul(size(4) % 8 * 2 + 2);
+        (m.dropout, m.rope_base, m.sinusoidal_scale) = (reals[0], reals[1], reals[2]);
+        (m.bias, m.tie_weights, m.position) = (flags[0], flags[1], position);
+        let t = &mut cfg.train;
+        (t.batch_size, t.max_iters, t.eval_interval, t.eval_iters) = (size(5), size(6), size(7), size(8));
+        t.warmup_iters = t.max_iters.min(size(9));
+        t.seed = sizes[9];
+        (t.learning_rate, t.beta1, t.beta2) = (reals[3], reals[4], reals[5]);
+        (t.weight_decay, t.grad_clip) = (reals[6], reals[7]);
+        t.corpus = corpus;
+        if cfg.validate().is_ok() {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("config.toml");
+            std::fs::write(&path, cfg.to_toml().unwrap()).unwrap();
+            let back = shige::config::RunConfig::load(&path);
+            let back = back.map_err(|e| e.to_string());
+            proptest::prop_assert_eq!(back, Ok(cfg));
+        }
+    }
+}
