@@ -524,3 +524,58 @@ fn past_a_learned_table_each_token_is_scored_in_the_context_generation_gives_it(
         "{nll} against {expected}"
     );
 }
+
+#[test]
+fn truncation_ranks_by_logits_at_any_temperature() {
+    // At a temperature of 1e30 every weight e^(l/T) rounds to 1: the order must come from the
+    // logits, which temperature cannot change.
+    let logits = [0.1f32, 2.0, -1.0, 1.5, 2.0 - 1e-6];
+    let mut r = rng(3);
+    for temperature in [1.0, 1e6, 1e30] {
+        let top = |k| Sampling {
+            top_k: Some(k),
+            ..Sampling::with_temperature(temperature)
+        };
+        for _ in 0..50 {
+            assert_eq!(top(1).draw(&logits, &mut r), 1, "top-k 1 at {temperature}");
+        }
+        let drawn: std::collections::BTreeSet<u32> =
+            (0..300).map(|_| top(2).draw(&logits, &mut r)).collect();
+        assert!(
+            drawn.iter().all(|&i| i == 1 || i == 4),
+            "{drawn:?} at {temperature}"
+        );
+        let nucleus = Sampling {
+            top_p: Some(1e-6),
+            ..Sampling::with_temperature(temperature)
+        };
+        assert_eq!(nucleus.draw(&logits, &mut r), 1, "top-p at {temperature}");
+    }
+    // At 1e30 the two kept tokens are equally likely.
+    let drawn: Vec<u32> = (0..2000)
+        .map(|_| {
+            Sampling {
+                top_k: Some(2),
+                ..Sampling::with_temperature(1e30)
+            }
+            .draw(&logits, &mut r)
+        })
+        .collect();
+    let ones = drawn.iter().filter(|&&i| i == 1).count();
+    assert!((850..1150).contains(&ones), "{ones} of 2000");
+}
+
+#[test]
+fn every_scheme_crops_its_context_at_the_block() {
+    // block_size 16: past it the context jumps to its last 8 tokens, for every scheme, so that
+    // each new token costs the same however long the text grows.
+    for position in Position::ALL {
+        let (model, _) =
+            Gpt::seeded(&common::small_config(40, 2, position), 5, &Device::Cpu).unwrap();
+        let starts: Vec<usize> = [16, 17, 25, 26, 100]
+            .iter()
+            .map(|&len| shige::sample::context_start(&model, len))
+            .collect();
+        assert_eq!(starts, [0, 9, 9, 18, 90], "{position}");
+    }
+}
