@@ -106,6 +106,13 @@ fn fails_in(cwd: &Path, case: &str, bin: &str, args: &[&str], expect: &[&str]) {
     }
 }
 
+/// A tiny trained run in `tmp`/run, with no extra flags: its directory.
+fn trained_tiny(tmp: &Path) -> PathBuf {
+    let run = tmp.join("run");
+    tiny_run(&run, &[]);
+    run
+}
+
 /// A tiny trained run in `dir`, with extra flags.
 fn tiny_run(dir: &Path, extra: &[&str]) {
     let mut args = vec![
@@ -1687,8 +1694,7 @@ fn a_changed_corpus_is_refused_on_resume() {
 #[test]
 fn plot_directories_keep_files_they_did_not_draw() {
     let tmp = tempfile::tempdir().unwrap();
-    let run = tmp.path().join("run");
-    tiny_run(&run, &[]);
+    let run = trained_tiny(tmp.path());
     let run_arg = run.to_str().unwrap();
     for (case, name, args) in [
         ("a table of the user's", "sinusoidal.svg", vec![]),
@@ -1733,8 +1739,7 @@ fn plot_directories_keep_files_they_did_not_draw() {
 #[test]
 fn line_breaks_inside_a_prompt_or_a_poem_are_refused() {
     let tmp = tempfile::tempdir().unwrap();
-    let run = tmp.path().join("run");
-    tiny_run(&run, &[]);
+    let run = trained_tiny(tmp.path());
     let run_arg = run.to_str().unwrap();
     for prompt in ["白\n日", "白\r日", "白\u{2028}日"] {
         fails(
@@ -1824,8 +1829,7 @@ fn the_scorer_reads_no_more_than_its_limit_and_shows_what_it_reads() {
 #[cfg(unix)]
 fn standard_output_that_cannot_be_written_is_an_error_not_a_panic() {
     let tmp = tempfile::tempdir().unwrap();
-    let run = tmp.path().join("run");
-    tiny_run(&run, &[]);
+    let run = trained_tiny(tmp.path());
     let run_arg = run.to_str().unwrap();
     let spec = tmp.path().join("spec.toml");
     std::fs::write(
