@@ -1,5 +1,8 @@
 //! A minimal, trainable, character-level GPT on classical Chinese poetry, in Rust on candle.
 
+// Inside an unsafe fn, each unsafe operation still stands in its own block with its SAFETY comment.
+#![deny(unsafe_op_in_unsafe_fn)]
+
 pub mod bench;
 pub mod cli;
 pub mod config;

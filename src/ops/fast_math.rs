@@ -144,9 +144,12 @@ unsafe fn dot_rows_avx2(x: &[f32], rows: [&[f32]; DOT_GROUP]) -> [f32; DOT_GROUP
     // Every load reads LANES floats at c < n from slices of length n (the caller's contract).
     let mut acc = [_mm256_setzero_ps(); DOT_GROUP];
     for c in (0..n).step_by(LANES) {
-        let xs = _mm256_loadu_ps(x.as_ptr().add(c));
+        // SAFETY: c + LANES ≤ n = x.len() (n a multiple of LANES).
+        let xs = unsafe { _mm256_loadu_ps(x.as_ptr().add(c)) };
         for (a, r) in acc.iter_mut().zip(&rows) {
-            *a = _mm256_fmadd_ps(xs, _mm256_loadu_ps(r.as_ptr().add(c)), *a);
+            // SAFETY: every row is as long as `x` (the caller's contract).
+            let row = unsafe { _mm256_loadu_ps(r.as_ptr().add(c)) };
+            *a = _mm256_fmadd_ps(xs, row, *a);
         }
     }
     // Pairwise horizontal adds leave, in each 128-bit half, partial sums of four rows:
@@ -164,7 +167,8 @@ unsafe fn dot_rows_avx2(x: &[f32], rows: [&[f32]; DOT_GROUP]) -> [f32; DOT_GROUP
     let low = _mm256_permute2f128_ps::<0x20>(quads[0], quads[1]);
     let high = _mm256_permute2f128_ps::<0x31>(quads[0], quads[1]);
     let mut out = [0f32; DOT_GROUP];
-    _mm256_storeu_ps(out.as_mut_ptr(), _mm256_add_ps(low, high));
+    // SAFETY: `out` holds DOT_GROUP (8) floats, one vector.
+    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), _mm256_add_ps(low, high)) };
     out
 }
 

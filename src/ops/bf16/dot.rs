@@ -97,7 +97,8 @@ unsafe fn strip(
         }
     }
     let mut acc = [[_mm512_setzero_ps(); 2]; STRIP];
-    let to_bh = |v: __m512i| -> __m512bh { std::mem::transmute(v) };
+    // SAFETY: __m512i and __m512bh are both 512 plain bits.
+    let to_bh = |v: __m512i| -> __m512bh { unsafe { std::mem::transmute(v) } };
     for (a, b) in a.chunks_exact(BLOCK_LEN).zip(b.chunks_exact(BLOCK_LEN)) {
         // Row r of the strip: 32 consecutive k at (top + r)·32 of the left block; pair p of a
         // right tile's columns: 32 values at p·32 of the tile (tiles of 16 columns, 512 apart).
@@ -107,7 +108,9 @@ unsafe fn strip(
                 &b[p * BLOCK..][..BLOCK],
                 &b[BLOCK_LEN / 2 + p * BLOCK..][..BLOCK],
             ];
-            let pairs = pairs.map(|line| to_bh(_mm512_loadu_si512(line.as_ptr().cast())));
+            // SAFETY: each line is a slice of BLOCK (32) u16, 512 bits.
+            let pairs =
+                pairs.map(|line| to_bh(unsafe { _mm512_loadu_si512(line.as_ptr().cast()) }));
             for (r, sums) in acc.iter_mut().enumerate() {
                 let pair = &rows[r * BLOCK + 2 * p..][..2];
                 let pair = u32::from(pair[0]) | u32::from(pair[1]) << 16;
@@ -121,12 +124,16 @@ unsafe fn strip(
         if r < height {
             for (half, sum) in row.iter().enumerate().filter(|(h, _)| h * 16 < cols) {
                 let line = &mut out[r * n + half * 16..r * n + cols.min(half * 16 + 16)];
+                // SAFETY: the mask's lanes are the `line.len()` (at most 16) values of `line`;
+                // masked-off lanes are neither read nor written.
                 let sum = if accumulate {
-                    _mm512_add_ps(_mm512_maskz_loadu_ps(masks[half], line.as_ptr()), *sum)
+                    let old = unsafe { _mm512_maskz_loadu_ps(masks[half], line.as_ptr()) };
+                    _mm512_add_ps(old, *sum)
                 } else {
                     *sum
                 };
-                _mm512_mask_storeu_ps(line.as_mut_ptr(), masks[half], sum);
+                // SAFETY: as the load above.
+                unsafe { _mm512_mask_storeu_ps(line.as_mut_ptr(), masks[half], sum) };
             }
         }
     }
