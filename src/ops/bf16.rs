@@ -769,8 +769,8 @@ mod tests {
         assert!(run(&|| Rhs::stack(32, 8).push(&part(64))).is_err());
     }
 
-    #[test]
-    fn a_block_relayout_puts_each_value_at_its_right_operand_offset() {
+    /// A block of distinct values, and where each must go: (source, expected relayout).
+    fn relayout_case() -> ([u16; BLOCK_LEN], [u16; BLOCK_LEN]) {
         let source: [u16; BLOCK_LEN] = std::array::from_fn(|i| (i * 7 + 3) as u16);
         let mut expected = [0u16; BLOCK_LEN];
         for l in 0..BLOCK {
@@ -780,36 +780,53 @@ mod tests {
         }
         // rhs_offset maps the block onto itself: every value lands somewhere different.
         assert!(expected.iter().all(|&v| v != 0));
-        let mut moved = [0u16; BLOCK_LEN];
-        relayout_block_portable(&mut moved, &source);
-        assert_eq!(moved, expected, "portable");
-        #[cfg(target_arch = "x86_64")]
-        if avx512::available() {
-            let mut moved = [0u16; BLOCK_LEN];
-            // SAFETY: `available` checked the target features.
-            unsafe { avx512::relayout_block(&mut moved, &source) };
-            assert_eq!(moved, expected, "AVX-512");
-        } else {
-            eprintln!("skipped the AVX-512 relayout: this CPU lacks AVX512-BF16 or AVX512-BW");
-        }
+        (source, expected)
     }
 
     #[test]
+    fn a_block_relayout_puts_each_value_at_its_right_operand_offset() {
+        let (source, expected) = relayout_case();
+        let mut moved = [0u16; BLOCK_LEN];
+        relayout_block_portable(&mut moved, &source);
+        assert_eq!(moved, expected);
+    }
+
+    /// What a test of a kernel says where the build script saw the instructions but this CPU
+    /// lacks them (a build copied to another machine).
+    const ANOTHER_CPU: &str = "built on a CPU that has these instructions, but this one lacks them: `cargo clean` and test again";
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    #[cfg_attr(
+        not(cpu_avx512bf16),
+        ignore = "this CPU has no AVX512-BF16 (or AVX512-BW)"
+    )]
+    fn the_avx512_relayout_puts_each_value_at_its_right_operand_offset() {
+        assert!(avx512::available(), "{ANOTHER_CPU}");
+        let (source, expected) = relayout_case();
+        let mut moved = [0u16; BLOCK_LEN];
+        // SAFETY: `available` checked the target features.
+        unsafe { avx512::relayout_block(&mut moved, &source) };
+        assert_eq!(moved, expected);
+    }
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    #[cfg_attr(
+        not(cpu_avx512bf16),
+        ignore = "this CPU has no AVX512-BF16 (or AVX512-BW)"
+    )]
     fn the_avx512_transpose_turns_a_block() {
-        #[cfg(target_arch = "x86_64")]
-        if avx512::available() {
-            let src: [u16; BLOCK_LEN] = std::array::from_fn(|i| i as u16);
-            let mut out = [0u16; BLOCK_LEN];
-            // SAFETY: `available` checked the target features.
-            unsafe { avx512::transpose_block(&mut out, &src) };
-            for (r, row) in out.chunks(BLOCK).enumerate() {
-                for (c, &v) in row.iter().enumerate() {
-                    assert_eq!(v, src[c * BLOCK + r], "({r}, {c})");
-                }
+        assert!(avx512::available(), "{ANOTHER_CPU}");
+        let src: [u16; BLOCK_LEN] = std::array::from_fn(|i| i as u16);
+        let mut out = [0u16; BLOCK_LEN];
+        // SAFETY: `available` checked the target features.
+        unsafe { avx512::transpose_block(&mut out, &src) };
+        for (r, row) in out.chunks(BLOCK).enumerate() {
+            for (c, &v) in row.iter().enumerate() {
+                assert_eq!(v, src[c * BLOCK + r], "({r}, {c})");
             }
-            return;
         }
-        eprintln!("skipped the AVX-512 transpose: this CPU lacks AVX512-BF16 or AVX512-BW");
     }
 
     #[test]
@@ -818,24 +835,21 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(not(cpu_amx), ignore = "this CPU (or its kernel) offers no AMX-BF16")]
     fn the_amx_tiles_multiply_the_rounded_inputs() {
-        if !amx::available() {
-            eprintln!("skipped: this CPU (or kernel) offers no AMX-BF16; the widened path is tested instead");
-            return;
-        }
+        assert!(amx::available(), "{ANOTHER_CPU}");
         check(|dst, lhs, rhs, accumulate, threads| {
             product_in_row_blocks(amx::row_blocks, dst, lhs, rhs, accumulate, threads)
         });
     }
 
     #[test]
+    #[cfg_attr(
+        not(cpu_avx512bf16),
+        ignore = "this CPU has no AVX512-BF16 (or AVX512-BW)"
+    )]
     fn the_avx512_dot_products_multiply_the_rounded_inputs() {
-        if !dot::available() {
-            eprintln!(
-                "skipped: this CPU offers no AVX512-BF16; the widened path is tested instead"
-            );
-            return;
-        }
+        assert!(dot::available(), "{ANOTHER_CPU}");
         check(|dst, lhs, rhs, accumulate, threads| {
             product_in_row_blocks(dot::row_blocks, dst, lhs, rhs, accumulate, threads)
         });

@@ -568,14 +568,15 @@ mod tests {
     }
 
     #[test]
+    #[cfg(target_arch = "x86_64")]
+    #[cfg_attr(not(cpu_avx512), ignore = "this CPU has no AVX-512")]
     fn the_avx512_kernels_give_the_portable_sums_bit_for_bit() {
         use crate::ops::isa::Isa;
-        if !Isa::Avx512.runs_here() {
-            println!("skipped: this CPU has no AVX-512");
-        } else {
-            #[cfg(target_arch = "x86_64")]
-            avx512_kernels_against_the_portable_ones();
-        }
+        assert!(
+            Isa::Avx512.runs_here(),
+            "built on a CPU with AVX-512, but this one lacks it: `cargo clean` and test again"
+        );
+        avx512_kernels_against_the_portable_ones();
     }
 
     /// The AVX-512 kernels' sums on a tile of rows and a remainder of inputs, in f32 and f16.
