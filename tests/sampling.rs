@@ -232,6 +232,41 @@ fn a_reused_generator_gives_what_fresh_generations_give() {
 }
 
 #[test]
+fn threads_sharing_one_prepared_generator_each_get_what_a_fresh_generation_gives() {
+    let cfg = common::small_config(40, 2, Position::Rope);
+    let (model, _) = Gpt::seeded(&cfg, 5, &Device::Cpu).unwrap();
+    let gen = Generation::new(40, Sampling::with_temperature(1.0), None);
+    let mut shared = Generator::new(&model);
+    let unprepared = shared.generate_prepared(&[1], &gen, &mut rng(0), &mut |_| {});
+    assert!(unprepared.is_err(), "the cache without packed weights");
+    shared.prepare().unwrap();
+    let shared = &shared;
+    let drawn: Vec<Vec<u32>> = std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..4)
+            .map(|seed| {
+                let gen = &gen;
+                scope.spawn(move || {
+                    let prompt = [seed as u32 + 1];
+                    (0..5)
+                        .flat_map(|_| {
+                            shared
+                                .generate_prepared(&prompt, gen, &mut rng(seed), &mut |_| {})
+                                .unwrap()
+                        })
+                        .collect()
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    for (seed, got) in drawn.iter().enumerate() {
+        let prompt = [seed as u32 + 1];
+        let fresh = generate(&model, &prompt, &gen, &mut rng(seed as u64), &mut |_| {}).unwrap();
+        assert_eq!(got, &fresh.repeat(5), "thread {seed}");
+    }
+}
+
+#[test]
 fn every_form_comes_out_exact_and_acrostics_begin_the_lines() {
     let tmp = tempfile::tempdir().unwrap();
     let run = tiny_run(tmp.path());

@@ -33,11 +33,8 @@ fn start_server(dir: &std::path::Path) -> String {
 /// [`start_server`] with `limits`.
 fn start_server_with(dir: &std::path::Path, limits: Limits) -> String {
     train_tiny(dir);
-    let served = Arc::new(Served::with_limits(
-        load_run(dir).unwrap(),
-        "tiny".into(),
-        limits,
-    ));
+    let served = Served::with_limits(load_run(dir).unwrap(), "tiny".into(), limits).unwrap();
+    let served = Arc::new(served);
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let address = listener.local_addr().unwrap();

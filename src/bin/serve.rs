@@ -103,7 +103,7 @@ fn run() -> Result<()> {
             "serving {name} on http://{}/ (Ctrl-C stops)",
             listener.local_addr()?
         );
-        serve(listener, Arc::new(Served::new(run, name))).await?;
+        serve(listener, Arc::new(Served::new(run, name)?)).await?;
         Ok(())
     })
 }

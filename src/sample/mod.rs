@@ -174,11 +174,12 @@ pub fn generate(
 }
 
 /// Generates from one model again and again, keeping the CPU decoder's packed weights from one
-/// generation to the next. The model's weights must not change while it lives.
+/// generation to the next. Once [prepared](Generator::prepare), several threads may generate
+/// with it at once ([`Generator::generate_prepared`]; the decoder's phases take turns). The
+/// model's weights must not change while it lives.
 pub struct Generator<'m> {
     model: &'m Gpt,
-    /// Made by the first generation with the cache; `Some(None)` when the model does not take
-    /// the CPU path.
+    /// Made by [`Generator::prepare`]; `Some(None)` when the model does not take the CPU path.
     decoder: Option<Option<CpuDecoder<'m>>>,
     /// How the CPU decoder stores its weight matrices.
     format: WeightFormat,
@@ -201,9 +202,32 @@ impl<'m> Generator<'m> {
         }
     }
 
+    /// Packs the weights for the CPU decoder, once.
+    pub fn prepare(&mut self) -> Result<()> {
+        if self.decoder.is_none() {
+            self.decoder = Some(CpuDecoder::new(self.model, self.format)?);
+        }
+        Ok(())
+    }
+
     /// As [`generate`].
     pub fn generate(
         &mut self,
+        prompt: &[u32],
+        gen: &Generation,
+        rng: &mut ChaCha8Rng,
+        on_token: &mut (dyn FnMut(u32) + Send),
+    ) -> Result<Vec<u32>> {
+        if gen.use_cache {
+            self.prepare()?;
+        }
+        self.generate_prepared(prompt, gen, rng, on_token)
+    }
+
+    /// As [`generate`], from a generator that [`Generator::prepare`] has packed (if the cache
+    /// is used).
+    pub fn generate_prepared(
+        &self,
         prompt: &[u32],
         gen: &Generation,
         rng: &mut ChaCha8Rng,
@@ -213,7 +237,7 @@ impl<'m> Generator<'m> {
             bail!("generation needs at least one token to start from (the newline that begins a poem)")
         }
         if gen.use_cache && self.decoder.is_none() {
-            self.decoder = Some(CpuDecoder::new(self.model, self.format)?);
+            bail!("the generator's weights are not packed: call Generator::prepare first")
         }
         let decoder = self.decoder.as_ref().and_then(Option::as_ref);
         // The loop runs on a worker of the thread pool, so that the ops' parallel loops start

@@ -72,9 +72,11 @@ impl Default for Limits {
     }
 }
 
-/// What the server holds: one trained run.
+/// What the server holds: one trained run, for the rest of the process, and one generator for
+/// it, whose packed weights and threads every poem shares.
 pub struct Served {
-    pub run: LoadedRun,
+    pub run: &'static LoadedRun,
+    generator: &'static Generator<'static>,
     /// The run's name, shown on the page.
     pub name: String,
     /// The order experiment on untrained models, computed on first request.
@@ -87,19 +89,27 @@ pub struct Served {
 
 impl Served {
     /// `run` served with the default [`Limits`].
-    pub fn new(run: LoadedRun, name: String) -> Self {
+    pub fn new(run: LoadedRun, name: String) -> anyhow::Result<Self> {
         Self::with_limits(run, name, Limits::default())
     }
 
-    pub fn with_limits(run: LoadedRun, name: String, limits: Limits) -> Self {
-        Served {
+    /// `run` served within `limits`, its weights packed for generation once. The run and its
+    /// generator are kept until the process ends (a server serves one run for its whole life),
+    /// so that the generator can borrow the run and every poem's thread can borrow both.
+    pub fn with_limits(run: LoadedRun, name: String, limits: Limits) -> anyhow::Result<Self> {
+        let run: &'static LoadedRun = Box::leak(Box::new(run));
+        let mut generator = Generator::new(&run.model);
+        generator.prepare()?;
+        let generator = Box::leak(Box::new(generator));
+        Ok(Served {
             run,
+            generator,
             name,
             untrained: OnceLock::new(),
             poems: Arc::new(Semaphore::new(limits.poems)),
             looks: Arc::new(Semaphore::new(limits.looks)),
             limits,
-        }
+        })
     }
 
     /// A place among the poems being written, or a 503 that says the server is full.
@@ -379,7 +389,9 @@ fn write_poem(served: &Served, request: PoemRequest, events: mpsc::Sender<Event>
             );
         }
     };
-    let drawn = Generator::new(&run.model).generate(&request.ids, &gen, &mut rng, &mut on_token);
+    let drawn = served
+        .generator
+        .generate_prepared(&request.ids, &gen, &mut rng, &mut on_token);
     let last = drawn.map_err(|e| e.to_string()).and_then(|ids| {
         let new = run.tokenizer.decode(&ids).map_err(|e| e.to_string())?;
         let text = format!("{}{}", request.prompt, new.trim_end_matches(NEWLINE));
