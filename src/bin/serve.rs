@@ -62,6 +62,12 @@ fn newest_run(root: &Path) -> Result<PathBuf> {
         .ok_or_else(none)
 }
 
+/// Whether `host` is reachable from this machine only: a loopback address, IPv4's written as
+/// IPv6 (`::ffff:127.0.0.1`) too.
+fn only_this_machine(host: IpAddr) -> bool {
+    host.to_canonical().is_loopback()
+}
+
 /// Why `address` could not be listened on, and what to do.
 fn cannot_listen(address: SocketAddr, err: std::io::Error) -> anyhow::Error {
     let what = match err.kind() {
@@ -80,7 +86,7 @@ fn cannot_listen(address: SocketAddr, err: std::io::Error) -> anyhow::Error {
 fn run() -> Result<()> {
     shige::perf::init();
     let args: Args = shige::cli::parse();
-    if !args.host.to_canonical().is_loopback() && !args.allow_remote {
+    if !only_this_machine(args.host) && !args.allow_remote {
         bail!(
             "--host {} can be reached from other machines and the page has no login: add --allow-remote if you mean it",
             args.host
@@ -106,4 +112,32 @@ fn run() -> Result<()> {
         serve(listener, Arc::new(Served::new(run, name)?)).await?;
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{cannot_listen, only_this_machine};
+    use std::io::{Error, ErrorKind};
+
+    #[test]
+    fn loopback_written_either_way_is_this_machine_only() {
+        for host in ["127.0.0.1", "127.8.9.1", "::1", "::ffff:127.0.0.1"] {
+            assert!(only_this_machine(host.parse().unwrap()), "{host}");
+        }
+        for host in ["0.0.0.0", "::", "192.0.2.1", "::ffff:192.0.2.1"] {
+            assert!(!only_this_machine(host.parse().unwrap()), "{host}");
+        }
+    }
+
+    #[test]
+    fn a_port_that_cannot_be_had_says_why() {
+        let address = "127.0.0.1:80".parse().unwrap();
+        let message = |kind| cannot_listen(address, Error::from(kind)).to_string();
+        assert!(
+            message(ErrorKind::PermissionDenied).contains("below 1024 need administrator rights")
+        );
+        assert!(!message(ErrorKind::PermissionDenied).contains("taken"));
+        assert!(message(ErrorKind::AddrInUse).contains("the port is taken"));
+        assert!(message(ErrorKind::AddrNotAvailable).contains("no such address"));
+    }
 }
