@@ -3,7 +3,6 @@
 // Inside an unsafe fn, each unsafe operation still stands in its own block with its SAFETY comment.
 #![deny(unsafe_op_in_unsafe_fn)]
 
-pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod data;
@@ -12,6 +11,7 @@ pub mod engine;
 pub mod experiments;
 pub mod files;
 pub mod machine;
+pub mod measure;
 pub mod model;
 pub mod ops;
 pub mod perf;

@@ -4,7 +4,7 @@ mod common;
 
 use candle_core::{Device, Tensor};
 use shige::config::Position;
-use shige::experiments::heads_positions;
+use shige::experiments::lesson;
 use shige::model::{Gpt, Mode};
 
 fn last_logits(model: &Gpt, ids: &[u32]) -> Tensor {
@@ -111,7 +111,7 @@ fn no_position_sees_the_future() {
 #[test]
 fn heads_positions_reproduces_the_lesson() {
     let tokenizer = common::tiny_tokenizer();
-    let report = heads_positions::run(&tokenizer, 0).unwrap();
+    let report = lesson::run(&tokenizer, 0).unwrap();
     assert_eq!(report.order_leak.len(), 15);
     for leak in &report.order_leak {
         match (leak.layers, leak.position) {

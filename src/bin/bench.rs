@@ -5,11 +5,11 @@
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use serde::Serialize;
-use shige::bench::{
-    bench_model, bf16_matmul_ceiling, matmul_ceiling, op_timings, ModelBench, OpTiming,
-};
 use shige::config::{ModelConfig, Position, RunConfig};
 use shige::machine::Machine;
+use shige::measure::{
+    bench_model, bf16_matmul_ceiling, matmul_ceiling, op_timings, ModelBench, OpTiming,
+};
 use shige::ops::{bf16, Precision, WeightFormat};
 use shige::{note, out, outln};
 use std::path::Path;

@@ -3,7 +3,7 @@
 use anyhow::{Context, Result};
 use clap::Parser;
 use shige::data::{CharTokenizer, Corpus};
-use shige::experiments::{attention_maps, heads_positions};
+use shige::experiments::{attention_maps, lesson};
 use shige::train::checkpoint::load_run;
 use shige::{note, out, outln};
 use std::path::{Path, PathBuf};
@@ -57,7 +57,7 @@ fn run() -> Result<()> {
 /// maps over --poem. Nothing is written before the run and the poem are known to be good.
 fn ask_trained(args: &Args, checkpoint: &Path) -> Result<()> {
     let run = load_run(checkpoint)?;
-    let diff = heads_positions::order_diff(&run.model, &run.tokenizer)?;
+    let diff = lesson::order_diff(&run.model, &run.tokenizer)?;
     if let Some(dir) = &args.plot {
         let files = attention_maps::plot_files(Some(run.config.model.n_layer));
         attention_maps::check_plot_dir(dir, &files)?;
@@ -91,7 +91,7 @@ fn ask_trained(args: &Args, checkpoint: &Path) -> Result<()> {
 fn ask_untrained(args: &Args) -> Result<()> {
     let corpus = Corpus::load(&args.corpus)?;
     let tokenizer = CharTokenizer::from_text(&corpus.text())?;
-    let report = heads_positions::run(&tokenizer, args.seed)?;
+    let report = lesson::run(&tokenizer, args.seed)?;
     if let Some(dir) = &args.plot {
         attention_maps::check_plot_dir(dir, &attention_maps::plot_files(None))?;
         write_sinusoidal_map(dir)?;

@@ -16,7 +16,7 @@
 
 use crate::config::{Position, RunConfig};
 use crate::data::{Corpus, Split, Splits};
-use crate::experiments::{heads_positions, probe};
+use crate::experiments::{lesson, probe};
 use crate::model::{Gpt, Mode};
 use crate::train::checkpoint::{
     load_params, load_run, read_safetensors, RunDir, CONFIG_FILE, LOCK_FILE, METRICS_FILE,
@@ -473,10 +473,7 @@ fn measure(spec: &Spec, variant: &Variant, label: String, dir: &Path) -> Result<
         context_losses.push(context_loss(&loaded, &splits, ctx)?);
     }
     let order_diff = if spec.order_probe {
-        Some(heads_positions::order_diff(
-            &loaded.model,
-            &loaded.tokenizer,
-        )?)
+        Some(lesson::order_diff(&loaded.model, &loaded.tokenizer)?)
     } else {
         None
     };

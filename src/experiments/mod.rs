@@ -2,7 +2,7 @@
 
 pub mod ablation;
 pub mod attention_maps;
-pub mod heads_positions;
 pub mod heatmap;
+pub mod lesson;
 pub mod probe;
 pub mod report;

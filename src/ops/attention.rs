@@ -2,8 +2,9 @@
 //! head): the engine's forward and backward kernels (with ALiBi's score bias and dropout), and the
 //! fused ops of the candle graph (forward only), through which no (B, H, T, T) score tensor goes.
 
+use super::matmul_f32::Operand;
 use super::small_matmul::{self, TileSpan};
-use super::{contiguous, isa, scratch, Operand};
+use super::{contiguous, isa, scratch};
 use candle_core::{bail, CpuStorage, CustomOp1, CustomOp3, Layout, Result, Shape, Tensor, D};
 use rayon::prelude::*;
 use std::ops::Range;

@@ -2,7 +2,9 @@
 //! buffers, so that no transposed copy, broadcast bias or zeros-then-add gradient is ever built;
 //! and the fused op of the candle graph (forward only).
 
-use super::{contiguous, matmul_into, Operand, Precision};
+use super::matmul::matmul_into;
+use super::matmul_f32::Operand;
+use super::{contiguous, Precision};
 use candle_core::{CpuStorage, CustomOp2, CustomOp3, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 

@@ -3,7 +3,8 @@
 //! (B·T) × vocab logits are never materialised (the fused linear cross-entropy of Liger-Kernel).
 //! The engine's kernel, and the fused op of the candle graph (the loss alone).
 
-use super::{bf16, contiguous, fast_math, isa, matmul_on, scratch, Operand, Precision};
+use super::matmul_f32::{matmul_on, Operand};
+use super::{bf16, contiguous, fast_math, isa, scratch, Precision};
 use candle_core::{bail, CpuStorage, CustomOp2, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 use std::ops::Range;

@@ -7,7 +7,7 @@
 //! tiling or the thread count. The loops are portable Rust; run inside [`super::isa::widest`] they
 //! are compiled for the CPU's vectors (on AVX2, a tile's 6 × 16 sums are twelve registers).
 
-use super::Operand;
+use super::matmul_f32::Operand;
 use std::ops::Range;
 
 /// Rows of a register tile: each term broadcasts one value of `a` per row.

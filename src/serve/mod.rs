@@ -14,7 +14,7 @@ use crate::data::error::describe_char;
 use crate::data::poem::{line_break, Form};
 use crate::data::tokenizer::NEWLINE;
 use crate::experiments::attention_maps::attention_weights;
-use crate::experiments::heads_positions::{self, order_diff, Report};
+use crate::experiments::lesson::{self, order_diff, Report};
 use crate::model::Mode;
 use crate::sample::{context_start, poem_start, Generation, Generator, PoemConstraint, Sampling};
 use crate::train::checkpoint::LoadedRun;
@@ -495,12 +495,12 @@ async fn order(State(served): State<Arc<Served>>) -> Result<Json<Value>, ApiErro
         let (model, tokenizer) = (&served.run.model, &served.run.tokenizer);
         let loaded = order_diff(model, tokenizer).map_err(ApiError::bad)?;
         if served.untrained.get().is_none() {
-            let report = heads_positions::run(tokenizer, 1337).map_err(ApiError::internal)?;
+            let report = lesson::run(tokenizer, 1337).map_err(ApiError::internal)?;
             let _ = served.untrained.set(report);
         }
         Ok(Json(json!({
-            "sentence": heads_positions::SENTENCE,
-            "shuffled": heads_positions::SHUFFLED,
+            "sentence": lesson::SENTENCE,
+            "shuffled": lesson::SHUFFLED,
             "loaded": { "layers": model.config().n_layer, "position": model.config().position, "diff": loaded },
             "untrained": served.untrained.get().map(|r| &r.order_leak),
         })))

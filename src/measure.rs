@@ -64,7 +64,7 @@ pub fn matmul_ceiling(device: &Device) -> Result<f64> {
 
 /// The same for the bf16 matmuls of mixed-precision training (rounding and packing included).
 pub fn bf16_matmul_ceiling() -> Result<f64> {
-    use crate::ops::{bf16, Operand};
+    use crate::ops::{bf16, matmul_f32::Operand};
     ceiling(|m, k, n| {
         let (a, b) = (vec![0.5f32; m * k], vec![0.25f32; k * n]);
         let mut dst = vec![0f32; m * n];

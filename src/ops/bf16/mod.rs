@@ -13,7 +13,7 @@ pub mod amx;
 mod avx512;
 pub mod dot;
 
-use super::{matmul_on, Operand};
+use super::matmul_f32::{matmul_on, Operand};
 use rayon::prelude::*;
 use std::ops::Range;
 
