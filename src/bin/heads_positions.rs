@@ -18,7 +18,7 @@ struct Args {
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Corpus whose characters make the vocabulary.
-    #[arg(long, default_value = shige::data::corpus::DEFAULT_CORPUS)]
+    #[arg(long, default_value = shige::data::DEFAULT_CORPUS)]
     corpus: PathBuf,
     /// A trained run directory to test instead of random models.
     #[arg(long)]

@@ -4,9 +4,6 @@ use crate::data::error::DataError;
 use crate::data::poem::regular_form;
 use std::path::{Path, PathBuf};
 
-/// The shipped corpus.
-pub const DEFAULT_CORPUS: &str = "data/poems.txt";
-
 /// One poem in `VAL_EVERY` is held out for validation (5%), chosen by position so the split is
 /// deterministic and never cuts a poem.
 pub const VAL_EVERY: usize = 20;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum DataError {
     /// No corpus file was named (an empty name).
-    #[error("no corpus file given (its name is empty): give one, one poem per line (the shipped corpus is {})", super::corpus::DEFAULT_CORPUS)]
+    #[error("no corpus file given (its name is empty): give one, one poem per line (the shipped corpus is {})", super::DEFAULT_CORPUS)]
     Unnamed,
     /// The corpus file could not be read.
     #[error("cannot read corpus {path}: {source}{}", shipped_corpus_hint(path))]
@@ -64,7 +64,7 @@ pub enum DataError {
 
 /// Names the shipped corpus after an error about another one.
 fn shipped_corpus_hint(path: &std::path::Path) -> String {
-    let shipped = super::corpus::DEFAULT_CORPUS;
+    let shipped = super::DEFAULT_CORPUS;
     match path == std::path::Path::new(shipped) {
         true => String::new(),
         false => format!(" (the shipped corpus is {shipped})"),

@@ -13,6 +13,9 @@ pub use corpus::Corpus;
 pub use error::DataError;
 pub use tokenizer::CharTokenizer;
 
+/// The shipped corpus.
+pub const DEFAULT_CORPUS: &str = "data/poems.txt";
+
 /// The 64-bit FNV-1a hash of `bytes`, as 16 hexadecimal digits: the fingerprints by which a run
 /// knows its vocabulary and its corpus again.
 pub fn fingerprint(bytes: impl IntoIterator<Item = u8>) -> String {
