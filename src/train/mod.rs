@@ -6,6 +6,7 @@ pub mod metrics;
 pub mod optim;
 pub mod schedule;
 pub mod shards;
+mod state;
 pub mod trainer;
 
 pub use trainer::{train, TrainOptions, TrainSummary};

@@ -13,13 +13,13 @@ use crate::train::metrics::{plot_losses, read_metrics, to_csv, MetricRow};
 use crate::train::optim::{clip_scale, AdamW, AdamWParams};
 use crate::train::schedule::learning_rate;
 use crate::train::shards::Shards;
+use crate::train::state::{Interval, SavedState};
 use anyhow::{bail, Context, Result};
 use candle_core::Device;
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
-use std::collections::HashMap;
 use std::path::Path;
 use std::time::Instant;
 
@@ -87,20 +87,6 @@ struct Setup {
     device: Device,
 }
 
-/// Running sums since the last evaluation.
-#[derive(Debug, Clone, Copy, Default)]
-struct Interval {
-    loss: f64,
-    steps: usize,
-    seconds: f64,
-}
-
-impl Interval {
-    fn mean_loss(&self) -> f64 {
-        self.loss / self.steps as f64
-    }
-}
-
 /// Where a run stands: everything its checkpoint saves besides the tensors.
 struct Progress {
     step: usize,
@@ -113,19 +99,6 @@ struct Progress {
     /// The step of the checkpoint in the run directory, if there is one.
     saved_step: Option<usize>,
 }
-
-/// The metadata keys of the training state, with the progress they hold.
-const STATE_KEYS: [&str; 9] = [
-    "corpus_fingerprint",
-    "step",
-    "batch_rng_pos",
-    "dropout_rng_pos",
-    "best_val_loss",
-    "elapsed_s",
-    "interval_loss",
-    "interval_steps",
-    "interval_s",
-];
 
 fn rng(seed: u64, stream: u64) -> ChaCha8Rng {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -280,22 +253,6 @@ fn set_up(opts: &TrainOptions) -> Result<Setup> {
     })
 }
 
-fn meta<T: std::str::FromStr>(
-    metadata: &HashMap<String, String>,
-    key: &str,
-    path: &Path,
-) -> Result<T> {
-    metadata
-        .get(key)
-        .and_then(|v| v.parse().ok())
-        .with_context(|| {
-            format!(
-                "{} has no valid `{key}` entry: it is not a checkpoint of this program",
-                path.display()
-            )
-        })
-}
-
 /// The progress of a new run, or of the checkpoint a resume continues (whose weights and
 /// moments it loads into the model and optimiser).
 fn restore(s: &mut Setup, resume: bool) -> Result<Progress> {
@@ -323,9 +280,10 @@ fn restore(s: &mut Setup, resume: bool) -> Result<Progress> {
             path.display()
         );
     }
+    let saved = SavedState::from_metadata(&metadata, &path)?;
     // Checkpoints of earlier versions have no fingerprint of their corpus.
-    if let Some(saved) = metadata.get("corpus_fingerprint") {
-        if *saved != s.corpus {
+    if let Some(corpus) = &saved.corpus {
+        if *corpus != s.corpus {
             bail!(
                 "{} is not the corpus this run was trained on (its poems or their order changed), so other poems would be held out for validation and the old ones trained on: \
                  resume with the corpus the run started on, or start a new run with --out",
@@ -333,21 +291,12 @@ fn restore(s: &mut Setup, resume: bool) -> Result<Progress> {
             );
         }
     }
-    p.step = meta(&metadata, "step", &path)?;
-    p.best_val = meta(&metadata, "best_val_loss", &path)?;
-    p.elapsed_s = meta(&metadata, "elapsed_s", &path)?;
-    p.batch_rng
-        .set_word_pos(meta(&metadata, "batch_rng_pos", &path)?);
-    p.dropout_rng
-        .set_word_pos(meta(&metadata, "dropout_rng_pos", &path)?);
-    // Checkpoints of earlier versions were written at evaluations only, with no running sums.
-    if metadata.contains_key("interval_steps") {
-        p.interval = Interval {
-            loss: meta(&metadata, "interval_loss", &path)?,
-            steps: meta(&metadata, "interval_steps", &path)?,
-            seconds: meta(&metadata, "interval_s", &path)?,
-        };
-    }
+    p.step = saved.step;
+    p.best_val = saved.best_val_loss;
+    p.elapsed_s = saved.elapsed_s;
+    p.batch_rng.set_word_pos(saved.batch_rng_pos);
+    p.dropout_rng.set_word_pos(saved.dropout_rng_pos);
+    p.interval = saved.interval.unwrap_or_default();
     s.opt.load_state(&tensors, p.step).with_context(|| {
         format!(
             "{}: its optimiser moments do not fit this model, so it cannot be resumed (start a new run with --out)",
@@ -496,23 +445,16 @@ fn save_checkpoint(s: &Setup, p: &mut Progress, val: Option<f64>) -> Result<()> 
         .map(|(n, t)| (format!("param.{n}"), t))
         .collect();
     tensors.extend(moments);
-    let i = p.interval;
-    let values = [
-        s.corpus.clone(),
-        p.step.to_string(),
-        p.batch_rng.get_word_pos().to_string(),
-        p.dropout_rng.get_word_pos().to_string(),
-        p.best_val.to_string(),
-        p.elapsed_s.to_string(),
-        i.loss.to_string(),
-        i.steps.to_string(),
-        i.seconds.to_string(),
-    ];
-    let metadata = STATE_KEYS
-        .iter()
-        .map(|k| k.to_string())
-        .zip(values)
-        .collect();
+    let metadata = SavedState {
+        corpus: Some(s.corpus.clone()),
+        step: p.step,
+        batch_rng_pos: p.batch_rng.get_word_pos(),
+        dropout_rng_pos: p.dropout_rng.get_word_pos(),
+        best_val_loss: p.best_val,
+        elapsed_s: p.elapsed_s,
+        interval: Some(p.interval),
+    }
+    .to_metadata();
     atomic_write(
         &s.run.file(STATE_FILE),
         &to_safetensors(&tensors, metadata)?,

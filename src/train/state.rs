@@ -1,0 +1,146 @@
+//! What a checkpoint saves besides the tensors: the training state's scalars, kept as the
+//! metadata (text) of `train_state.safetensors`, each under its own key.
+
+use anyhow::{Context, Result};
+use std::collections::HashMap;
+use std::path::Path;
+
+/// Running sums since the last evaluation.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Interval {
+    pub loss: f64,
+    pub steps: usize,
+    pub seconds: f64,
+}
+
+impl Interval {
+    pub fn mean_loss(&self) -> f64 {
+        self.loss / self.steps as f64
+    }
+}
+
+/// The scalars of a training state.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct SavedState {
+    /// The fingerprint of the corpus's poems (`None` in checkpoints of earlier versions).
+    pub corpus: Option<String>,
+    pub step: usize,
+    /// Where the batch and dropout RNGs stand (ChaCha8's word positions).
+    pub batch_rng_pos: u128,
+    pub dropout_rng_pos: u128,
+    pub best_val_loss: f64,
+    pub elapsed_s: f64,
+    /// The running sums (`None` in checkpoints of earlier versions, which were written at
+    /// evaluations only).
+    pub interval: Option<Interval>,
+}
+
+// The metadata keys, one per scalar.
+const CORPUS: &str = "corpus_fingerprint";
+const STEP: &str = "step";
+const BATCH_RNG: &str = "batch_rng_pos";
+const DROPOUT_RNG: &str = "dropout_rng_pos";
+const BEST_VAL: &str = "best_val_loss";
+const ELAPSED: &str = "elapsed_s";
+const INTERVAL_LOSS: &str = "interval_loss";
+const INTERVAL_STEPS: &str = "interval_steps";
+const INTERVAL_SECONDS: &str = "interval_s";
+
+impl SavedState {
+    /// The metadata to save: each scalar as text that parses back to the same value (Rust's
+    /// float formatting is the shortest that round-trips).
+    pub fn to_metadata(&self) -> HashMap<String, String> {
+        let interval = self.interval.unwrap_or_default();
+        let mut metadata = HashMap::from([
+            (STEP, self.step.to_string()),
+            (BATCH_RNG, self.batch_rng_pos.to_string()),
+            (DROPOUT_RNG, self.dropout_rng_pos.to_string()),
+            (BEST_VAL, self.best_val_loss.to_string()),
+            (ELAPSED, self.elapsed_s.to_string()),
+            (INTERVAL_LOSS, interval.loss.to_string()),
+            (INTERVAL_STEPS, interval.steps.to_string()),
+            (INTERVAL_SECONDS, interval.seconds.to_string()),
+        ]);
+        if let Some(corpus) = &self.corpus {
+            metadata.insert(CORPUS, corpus.clone());
+        }
+        metadata
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect()
+    }
+
+    /// The state saved in `metadata`, read from the file `path` (named in errors).
+    pub fn from_metadata(metadata: &HashMap<String, String>, path: &Path) -> Result<Self> {
+        let interval = match metadata.contains_key(INTERVAL_STEPS) {
+            true => Some(Interval {
+                loss: metadata_value(metadata, INTERVAL_LOSS, path)?,
+                steps: metadata_value(metadata, INTERVAL_STEPS, path)?,
+                seconds: metadata_value(metadata, INTERVAL_SECONDS, path)?,
+            }),
+            false => None,
+        };
+        Ok(SavedState {
+            corpus: metadata.get(CORPUS).cloned(),
+            step: metadata_value(metadata, STEP, path)?,
+            batch_rng_pos: metadata_value(metadata, BATCH_RNG, path)?,
+            dropout_rng_pos: metadata_value(metadata, DROPOUT_RNG, path)?,
+            best_val_loss: metadata_value(metadata, BEST_VAL, path)?,
+            elapsed_s: metadata_value(metadata, ELAPSED, path)?,
+            interval,
+        })
+    }
+}
+
+/// The value under `key`, parsed; an error naming the file where it is missing or not valid.
+fn metadata_value<T: std::str::FromStr>(
+    metadata: &HashMap<String, String>,
+    key: &str,
+    path: &Path,
+) -> Result<T> {
+    metadata
+        .get(key)
+        .and_then(|v| v.parse().ok())
+        .with_context(|| {
+            format!(
+                "{} has no valid `{key}` entry: it is not a checkpoint of this program",
+                path.display()
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Interval, SavedState};
+    use std::path::Path;
+
+    #[test]
+    fn a_state_reads_back_from_its_metadata_exactly() {
+        let state = SavedState {
+            corpus: Some("0123456789abcdef".into()),
+            step: 1234,
+            batch_rng_pos: u128::from(u64::MAX) + 7,
+            dropout_rng_pos: 0,
+            best_val_loss: 4.421_812_345_678_9,
+            elapsed_s: 0.1 + 0.2,
+            interval: Some(Interval {
+                loss: f64::MIN_POSITIVE,
+                steps: 3,
+                seconds: 1e-300,
+            }),
+        };
+        let back = SavedState::from_metadata(&state.to_metadata(), Path::new("s")).unwrap();
+        assert_eq!(back, state);
+        // An earlier version's checkpoint: no fingerprint, no running sums.
+        let mut old = state.to_metadata();
+        old.retain(|k, _| !k.starts_with("interval") && k != "corpus_fingerprint");
+        let back = SavedState::from_metadata(&old, Path::new("s")).unwrap();
+        assert_eq!((back.corpus, back.interval), (None, None));
+        old.remove("step");
+        let missing = SavedState::from_metadata(&old, Path::new("s")).unwrap_err();
+        assert!(
+            missing.to_string().contains("no valid `step` entry"),
+            "{missing}"
+        );
+    }
+}
