@@ -5,8 +5,14 @@ use super::weights::Values;
 use crate::model::position::{rope_angles, rotate_pairs, sinusoidal_table, PositionEncoding};
 use candle_core::{bail, Result};
 
-/// One of the five schemes, its table read in place.
-pub(crate) enum Positions<'m> {
+/// One of the five schemes, its table read in place, with the model's scheme it reads.
+pub(crate) struct Positions<'m> {
+    scheme: &'m PositionEncoding,
+    read: Read<'m>,
+}
+
+/// What the engine reads of each scheme.
+enum Read<'m> {
     /// No positions.
     None,
     /// The learned table (block_size × C), added to the embeddings.
@@ -21,19 +27,20 @@ pub(crate) enum Positions<'m> {
 }
 
 impl<'m> Positions<'m> {
-    pub fn new(position: &'m PositionEncoding) -> Result<Self> {
-        Ok(match position {
-            PositionEncoding::None => Positions::None,
-            PositionEncoding::Learned { table } => Positions::Learned(Values::new(table)?),
-            PositionEncoding::Sinusoidal { scale, .. } => Positions::Sinusoidal(*scale),
-            PositionEncoding::Rope { head_dim, base } => Positions::Rope {
+    pub fn new(scheme: &'m PositionEncoding) -> Result<Self> {
+        let read = match scheme {
+            PositionEncoding::None => Read::None,
+            PositionEncoding::Learned { table } => Read::Learned(Values::new(table)?),
+            PositionEncoding::Sinusoidal { scale, .. } => Read::Sinusoidal(*scale),
+            PositionEncoding::Rope { head_dim, base } => Read::Rope {
                 head_dim: *head_dim,
                 base: *base,
             },
             PositionEncoding::Alibi { slopes } => {
-                Positions::Alibi(slopes.iter().map(|&s| s as f32).collect())
+                Read::Alibi(slopes.iter().map(|&s| s as f32).collect())
             }
-        })
+        };
+        Ok(Positions { scheme, read })
     }
 
     /// The residual stream entering the blocks (N × C): the rows of `wte` (V × C) for `ids`,
@@ -56,16 +63,10 @@ impl<'m> Positions<'m> {
             x.extend_from_slice(row);
         }
         let end = start + len;
-        let table = match self {
-            Positions::Learned(table) => match table.get().get(start * c..end * c) {
-                Some(rows) => rows.to_vec(),
-                None => bail!(
-                    "the learned position table has {} rows but positions up to {end} were asked for: \
-                     crop the context to block_size or use none, sinusoidal, rope or alibi",
-                    table.get().len() / c
-                ),
-            },
-            Positions::Sinusoidal(scale) => sinusoidal_table(start, len, c, *scale),
+        self.scheme.check_positions(end)?;
+        let table = match &self.read {
+            Read::Learned(table) => table.get()[start * c..end * c].to_vec(),
+            Read::Sinusoidal(scale) => sinusoidal_table(start, len, c, *scale),
             _ => return Ok(x),
         }; // (len, C)
         for sequence in x.chunks_mut(len * c) {
@@ -77,7 +78,7 @@ impl<'m> Positions<'m> {
     /// The learned table's gradient (block_size × C) from the gradient d_x (N × C, sequences of
     /// `len` rows from position 0) of [`Positions::embed`]'s output; `None` for the other schemes.
     pub fn table_gradient(&self, d_x: &[f32], (len, c): (usize, usize)) -> Option<Vec<f32>> {
-        let Positions::Learned(table) = self else {
+        let Read::Learned(table) = &self.read else {
             return None;
         };
         let mut d_table = vec![0f32; table.get().len()]; // (block_size, C)
@@ -89,7 +90,7 @@ impl<'m> Positions<'m> {
 
     /// RoPE's rotations of positions `start..start+len`; `None` for the other schemes.
     pub fn rotations(&self, start: usize, len: usize) -> Option<Rotations> {
-        let Positions::Rope { head_dim, base } = self else {
+        let Read::Rope { head_dim, base } = &self.read else {
             return None;
         };
         let (cos, sin) = rope_angles(start, len, *head_dim, *base);
@@ -102,8 +103,8 @@ impl<'m> Positions<'m> {
 
     /// ALiBi's slope per head; `None` for the other schemes.
     pub fn slopes(&self) -> Option<&[f32]> {
-        match self {
-            Positions::Alibi(slopes) => Some(slopes),
+        match &self.read {
+            Read::Alibi(slopes) => Some(slopes),
             _ => None,
         }
     }

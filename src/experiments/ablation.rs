@@ -14,7 +14,7 @@
 //! model = { n_head = 1 }
 //! ```
 
-use crate::config::{Position, RunConfig};
+use crate::config::RunConfig;
 use crate::data::{Corpus, Split, Splits};
 use crate::experiments::{lesson, probe};
 use crate::model::{Gpt, Mode};
@@ -536,7 +536,12 @@ fn context_loss(
     ctx: usize,
 ) -> Result<Option<f64>> {
     let m = &run.config.model;
-    if m.position == Position::Learned && ctx > m.block_size {
+    if run
+        .model
+        .position
+        .max_positions()
+        .is_some_and(|rows| ctx > rows)
+    {
         return Ok(None);
     }
     let mut rng = ChaCha8Rng::seed_from_u64(run.config.train.seed);

@@ -19,7 +19,7 @@ pub fn attention_weights(
     tokenizer: &CharTokenizer,
     text: &str,
 ) -> Result<Vec<Vec<f32>>> {
-    let (length, cfg) = (text.chars().count(), model.config());
+    let length = text.chars().count();
     if length == 0 {
         anyhow::bail!("the poem to draw is empty: give a few characters, e.g. --poem 白日依山尽");
     }
@@ -28,10 +28,9 @@ pub fn attention_weights(
             "the poem to draw has {length} characters; attention is drawn over at most {MAX_CHARS}: give a shorter one"
         );
     }
-    if cfg.position == crate::config::Position::Learned && length > cfg.block_size {
+    if let Some(rows) = model.position.max_positions().filter(|&rows| length > rows) {
         anyhow::bail!(
-            "the poem to draw has {length} characters but the model's learned positions stop at {}: give a shorter one",
-            cfg.block_size
+            "the poem to draw has {length} characters but the model's learned positions stop at {rows}: give a shorter one"
         );
     }
     let idx = Tensor::new(tokenizer.encode(text)?, &Device::Cpu)?.unsqueeze(0)?; // (1, T)

@@ -116,19 +116,33 @@ impl PositionEncoding {
         })
     }
 
+    /// The most positions the scheme can place: the learned table's rows; `None` (no limit) for
+    /// the others, which compute any position.
+    pub fn max_positions(&self) -> Option<usize> {
+        match self {
+            PositionEncoding::Learned { table } => table.dims().first().copied(),
+            _ => None,
+        }
+    }
+
+    /// Refuses positions up to `end` (exclusive) where the scheme cannot place them.
+    pub fn check_positions(&self, end: usize) -> Result<()> {
+        match self.max_positions() {
+            Some(rows) if end > rows => bail!(
+                "the learned position table has {rows} rows but positions up to {end} were asked for: \
+                 crop the context to block_size or use none, sinusoidal, rope or alibi"
+            ),
+            _ => Ok(()),
+        }
+    }
+
     /// Adds absolute positions 0..T to the token embeddings x (B, T, C) for the learned and
     /// sinusoidal schemes; returns x unchanged for the others.
     pub fn add_to_embedding(&self, x: &Tensor) -> Result<Tensor> {
         let (_b, t, c) = x.dims3()?;
+        self.check_positions(t)?;
         match self {
             PositionEncoding::Learned { table } => {
-                let rows = table.dim(0)?;
-                if t > rows {
-                    bail!(
-                        "the learned position table has {rows} rows but {t} positions were asked for: \
-                         crop the context to block_size or use none, sinusoidal, rope or alibi"
-                    )
-                }
                 x.broadcast_add(&table.narrow(0, 0, t)?) // (B, T, C)
             }
             PositionEncoding::Sinusoidal { n_embd, scale } => {
