@@ -34,26 +34,10 @@ impl Isa {
 
     /// Whether this CPU can run it.
     pub fn runs_here(self) -> bool {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::is_x86_feature_detected as has;
-            match self {
-                Isa::Avx512 => {
-                    has!("avx2")
-                        && has!("avx512f")
-                        && has!("avx512bw")
-                        && has!("avx512dq")
-                        && has!("avx512vl")
-                        && has!("fma")
-                        && has!("f16c")
-                }
-                Isa::Avx2 => has!("avx2") && has!("fma") && has!("f16c"),
-                Isa::Portable => true,
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            self == Isa::Portable
+        match self {
+            Isa::Avx512 => super::cpu_features::avx512(),
+            Isa::Avx2 => super::cpu_features::avx2(),
+            Isa::Portable => true,
         }
     }
 

@@ -30,15 +30,7 @@ pub enum WeightFormat {
 impl WeightFormat {
     /// Whether this CPU converts f16 to f32 in hardware.
     pub fn f16_converts_here() -> bool {
-        #[cfg(target_arch = "x86_64")]
-        {
-            std::arch::is_x86_feature_detected!("f16c")
-                && std::arch::is_x86_feature_detected!("avx")
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            false
-        }
+        super::cpu_features::f16c()
     }
 
     /// The fastest format for generation on this CPU: f16 where it converts in hardware.

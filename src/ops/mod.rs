@@ -9,6 +9,7 @@
 
 pub mod attention;
 pub mod bf16;
+pub(crate) mod cpu_features;
 pub mod fast_math;
 pub mod gelu;
 pub mod isa;

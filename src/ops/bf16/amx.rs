@@ -9,32 +9,7 @@ use std::sync::OnceLock;
 /// once, for the whole process, with `arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`).
 pub fn available() -> bool {
     static AVAILABLE: OnceLock<bool> = OnceLock::new();
-    *AVAILABLE.get_or_init(detect)
-}
-
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-fn detect() -> bool {
-    // CPUID leaf 7: EDX bit 22 AMX-BF16, bit 24 AMX-TILE.
-    let edx = std::arch::x86_64::__cpuid_count(7, 0).edx;
-    if edx & (1 << 22) == 0 || edx & (1 << 24) == 0 {
-        return false;
-    }
-    const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
-    const XFEATURE_XTILEDATA: libc::c_long = 18;
-    // SAFETY: a system call with integer arguments that only changes this process's
-    // permissions; it fails cleanly on kernels without AMX support.
-    unsafe {
-        libc::syscall(
-            libc::SYS_arch_prctl,
-            ARCH_REQ_XCOMP_PERM,
-            XFEATURE_XTILEDATA,
-        ) == 0
-    }
-}
-
-#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
-fn detect() -> bool {
-    false
+    *AVAILABLE.get_or_init(crate::ops::cpu_features::amx)
 }
 
 /// The tiles' shapes, as `ldtilecfg` reads them (palette 1: eight tiles of up to 16 rows of

@@ -4,8 +4,7 @@ use std::arch::x86_64::*;
 
 /// Whether the CPU has the features of the functions below.
 pub(super) fn available() -> bool {
-    std::arch::is_x86_feature_detected!("avx512bf16")
-        && std::arch::is_x86_feature_detected!("avx512bw")
+    crate::ops::cpu_features::avx512bf16()
 }
 
 /// [`super::convert`] of 32 values. Safety: the CPU must have the features [`available`]
