@@ -23,6 +23,7 @@ use super::weights::{Norm, Values};
 use crate::model::block::Block;
 use crate::model::layers::Linear;
 use crate::model::Gpt;
+use crate::ops::attention::alibi_penalty;
 use crate::ops::fast_math::{self, DOT_GROUP};
 use crate::ops::gelu::gelu_value;
 use crate::ops::matvec::{PackedMatrix, WeightFormat};
@@ -400,7 +401,7 @@ impl<'m> CpuDecoder<'m> {
         }
         if let Some(slopes) = self.positions.slopes() {
             for (j, s) in scores.iter_mut().enumerate() {
-                *s -= slopes[head] * (t - 1 - j) as f32;
+                *s -= alibi_penalty(slopes[head], t - 1 - j);
             }
         }
         fast_math::softmax_in_place(&mut scores);

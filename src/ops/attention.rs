@@ -23,6 +23,13 @@ fn terms_seen(first: usize, offset: usize, len: usize) -> Range<usize> {
     0..(first + small_matmul::ROWS + offset).min(len)
 }
 
+/// ALiBi's penalty on a score, subtracted from it once it is scaled: `slope` times the distance
+/// from the query's position to the key's. The training step's kernel and the decoder both take
+/// it from here (the composite reference builds the same bias as a tensor, in f64).
+pub(crate) fn alibi_penalty(slope: f32, distance: usize) -> f32 {
+    slope * distance as f32
+}
+
 /// One (batch, head) forward: p (Tq × Tk) = causal softmax of q kᵀ · scale, o (Tq × D) = p v, for
 /// q (Tq × D) and k, v (Tk × D), query i standing at position i + Tk − Tq.
 ///
@@ -57,7 +64,7 @@ fn head_forward(
                 Some(slope) => seen
                     .iter_mut()
                     .enumerate()
-                    .for_each(|(j, s)| *s = *s * scale - slope * (last - j) as f32),
+                    .for_each(|(j, s)| *s = *s * scale - alibi_penalty(slope, last - j)),
             }
             super::fast_math::softmax_in_place(seen);
         }
