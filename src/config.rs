@@ -373,17 +373,10 @@ impl TrainConfig {
             if value == 0 {
                 return invalid(format!("{name} must be at least 1"));
             }
-        }
-        check_toml_integer("seed", self.seed)?;
-        for (name, value) in [
-            ("batch_size", self.batch_size),
-            ("max_iters", self.max_iters),
-            ("eval_interval", self.eval_interval),
-            ("eval_iters", self.eval_iters),
-            ("warmup_iters", self.warmup_iters),
-        ] {
             check_toml_integer(name, value as u64)?;
         }
+        check_toml_integer("warmup_iters", self.warmup_iters as u64)?;
+        check_toml_integer("seed", self.seed)?;
         if !(self.learning_rate.is_finite() && self.learning_rate > 0.0) {
             return invalid(format!(
                 "learning_rate {} must be a positive number",

@@ -89,11 +89,13 @@ fn ask_trained(args: &Args, checkpoint: &Path) -> Result<()> {
 /// The lesson's experiment on untrained models over the corpus's characters; with --plot the
 /// sinusoidal table.
 fn ask_untrained(args: &Args) -> Result<()> {
+    if let Some(dir) = &args.plot {
+        attention_maps::check_plot_dir(dir, &attention_maps::plot_files(None))?;
+    }
     let corpus = Corpus::load(&args.corpus)?;
     let tokenizer = CharTokenizer::from_text(&corpus.text())?;
     let report = lesson::run(&tokenizer, args.seed)?;
     if let Some(dir) = &args.plot {
-        attention_maps::check_plot_dir(dir, &attention_maps::plot_files(None))?;
         write_sinusoidal_map(dir)?;
     }
     if args.json {

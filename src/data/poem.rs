@@ -62,15 +62,23 @@ impl std::str::FromStr for Form {
     }
 }
 
-/// The first line break in `text` (a newline, a carriage return or another character that ends a
-/// line), which would end the poem there: a poem is one line.
-pub fn line_break(text: &str) -> Option<char> {
-    text.chars().find(|c| {
+/// Refuses a line break in `text` (a newline, a carriage return or another character that ends a
+/// line), which would end the poem there: a poem is one line. `what` names the text in the
+/// message (`the prompt`, `--poem`).
+pub fn one_line(text: &str, what: &str) -> Result<(), String> {
+    let line_break = |c: &char| {
         matches!(
             c,
             '\n' | '\r' | '\u{b}' | '\u{c}' | '\u{85}' | '\u{2028}' | '\u{2029}'
         )
-    })
+    };
+    match text.chars().find(line_break) {
+        None => Ok(()),
+        Some(c) => Err(format!(
+            "{what} holds a line break ({}), which ends a poem: give one poem, on one line",
+            crate::data::error::describe_char(c)
+        )),
+    }
 }
 
 /// The form of `poem` if it is regular verse: only ideographs and [`PUNCTUATION`], every sentence

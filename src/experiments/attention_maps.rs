@@ -81,12 +81,7 @@ pub fn write_attention_maps(
     text: &str,
     dir: &Path,
 ) -> Result<Vec<PathBuf>> {
-    if let Some(c) = crate::data::poem::line_break(text) {
-        anyhow::bail!(
-            "--poem holds a line break ({}), which ends a poem: give one poem, on one line",
-            crate::data::error::describe_char(c)
-        );
-    }
+    crate::data::poem::one_line(text, "--poem").map_err(anyhow::Error::msg)?;
     let layers = attention_weights(model, tokenizer, text)
         .context("cannot draw the attention over --poem")?;
     crate::files::create_dir(dir, "--plot")?;

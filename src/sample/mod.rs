@@ -8,7 +8,7 @@ pub mod meter;
 pub use constraint::PoemConstraint;
 pub use draw::Sampling;
 
-use crate::data::poem::{line_break, Form};
+use crate::data::poem::{one_line, Form};
 use crate::data::tokenizer::NEWLINE;
 use crate::data::{CharTokenizer, DataError};
 use crate::engine::CpuDecoder;
@@ -38,9 +38,9 @@ pub enum SampleError {
     /// top-p outside (0, 1].
     #[error("--top-p {0} must be in (0, 1], e.g. 0.9 (1 keeps every character)")]
     TopP(f64),
-    /// A line break in the prompt, which would end the poem inside it.
-    #[error("the prompt holds a line break ({}), which ends a poem: give the beginning of one poem, on one line", crate::data::error::describe_char(*.0))]
-    LineBreak(char),
+    /// A line break in the prompt, which would end the poem inside it (the message).
+    #[error("{0}")]
+    LineBreak(String),
     /// More acrostic characters than the form has lines.
     #[error("--acrostic {acrostic} has {} characters but a {form} has {lines} lines: shorten it or choose a longer form", .acrostic.chars().count())]
     AcrosticTooLong {
@@ -104,9 +104,7 @@ pub fn poem_start(
     (form, acrostic, meter): (Option<Form>, &str, bool),
     max_new_tokens: usize,
 ) -> std::result::Result<(Vec<u32>, PoemConstraint), SampleError> {
-    if let Some(c) = line_break(prompt) {
-        return Err(SampleError::LineBreak(c));
-    }
+    one_line(prompt, "the prompt").map_err(SampleError::LineBreak)?;
     let newline = tokenizer
         .id(NEWLINE)
         .ok_or(SampleError::MissingMark(NEWLINE))?;

@@ -20,6 +20,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_io_timeout::TimeoutStream;
 
 use super::ApiError;
+use crate::data::error::printable;
 
 /// How long a connection may take over each part of its work.
 #[derive(Debug, Clone, Copy)]
@@ -186,7 +187,7 @@ fn refusal(access: &Access, request: &Request) -> Option<ApiError> {
     match host {
         None => return forbidden("the request names no host (Host header)".into()),
         Some(host) if !access.accepts(&host) => {
-            return forbidden(format!("the request is for host {}", printable(&host)))
+            return forbidden(format!("the request is for host {}", shown(&host)))
         }
         Some(_) => {}
     }
@@ -195,7 +196,7 @@ fn refusal(access: &Access, request: &Request) -> Option<ApiError> {
         if !access.accepts_origin(&origin) {
             return forbidden(format!(
                 "the request comes from a page of {}",
-                printable(&origin)
+                shown(&origin)
             ));
         }
     }
@@ -211,10 +212,9 @@ fn host_of(uri: &Uri, header: Option<&header::HeaderValue>) -> Option<String> {
     }
 }
 
-/// `text` for a message: at most 100 characters, control characters escaped.
-fn printable(text: &str) -> String {
-    let short: String = text.chars().take(100).collect();
-    short.escape_debug().to_string()
+/// `text` for a message: at most 100 characters, invisible ones shown by their code points.
+fn shown(text: &str) -> String {
+    printable(&text.chars().take(100).collect::<String>())
 }
 
 #[cfg(test)]

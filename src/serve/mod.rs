@@ -10,8 +10,7 @@
 
 pub mod http;
 
-use crate::data::error::describe_char;
-use crate::data::poem::{line_break, Form};
+use crate::data::poem::{one_line, Form};
 use crate::data::tokenizer::NEWLINE;
 use crate::experiments::attention_maps::attention_weights;
 use crate::experiments::lesson::{self, order_diff, Report};
@@ -246,11 +245,11 @@ fn yes_or_no<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
 
 /// Runs `work` on a blocking thread (model work is CPU-bound) once a look's place is free.
 async fn blocking<T: Send + 'static>(
-    served: &Served,
-    work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+    served: Arc<Served>,
+    work: impl FnOnce(&Served) -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
     let permit = served.look_permit().await?;
-    let outcome = tokio::task::spawn_blocking(work).await;
+    let outcome = tokio::task::spawn_blocking(move || work(&served)).await;
     drop(permit);
     outcome.map_err(ApiError::internal)?
 }
@@ -422,8 +421,7 @@ async fn inspect(
     query: Result<Query<InspectParams>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let p = params(query)?;
-    let look = served.clone();
-    blocking(&served, move || look_inside(&look, &p.text))
+    blocking(served, move |served| look_inside(served, &p.text))
         .await
         .map(Json)
 }
@@ -436,12 +434,7 @@ fn look_inside(served: &Served, text: &str) -> Result<Value, ApiError> {
             "text must have 1 to {MAX_TEXT_CHARS} characters, not {length}"
         )));
     }
-    if let Some(c) = line_break(text) {
-        return Err(ApiError::bad(format!(
-            "text holds a line break ({}), which ends a poem: give one poem, on one line",
-            describe_char(c)
-        )));
-    }
+    one_line(text, "text").map_err(ApiError::bad)?;
     let offset = context_start(model, length + 1);
     let full: String = std::iter::once(NEWLINE)
         .chain(text.chars())
@@ -490,8 +483,7 @@ fn next_characters(served: &Served, ids: &[u32]) -> anyhow::Result<Vec<Vec<(Stri
 /// `GET /api/order`: the lesson's question, does a model tell 白日依山尽 from 山依日白尽, for the
 /// loaded model and for untrained models of 1–3 layers and every positional scheme.
 async fn order(State(served): State<Arc<Served>>) -> Result<Json<Value>, ApiError> {
-    let look = served.clone();
-    blocking(&look, move || {
+    blocking(served, |served| {
         let (model, tokenizer) = (&served.run.model, &served.run.tokenizer);
         let loaded = order_diff(model, tokenizer).map_err(ApiError::bad)?;
         if served.untrained.get().is_none() {

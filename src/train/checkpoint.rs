@@ -244,7 +244,10 @@ impl RunDir {
     /// Checks that a run can be resumed from here: a directory holding a training state.
     pub fn check_resumable(&self) -> Result<()> {
         self.check_present()?;
-        if !self.holds_run() && self.holds_run_files() {
+        if self.holds_run() {
+            return Ok(());
+        }
+        if self.holds_run_files() {
             bail!(
                 "{} holds the start of a run that stopped before its first checkpoint ({STATE_FILE} is missing), so there is nothing to resume: \
                  remove its files and start again with --out {}, or choose another --out",
@@ -252,14 +255,11 @@ impl RunDir {
                 shell_word(&self.path)
             );
         }
-        if !self.holds_run() {
-            bail!(
-                "{} holds no checkpoint to resume ({STATE_FILE} is missing): start a new run with --out {}",
-                self.path.display(),
-                shell_word(&self.path)
-            );
-        }
-        Ok(())
+        bail!(
+            "{} holds no checkpoint to resume ({STATE_FILE} is missing): start a new run with --out {}",
+            self.path.display(),
+            shell_word(&self.path)
+        )
     }
 
     /// Checks that a new run may start here: the directory is absent or holds nothing but what an
