@@ -8,10 +8,13 @@
 #[path = "src/ops/cpu_features.rs"]
 mod cpu_features;
 
+/// An instruction set's cfg name, and whether this machine's CPU runs it.
+type InstructionSet = (&'static str, fn() -> bool);
+
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
     println!("cargo::rerun-if-changed=src/ops/cpu_features.rs");
-    let sets: [(&str, fn() -> bool); 5] = [
+    let sets: [InstructionSet; 5] = [
         ("cpu_avx2", cpu_features::avx2),
         ("cpu_avx512", cpu_features::avx512),
         ("cpu_avx512bf16", cpu_features::avx512bf16),

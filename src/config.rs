@@ -41,6 +41,17 @@ impl Position {
             Position::Alibi => "alibi",
         }
     }
+
+    /// How a one-layer model with this scheme sees order, for the lesson's table.
+    pub fn how_order_is_seen(self) -> &'static str {
+        match self {
+            Position::None => "attention scores and weighted sums see only content, so reordering the earlier characters changes nothing",
+            Position::Learned => "a trained-table vector is added to each character, so the same character differs by position",
+            Position::Sinusoidal => "the fixed sin/cos vector of each position is added, so the same character differs by position",
+            Position::Rope => "q and k are rotated by position, so each score depends on how far apart two characters stand",
+            Position::Alibi => "each score is penalised by distance, so the weights depend on where each character stands",
+        }
+    }
 }
 
 impl std::fmt::Display for Position {
@@ -56,9 +67,11 @@ impl std::str::FromStr for Position {
             .into_iter()
             .find(|p| p.name() == s)
             .ok_or_else(|| {
+                let names: Vec<_> = Position::ALL.iter().map(|p| p.name()).collect();
                 ConfigError::Invalid(format!(
-                "unknown position scheme `{s}`: use one of none, learned, sinusoidal, rope, alibi"
-            ))
+                    "unknown position scheme `{s}`: use one of {}",
+                    names.join(", ")
+                ))
             })
     }
 }

@@ -13,7 +13,7 @@ use rand_chacha::ChaCha8Rng;
 use shige::config::{ModelConfig, Position};
 use shige::engine::{self, CpuDecoder};
 use shige::model::{Gpt, Mode};
-use shige::ops::{Kernels, WeightFormat};
+use shige::ops::{Kernels, Precision, WeightFormat};
 use shige::train::optim::{AdamW, AdamWParams, Gradients};
 
 const VOCAB: usize = 40;
@@ -130,8 +130,13 @@ fn batch() -> (Tensor, Tensor) {
 fn both_steps(model: &Gpt, opt: &AdamW, seed: u64) -> ((f64, Gradients), (f64, Gradients)) {
     let (x, y) = batch();
     let rng = || ChaCha8Rng::seed_from_u64(seed);
-    let (loss, grads) =
-        engine::loss_and_gradients(model, &x, &y, &mut Mode::Train(&mut rng())).unwrap();
+    let (loss, grads) = engine::loss_and_gradients(
+        model,
+        (&x, &y),
+        Precision::F32,
+        &mut Mode::Train(&mut rng()),
+    )
+    .unwrap();
     let graph = model.clone().with_kernels(Kernels::Composite);
     let reference = graph.loss(&x, &y, &mut Mode::Train(&mut rng())).unwrap();
     let expected = opt.gradients(&reference.backward().unwrap()).unwrap();
@@ -248,7 +253,9 @@ fn dropout_in_the_engine_draws_the_candle_graphs_masks() {
             );
             // The masks did something: without them the gradients are others.
             let (x, y) = batch();
-            let (_, plain) = engine::loss_and_gradients(&model, &x, &y, &mut Mode::Eval).unwrap();
+            let (_, plain) =
+                engine::loss_and_gradients(&model, (&x, &y), Precision::F32, &mut Mode::Eval)
+                    .unwrap();
             let plain = opt.gradients_from(plain);
             let parted = plain.values().iter().zip(step.1.values()).any(|(a, b)| {
                 let scale = b.iter().fold(0f32, |m, x| m.max(x.abs()));
@@ -310,7 +317,8 @@ fn what_the_engine_cannot_run_is_an_error() {
     )
     .unwrap();
     for (x, y) in [(&x, &bad), (&bad, &y)] {
-        let err = engine::loss_and_gradients(&model, x, y, &mut Mode::Eval).unwrap_err();
+        let err = engine::loss_and_gradients(&model, (x, y), Precision::F32, &mut Mode::Eval)
+            .unwrap_err();
         assert!(err.to_string().contains("outside the vocabulary"), "{err}");
     }
     let decoder = CpuDecoder::new(&model, WeightFormat::F32).unwrap().unwrap();
@@ -332,7 +340,8 @@ fn what_the_engine_cannot_run_is_an_error() {
     // A model on the composite ops (the path of other devices) runs on candle's graph.
     let composite = model.with_kernels(Kernels::Composite);
     assert!(!engine::supports(&composite));
-    let err = engine::loss_and_gradients(&composite, &x, &y, &mut Mode::Eval).unwrap_err();
+    let err = engine::loss_and_gradients(&composite, (&x, &y), Precision::F32, &mut Mode::Eval)
+        .unwrap_err();
     assert!(err.to_string().contains("autograd"), "{err}");
     assert!(CpuDecoder::new(&composite, WeightFormat::fastest())
         .unwrap()

@@ -34,7 +34,6 @@ fn losses(precision: Precision) -> Vec<f64> {
     let t = model_cfg.block_size;
     let splits = Splits::new(&corpus, &tokenizer, t).unwrap();
     let (model, varmap) = Gpt::seeded(&model_cfg, 1, &Device::Cpu).unwrap();
-    let model = model.with_precision(precision);
     let params = AdamWParams {
         beta1: 0.9,
         beta2: 0.95,
@@ -51,7 +50,7 @@ fn losses(precision: Precision) -> Vec<f64> {
                 .unwrap();
             let dropout = &mut ChaCha8Rng::seed_from_u64(0);
             let (loss, grads) = shards
-                .loss_and_gradients(&model, &opt, &x, &y, dropout)
+                .loss_and_gradients((&model, &opt), (&x, &y), precision, dropout)
                 .unwrap();
             opt.step(&grads, 3e-3, clip_scale(grads.norm(), 1.0))
                 .unwrap();

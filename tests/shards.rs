@@ -7,6 +7,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use shige::config::{ModelConfig, Position};
 use shige::model::Gpt;
+use shige::ops::Precision;
 use shige::train::optim::{AdamW, AdamWParams, Gradients};
 use shige::train::shards::Shards;
 
@@ -31,7 +32,12 @@ fn loss_and_gradients(model: &Gpt, opt: &AdamW, shards: usize, rows: usize) -> (
     let (x, y) = batch(rows);
     Shards::new(shards)
         .unwrap()
-        .loss_and_gradients(model, opt, &x, &y, &mut ChaCha8Rng::seed_from_u64(0))
+        .loss_and_gradients(
+            (model, opt),
+            (&x, &y),
+            Precision::F32,
+            &mut ChaCha8Rng::seed_from_u64(0),
+        )
         .unwrap()
 }
 

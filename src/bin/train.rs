@@ -70,8 +70,8 @@ struct Args {
     /// Width of the residual stream.
     #[arg(long)]
     n_embd: Option<usize>,
-    /// Positional scheme: none, learned, sinusoidal, rope or alibi.
-    #[arg(long)]
+    /// Positional scheme.
+    #[arg(long, value_parser = position_names())]
     position: Option<Position>,
     /// Dropout probability.
     #[arg(long)]
@@ -241,4 +241,11 @@ fn report(summary: &shige::train::TrainSummary, json: bool, eval_iters: usize) -
         );
     }
     Ok(())
+}
+
+/// The names `--position` accepts, those of config files, listed by `--help`.
+fn position_names() -> impl clap::builder::TypedValueParser<Value = Position> {
+    use clap::builder::TypedValueParser;
+    let names = Position::ALL.map(Position::name);
+    clap::builder::PossibleValuesParser::new(names).try_map(|name| name.parse::<Position>())
 }

@@ -17,11 +17,11 @@
 //! decoder's own `Team` of threads, whose hand-over is faster than rayon's. The shares are
 //! summed in a fixed order, so the logits do not depend on the thread count.
 
-use super::positions::{Positions, Rotations};
 use super::team::{lock, Team};
-use super::weights::{Norm, Values};
+use super::weights::{embed, Norm, Values};
 use crate::model::block::Block;
 use crate::model::layers::Linear;
+use crate::model::position::{PositionEncoding, Rotations};
 use crate::model::Gpt;
 use crate::ops::attention::alibi_penalty;
 use crate::ops::fast_math::{self, DOT_GROUP};
@@ -180,7 +180,7 @@ impl DecodeState {
 /// A model's weights, packed or read in place, for generation on the CPU.
 pub struct CpuDecoder<'m> {
     wte: Values<'m>,
-    positions: Positions<'m>,
+    position: &'m PositionEncoding,
     blocks: Vec<BlockWeights<'m>>,
     ln_f: Norm<'m>,
     lm_head: PackedLinear,
@@ -207,7 +207,7 @@ impl<'m> CpuDecoder<'m> {
         };
         Ok(Some(CpuDecoder {
             wte: Values::new(model.wte.embeddings())?,
-            positions: Positions::new(&model.position)?,
+            position: &model.position,
             blocks: model
                 .h
                 .iter()
@@ -255,13 +255,11 @@ impl<'m> CpuDecoder<'m> {
         if t == 0 {
             bail!("the decoder needs at least one new token")
         }
-        let mut x = self
-            .positions
-            .embed((self.wte.get(), c), tokens, (start, t))?; // (T, C)
+        let mut x = embed((self.wte.get(), c), self.position, tokens, (start, t))?; // (T, C)
         let mut h = vec![0f32; t * c]; // (T, C)
 
         // RoPE's rotations of positions start..start+T, for every block.
-        let rotations = self.positions.rotations(start, t);
+        let rotations = self.position.rotations(start, t);
 
         // The outputs of a phase's heads or shares, one (T, C) each, written whole by each.
         let mut outs = vec![0f32; self.n_head.max(MLP_SHARES) * t * c];
@@ -399,7 +397,7 @@ impl<'m> CpuDecoder<'m> {
         for (j, s) in groups.into_remainder().iter_mut().enumerate() {
             *s = fast_math::dot(q, key(done + j)) * self.scale;
         }
-        if let Some(slopes) = self.positions.slopes() {
+        if let Some(slopes) = self.position.slopes() {
             for (j, s) in scores.iter_mut().enumerate() {
                 *s -= alibi_penalty(slopes[head], t - 1 - j);
             }

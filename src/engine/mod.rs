@@ -3,8 +3,8 @@
 //! The candle graph ([`crate::model`]) is the readable reference and the path of other devices;
 //! on the CPU both training and generation run here, since candle's per-op allocations,
 //! dispatch and autograd bookkeeping cost more than a small model's arithmetic. The engine reads
-//! the model's own tensors in place (`weights`), adds positions in one place (`positions`)
-//! and has two entry points:
+//! the model's own tensors in place (`weights`), takes every positional scheme's behaviour from
+//! [`crate::model::position`] (the graph's own), and has two entry points:
 //! - [`step`]: a training step over a batch, forward and backward, every positional scheme and
 //!   dropout;
 //! - [`decoder`]: generation, a prompt at once then one position at a time, with a key/value
@@ -14,7 +14,6 @@
 //! tests (tests/engine.rs) check both against the candle graph for every scheme and layout.
 
 pub mod decoder;
-mod positions;
 pub mod step;
 pub(crate) mod team;
 mod weights;

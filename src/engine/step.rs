@@ -9,11 +9,10 @@
 //! dropout included: the masks are drawn from the same RNG in the same order, so both give the
 //! same step (tests/engine.rs).
 
-use super::positions::{Positions, Rotations};
-use super::weights::{Norm, Values};
+use super::weights::{embed, Norm, Values};
 use crate::model::block::Block;
 use crate::model::layers::{dropout_mask, LayerNorm, Linear};
-use crate::model::position::PositionEncoding;
+use crate::model::position::{PositionEncoding, Rotations};
 use crate::model::{Gpt, Mode};
 use crate::ops::attention::{self, Heads};
 use crate::ops::{gelu, linear, lm_head_loss, scratch, Precision};
@@ -170,7 +169,7 @@ struct BlockActivations {
 struct Setting<'s, 'm, 'r> {
     t: usize,
     precision: Precision,
-    positions: &'s Positions<'s>,
+    position: &'s PositionEncoding,
     rotations: Option<Rotations>,
     dropout: Dropout<'m, 'r>,
 }
@@ -181,7 +180,7 @@ impl Setting<'_, '_, '_> {
         Heads {
             n_head: block.attn.n_head,
             scale: block.attn.scale() as f32,
-            slopes: self.positions.slopes(),
+            slopes: self.position.slopes(),
             masks,
         }
     }
@@ -281,7 +280,6 @@ fn block_backward(
 fn embed_backward(
     model: &Gpt,
     (ids, t): (&[u32], usize),
-    positions: &Positions,
     (d_x, mask): (&[f32], Option<&[f32]>),
     grads: &mut ParamGrads,
 ) {
@@ -294,20 +292,18 @@ fn embed_backward(
         target.iter_mut().zip(row).for_each(|(d, g)| *d += g);
     }
     add_grad(grads, wte, d_wte);
-    if let (PositionEncoding::Learned { table }, Some(d_table)) =
-        (&model.position, positions.table_gradient(&d_x, (t, c)))
-    {
+    if let Some((table, d_table)) = model.position.table_gradient(&d_x, (t, c)) {
         add_grad(grads, table, d_table);
     }
 }
 
 /// The mean cross-entropy of the batch `x` → `y` (B, T of token ids) and the gradient of every
-/// parameter, for a model [`supports`] accepts; dropout as `mode` says (masks drawn as
-/// [`Gpt::loss`] draws them).
+/// parameter, for a model [`supports`] accepts, with the matmuls' inputs in `precision`; dropout
+/// as `mode` says (masks drawn as [`Gpt::loss`] draws them).
 pub fn loss_and_gradients(
     model: &Gpt,
-    x: &Tensor,
-    y: &Tensor,
+    (x, y): (&Tensor, &Tensor),
+    precision: Precision,
     mode: &mut Mode,
 ) -> Result<(f64, ParamGrads)> {
     if !supports(model) {
@@ -326,12 +322,11 @@ pub fn loss_and_gradients(
     if targets.len() != ids.len() {
         bail!("{} targets for {} tokens", targets.len(), ids.len())
     }
-    let positions = Positions::new(&model.position)?;
     let mut s = Setting {
         t,
-        precision: model.precision(),
-        positions: &positions,
-        rotations: positions.rotations(0, t),
+        precision,
+        position: &model.position,
+        rotations: model.position.rotations(0, t),
         dropout: Dropout {
             p: cfg.dropout,
             mode,
@@ -340,7 +335,7 @@ pub fn loss_and_gradients(
     let mut grads = ParamGrads::new();
     // Forward.
     let wte = Values::new(model.wte.embeddings())?;
-    let mut h = positions.embed((wte.get(), c), &ids, (0, t))?; // (N, C)
+    let mut h = embed((wte.get(), c), &model.position, &ids, (0, t))?; // (N, C)
     drop(wte);
     let embed_mask = s.dropout.mask(h.len()); // (N, C)
     if let Some(mask) = &embed_mask {
@@ -368,13 +363,7 @@ pub fn loss_and_gradients(
     for (block, activations) in model.h.iter().zip(&kept).rev() {
         d_h = block_backward(block, activations, &s, d_h, &mut grads)?; // (N, C)
     }
-    embed_backward(
-        model,
-        (&ids, t),
-        &positions,
-        (&d_h, embed_mask.as_deref()),
-        &mut grads,
-    );
+    embed_backward(model, (&ids, t), (&d_h, embed_mask.as_deref()), &mut grads);
     Ok((loss, grads))
 }
 
@@ -403,7 +392,8 @@ mod tests {
                 scratch::give_back(vec![f32::NAN; 1 << 16]);
             }
             let mut rng = ChaCha8Rng::seed_from_u64(5);
-            loss_and_gradients(model, &x, &y, &mut Mode::Train(&mut rng)).unwrap()
+            let mode = &mut Mode::Train(&mut rng);
+            loss_and_gradients(model, (&x, &y), Precision::F32, mode).unwrap()
         })
     }
 

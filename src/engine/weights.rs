@@ -1,6 +1,8 @@
-//! The model's tensors read in place as f32 slices, and the LayerNorm that reads them.
+//! The model's tensors read in place as f32 slices: the embeddings and the LayerNorm that read
+//! them.
 
 use crate::model::layers::{LayerNorm, LN_EPS};
+use crate::model::position::PositionEncoding;
 use crate::ops::layer_norm;
 use candle_core::{bail, CpuStorage, Result, Storage, StorageRef, Tensor};
 use std::ops::Range;
@@ -35,6 +37,29 @@ impl<'m> Values<'m> {
             _ => unreachable!("Values::new accepts only f32 CPU storage"),
         }
     }
+}
+
+/// The residual stream entering the blocks (N × C): the rows of `wte` (V × C) for `ids`, plus,
+/// for the learned and sinusoidal schemes, positions `start..start+len` in each sequence of
+/// `len` rows.
+pub(crate) fn embed(
+    (wte, c): (&[f32], usize),
+    position: &PositionEncoding,
+    ids: &[u32],
+    (start, len): (usize, usize),
+) -> Result<Vec<f32>> {
+    let mut x = Vec::with_capacity(ids.len() * c); // (N, C)
+    for &id in ids {
+        let Some(row) = wte.get(id as usize * c..(id as usize + 1) * c) else {
+            bail!(
+                "token id {id} is outside the vocabulary of {}",
+                wte.len() / c
+            )
+        };
+        x.extend_from_slice(row);
+    }
+    position.add_to_rows(&mut x, (start, len))?;
+    Ok(x)
 }
 
 /// A LayerNorm's weight and bias.

@@ -35,12 +35,14 @@ pub fn attention_weights(
     }
     let idx = Tensor::new(tokenizer.encode(text)?, &Device::Cpu)?.unsqueeze(0)?; // (1, T)
     let mut x = model.embed(&idx, &mut Mode::Eval)?; // (1, T, C)
-    let mut layers = Vec::new();
+    let (mut layers, pos, kernels) = (Vec::new(), &model.position, model.kernels());
     for block in &model.h {
-        let (q, k, _v) = block.attn.qkv(&block.attn_input(&x)?, &model.position)?; // (1, H, T, D)
-        let w = block.attn.weights(&q, &k, &model.position)?; // (1, H, T, T)
+        let (q, k, _v) = block
+            .attn
+            .qkv(&block.attn_input(&x, kernels)?, pos, kernels)?; // (1, H, T, D)
+        let w = block.attn.weights((&q, &k), pos, kernels)?; // (1, H, T, T)
         layers.push(w.flatten_all()?.to_vec1()?);
-        x = block.forward(&x, &model.position, &mut Mode::Eval)?; // (1, T, C)
+        x = block.forward(&x, pos, kernels, &mut Mode::Eval)?; // (1, T, C)
     }
     Ok(layers)
 }

@@ -136,9 +136,11 @@ fn shapes(tokenizer: &CharTokenizer, seed: u64) -> Result<Shapes> {
     };
     let (model, _) = Gpt::seeded(&cfg, seed, &device)?;
     let x = model.embed(&ids(tokenizer, SENTENCE, &device)?, &mut Mode::Eval)?; // (1, 5, 32)
-    let block = &model.h[0];
-    let (q, k, _v) = block.attn.qkv(&block.attn_input(&x)?, &model.position)?; // (1, 4, 5, 8)
-    let weights = block.attn.weights(&q, &k, &model.position)?; // (1, 4, 5, 5)
+    let (block, pos, kernels) = (&model.h[0], &model.position, model.kernels());
+    let (q, k, _v) = block
+        .attn
+        .qkv(&block.attn_input(&x, kernels)?, pos, kernels)?; // (1, 4, 5, 8)
+    let weights = block.attn.weights((&q, &k), pos, kernels)?; // (1, 4, 5, 5)
     let (b, h, t, d) = q.dims4()?;
     Ok(Shapes {
         q: vec![b, t, h * d],
@@ -204,17 +206,6 @@ pub fn run(tokenizer: &CharTokenizer, seed: u64) -> Result<Report> {
     })
 }
 
-/// Why a one-layer model with this scheme does or does not tell the sentences apart.
-fn reason(position: Position) -> &'static str {
-    match position {
-        Position::None => "attention scores and weighted sums see only content, so reordering the earlier characters changes nothing",
-        Position::Learned => "a trained-table vector is added to each character, so the same character differs by position",
-        Position::Sinusoidal => "the fixed sin/cos vector of each position is added, so the same character differs by position",
-        Position::Rope => "q and k are rotated by position, so each score depends on how far apart two characters stand",
-        Position::Alibi => "each score is penalised by distance, so the weights depend on where each character stands",
-    }
-}
-
 fn shape(dims: &[usize]) -> String {
     format!(
         "({})",
@@ -258,7 +249,7 @@ impl Report {
                 s,
                 "  - {:<11} {verdict}: {}.",
                 leak.position.name(),
-                reason(leak.position)
+                leak.position.how_order_is_seen()
             );
         }
         let _ = writeln!(

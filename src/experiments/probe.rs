@@ -30,7 +30,7 @@ pub fn position_probe(
     let mut h = model.embed(&x, &mut Mode::Eval)?; // (N, T, C)
     layers.push(h.clone());
     for block in &model.h {
-        h = block.forward(&h, &model.position, &mut Mode::Eval)?; // (N, T, C)
+        h = block.forward(&h, &model.position, model.kernels(), &mut Mode::Eval)?; // (N, T, C)
         layers.push(h.clone());
     }
     let half = PROBE_WINDOWS / 2 * context;

@@ -4,7 +4,7 @@ use crate::config::ModelConfig;
 use crate::model::layers::{Dropout, Linear, Mode, INIT_STD};
 use crate::model::position::PositionEncoding;
 use crate::ops::Kernels;
-use candle_core::{Module, Result, Tensor};
+use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 
 /// Multi-head attention: `c_attn` makes q, k and v in one matmul, the heads are slices of them,
@@ -17,7 +17,6 @@ pub struct CausalSelfAttention {
     resid_dropout: Dropout,
     pub(crate) n_head: usize,
     pub(crate) head_dim: usize,
-    kernels: Kernels,
 }
 
 impl CausalSelfAttention {
@@ -33,13 +32,7 @@ impl CausalSelfAttention {
             resid_dropout: Dropout::new(cfg.dropout),
             n_head: cfg.n_head,
             head_dim: cfg.head_dim(),
-            kernels: Kernels::Fused,
         })
-    }
-
-    /// Runs every op on `kernels`.
-    pub fn set_kernels(&mut self, kernels: Kernels) {
-        (self.kernels, self.c_attn.kernels, self.c_proj.kernels) = (kernels, kernels, kernels);
     }
 
     /// Splits (B, T, C) into heads: (B, n_head, T, head_dim).
@@ -51,9 +44,14 @@ impl CausalSelfAttention {
     }
 
     /// q, k and v for x (B, T, C), each (B, n_head, T, head_dim); q and k rotated for RoPE.
-    pub fn qkv(&self, x: &Tensor, pos: &PositionEncoding) -> Result<(Tensor, Tensor, Tensor)> {
+    pub fn qkv(
+        &self,
+        x: &Tensor,
+        pos: &PositionEncoding,
+        kernels: Kernels,
+    ) -> Result<(Tensor, Tensor, Tensor)> {
         let c = x.dim(2)?;
-        let qkv = self.c_attn.forward(x)?; // (B, T, 3C)
+        let qkv = self.c_attn.forward(x, kernels)?; // (B, T, 3C)
         let q = self.split_heads(&qkv.narrow(2, 0, c)?)?; // (B, H, T, D)
         let k = self.split_heads(&qkv.narrow(2, c, c)?)?; // (B, H, T, D)
         let v = self.split_heads(&qkv.narrow(2, 2 * c, c)?)?; // (B, H, T, D)
@@ -66,14 +64,19 @@ impl CausalSelfAttention {
     }
 
     /// Attention weights (B, H, T, T) for x (B, T, C): causal softmax of the scaled scores.
-    pub fn weights(&self, q: &Tensor, k: &Tensor, pos: &PositionEncoding) -> Result<Tensor> {
+    pub fn weights(
+        &self,
+        (q, k): (&Tensor, &Tensor),
+        pos: &PositionEncoding,
+        kernels: Kernels,
+    ) -> Result<Tensor> {
         let (t_q, t_k) = (q.dim(2)?, k.dim(2)?);
         let mut scores = (q.matmul(&k.t()?)? * self.scale())?; // (B, H, Tq, Tk)
         if let Some(bias) = pos.score_bias(t_q, t_k, &scores)? {
             scores = scores.broadcast_add(&bias)?; // (B, H, Tq, Tk)
         }
         // (B, H, Tq, Tk), zero above the diagonal
-        match self.kernels {
+        match kernels {
             Kernels::Fused => crate::ops::softmax::softmax(&scores, true),
             Kernels::Composite => crate::ops::softmax::softmax_reference(&scores, true),
         }
@@ -83,41 +86,50 @@ impl CausalSelfAttention {
     /// last Tq of the Tk positions: (B, H, Tq, D).
     fn attend(
         &self,
-        q: &Tensor,
-        k: &Tensor,
-        v: &Tensor,
+        (q, k, v): (&Tensor, &Tensor, &Tensor),
         pos: &PositionEncoding,
+        kernels: Kernels,
         mode: &mut Mode,
     ) -> Result<Tensor> {
-        let fused = self.kernels == Kernels::Fused;
+        let fused = kernels == Kernels::Fused;
         if fused && !pos.biases_scores() && !self.attn_dropout.is_active(mode) {
             // No score bias and no dropout on the weights: the fused kernel does it all.
             crate::ops::attention::causal_attention(q, k, v, self.scale()) // (B, H, Tq, D)
         } else {
-            let att = self.attn_dropout.forward(&self.weights(q, k, pos)?, mode)?; // (B, H, Tq, Tk)
-            att.matmul(v) // (B, H, Tq, D)
+            let att = self.weights((q, k), pos, kernels)?; // (B, H, Tq, Tk)
+            self.attn_dropout.forward(&att, mode)?.matmul(v) // (B, H, Tq, D)
         }
     }
 
     /// Merges the heads y (B, H, T, D) and projects them: (B, T, C).
-    fn project(&self, y: &Tensor, mode: &mut Mode) -> Result<Tensor> {
+    fn project(&self, y: &Tensor, kernels: Kernels, mode: &mut Mode) -> Result<Tensor> {
         let (b, _h, t, _d) = y.dims4()?;
         let y = y
             .transpose(1, 2)?
             .reshape((b, t, self.n_head * self.head_dim))?; // (B, T, C)
-        self.resid_dropout.forward(&self.c_proj.forward(&y)?, mode)
+        self.resid_dropout
+            .forward(&self.c_proj.forward(&y, kernels)?, mode)
     }
 
-    /// y = c_proj(concat_heads(softmax(q kᵀ/√d + mask) v)) for x (B, T, C).
-    pub fn forward(&self, x: &Tensor, pos: &PositionEncoding, mode: &mut Mode) -> Result<Tensor> {
-        let fused = self.kernels == Kernels::Fused;
+    /// y = c_proj(concat_heads(softmax(q kᵀ/√d + mask) v)) for x (B, T, C), on `kernels`.
+    pub fn forward(
+        &self,
+        x: &Tensor,
+        pos: &PositionEncoding,
+        kernels: Kernels,
+        mode: &mut Mode,
+    ) -> Result<Tensor> {
+        let fused = kernels == Kernels::Fused;
         if fused && !pos.acts_in_attention() && !self.attn_dropout.is_active(mode) {
             // Plain causal attention: one fused op reads the heads from c_attn's output in place.
-            let qkv = self.c_attn.forward(x)?; // (B, T, 3C)
+            let qkv = self.c_attn.forward(x, kernels)?; // (B, T, 3C)
             let y = crate::ops::attention::causal_attention_qkv(&qkv, self.n_head, self.scale())?; // (B, T, C)
-            return self.resid_dropout.forward(&self.c_proj.forward(&y)?, mode);
+            return self
+                .resid_dropout
+                .forward(&self.c_proj.forward(&y, kernels)?, mode);
         }
-        let (q, k, v) = self.qkv(x, pos)?; // each (B, H, T, D)
-        self.project(&self.attend(&q, &k, &v, pos, mode)?, mode)
+        let (q, k, v) = self.qkv(x, pos, kernels)?; // each (B, H, T, D)
+        let y = self.attend((&q, &k, &v), pos, kernels, mode)?; // (B, H, T, D)
+        self.project(&y, kernels, mode)
     }
 }

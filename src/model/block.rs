@@ -5,7 +5,7 @@ use crate::model::attention::CausalSelfAttention;
 use crate::model::layers::{Dropout, LayerNorm, Linear, Mode, INIT_STD};
 use crate::model::position::PositionEncoding;
 use crate::ops::Kernels;
-use candle_core::{Module, Result, Tensor};
+use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 
 /// The feed-forward network: n_embd → 4·n_embd → GELU (exact, erf) → n_embd.
@@ -14,7 +14,6 @@ pub struct Mlp {
     pub(crate) c_fc: Linear,
     pub(crate) c_proj: Linear,
     dropout: Dropout,
-    kernels: Kernels,
 }
 
 impl Mlp {
@@ -26,23 +25,18 @@ impl Mlp {
             c_fc: Linear::new(vb.pp("c_fc"), c, 4 * c, cfg.bias, INIT_STD)?,
             c_proj: Linear::new(vb.pp("c_proj"), 4 * c, c, cfg.bias, residual_std)?,
             dropout: Dropout::new(cfg.dropout),
-            kernels: Kernels::Fused,
         })
     }
 
-    /// Runs every op on `kernels`.
-    pub fn set_kernels(&mut self, kernels: Kernels) {
-        (self.kernels, self.c_fc.kernels, self.c_proj.kernels) = (kernels, kernels, kernels);
-    }
-
-    /// x (B, T, C) → (B, T, C).
-    pub fn forward(&self, x: &Tensor, mode: &mut Mode) -> Result<Tensor> {
-        let fc = self.c_fc.forward(x)?; // (B, T, 4C)
-        let h = match self.kernels {
+    /// x (B, T, C) → (B, T, C) on `kernels`.
+    pub fn forward(&self, x: &Tensor, kernels: Kernels, mode: &mut Mode) -> Result<Tensor> {
+        let fc = self.c_fc.forward(x, kernels)?; // (B, T, 4C)
+        let h = match kernels {
             Kernels::Fused => crate::ops::gelu::gelu(&fc)?, // (B, T, 4C)
             Kernels::Composite => crate::ops::gelu::gelu_reference(&fc)?, // (B, T, 4C)
         };
-        self.dropout.forward(&self.c_proj.forward(&h)?, mode) // (B, T, C)
+        self.dropout
+            .forward(&self.c_proj.forward(&h, kernels)?, mode) // (B, T, C)
     }
 }
 
@@ -67,21 +61,25 @@ impl Block {
         })
     }
 
-    /// Runs every op on `kernels`.
-    pub fn set_kernels(&mut self, kernels: Kernels) {
-        (self.ln_1.kernels, self.ln_2.kernels) = (kernels, kernels);
-        self.attn.set_kernels(kernels);
-        self.mlp.set_kernels(kernels);
-    }
-
     /// The input the attention reads: ln_1(x).
-    pub fn attn_input(&self, x: &Tensor) -> Result<Tensor> {
-        self.ln_1.forward(x)
+    pub fn attn_input(&self, x: &Tensor, kernels: Kernels) -> Result<Tensor> {
+        self.ln_1.forward(x, kernels)
     }
 
-    /// x (B, T, C) → (B, T, C).
-    pub fn forward(&self, x: &Tensor, pos: &PositionEncoding, mode: &mut Mode) -> Result<Tensor> {
-        let x = (x + self.attn.forward(&self.ln_1.forward(x)?, pos, mode)?)?; // (B, T, C)
-        &x + self.mlp.forward(&self.ln_2.forward(&x)?, mode)? // (B, T, C)
+    /// x (B, T, C) → (B, T, C) on `kernels`.
+    pub fn forward(
+        &self,
+        x: &Tensor,
+        pos: &PositionEncoding,
+        kernels: Kernels,
+        mode: &mut Mode,
+    ) -> Result<Tensor> {
+        let attn = self
+            .attn
+            .forward(&self.attn_input(x, kernels)?, pos, kernels, mode)?; // (B, T, C)
+        let x = (x + attn)?; // (B, T, C)
+        &x + self
+            .mlp
+            .forward(&self.ln_2.forward(&x, kernels)?, kernels, mode)? // (B, T, C)
     }
 }

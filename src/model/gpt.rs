@@ -5,7 +5,7 @@ use crate::model::block::Block;
 use crate::model::init::seeded_var_builder;
 use crate::model::layers::{Dropout, LayerNorm, Linear, Mode, INIT_STD};
 use crate::model::position::PositionEncoding;
-use crate::ops::{Kernels, Precision};
+use crate::ops::Kernels;
 use candle_core::{Device, Module, Result, Tensor};
 use candle_nn::{Embedding, Init, VarBuilder, VarMap};
 
@@ -21,8 +21,8 @@ pub struct Gpt {
     pub(crate) ln_f: LayerNorm,
     pub(crate) lm_head: Linear,
     cfg: ModelConfig,
+    /// The kernels every op runs on, chosen once for the whole model.
     kernels: Kernels,
-    precision: Precision,
 }
 
 impl Gpt {
@@ -55,6 +55,7 @@ impl Gpt {
                 INIT_STD,
             )?
         };
+        let kernels = Kernels::Fused.for_tensor(&wte_weight);
         Ok(Gpt {
             wte: Embedding::new(wte_weight, cfg.n_embd),
             position,
@@ -63,37 +64,26 @@ impl Gpt {
             ln_f,
             lm_head,
             cfg: cfg.clone(),
-            kernels: Kernels::Fused,
-            precision: Precision::F32,
+            kernels,
         })
     }
 
-    /// The same model with every op on `kernels` (the fused ones by default); models with
-    /// different kernels can run side by side.
+    /// The same model with every op on `kernels` (the fused ones by default, where the tensors
+    /// allow them); models with different kernels can run side by side.
     pub fn with_kernels(mut self, kernels: Kernels) -> Self {
-        self.kernels = kernels;
-        (self.ln_f.kernels, self.lm_head.kernels) = (kernels, kernels);
-        self.h
-            .iter_mut()
-            .for_each(|block| block.set_kernels(kernels));
+        self.kernels = kernels.for_tensor(self.wte.embeddings());
         self
     }
 
-    /// The same model with the matmuls of its training step (the CPU engine's) in `precision`;
-    /// the candle graph, evaluation and generation stay in f32.
-    pub fn with_precision(mut self, precision: Precision) -> Self {
-        self.precision = precision;
-        self
+    /// The kernels the model's ops run on: the fused ones only if chosen and the tensors are f32
+    /// on the CPU.
+    pub fn kernels(&self) -> Kernels {
+        self.kernels
     }
 
-    /// The precision of the training step's matmul inputs.
-    pub fn precision(&self) -> Precision {
-        self.precision
-    }
-
-    /// Whether the model's ops run the fused kernels: chosen, and f32 tensors on the CPU.
+    /// Whether the model's ops run the fused kernels.
     pub fn runs_fused_kernels(&self) -> bool {
-        self.kernels == Kernels::Fused && crate::ops::fused_for(self.wte.embeddings())
+        self.kernels == Kernels::Fused
     }
 
     /// A fresh model whose parameters are drawn from `seed` (GPT-2's initialisation), with the
@@ -126,7 +116,7 @@ impl Gpt {
     fn residual(&self, idx: &Tensor, mode: &mut Mode) -> Result<Tensor> {
         let mut x = self.embed(idx, mode)?; // (B, T, C)
         for block in &self.h {
-            x = block.forward(&x, &self.position, mode)?; // (B, T, C)
+            x = block.forward(&x, &self.position, self.kernels, mode)?; // (B, T, C)
         }
         Ok(x)
     }
@@ -134,18 +124,19 @@ impl Gpt {
     /// Logits (B, V) of the last position of the residual stream x (B, T, C).
     fn last_logits(&self, x: &Tensor) -> Result<Tensor> {
         let last = x.narrow(1, x.dim(1)? - 1, 1)?; // (B, 1, C)
-        self.lm_head.forward(&self.ln_f.forward(&last)?)?.squeeze(1) // (B, V)
+        let last = self.ln_f.forward(&last, self.kernels)?; // (B, 1, C)
+        self.lm_head.forward(&last, self.kernels)?.squeeze(1) // (B, V)
     }
 
     /// The final hidden states ln_f(h) (B, T, C) for token ids idx (B, T) of at most block_size
     /// positions for a learned table; other schemes accept longer contexts.
     pub fn hidden(&self, idx: &Tensor, mode: &mut Mode) -> Result<Tensor> {
-        self.ln_f.forward(&self.residual(idx, mode)?) // (B, T, C)
+        self.ln_f.forward(&self.residual(idx, mode)?, self.kernels) // (B, T, C)
     }
 
     /// Logits (B, T, vocab) for token ids idx (B, T).
     pub fn forward(&self, idx: &Tensor, mode: &mut Mode) -> Result<Tensor> {
-        self.lm_head.forward(&self.hidden(idx, mode)?) // (B, T, V)
+        self.lm_head.forward(&self.hidden(idx, mode)?, self.kernels) // (B, T, V)
     }
 
     /// Logits (B, vocab) of the token after idx (B, T) alone: the output layer runs on the last

@@ -1,7 +1,7 @@
 //! The smallest pieces of the model: Linear, LayerNorm, dropout and the forward mode.
 
 use crate::ops::Kernels;
-use candle_core::{Module, Result, Tensor};
+use candle_core::{Result, Tensor};
 use candle_nn::{Init, VarBuilder};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -20,12 +20,11 @@ pub enum Mode<'a> {
     Train(&'a mut ChaCha8Rng),
 }
 
-/// A Linear layer `y = x Wᵀ + b` with W stored [out, in] (as PyTorch), run by a fused op.
+/// A Linear layer `y = x Wᵀ + b` with W stored [out, in] (as PyTorch).
 #[derive(Clone)]
 pub struct Linear {
     pub(crate) weight: Tensor,
     pub(crate) bias: Option<Tensor>,
-    pub(crate) kernels: Kernels,
 }
 
 impl Linear {
@@ -50,11 +49,7 @@ impl Linear {
         } else {
             None
         };
-        Ok(Linear {
-            weight,
-            bias,
-            kernels: Kernels::Fused,
-        })
+        Ok(Linear { weight, bias })
     }
 
     /// The weight, (out, in).
@@ -64,18 +59,13 @@ impl Linear {
 
     /// A bias-free layer that shares `weight` (weight tying).
     pub fn tied(weight: Tensor) -> Self {
-        Linear {
-            weight,
-            bias: None,
-            kernels: Kernels::Fused,
-        }
+        Linear { weight, bias: None }
     }
-}
 
-impl Module for Linear {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+    /// x (.., in) → (.., out) on `kernels`.
+    pub fn forward(&self, x: &Tensor, kernels: Kernels) -> Result<Tensor> {
         let (w, b) = (&self.weight, self.bias.as_ref());
-        match self.kernels {
+        match kernels {
             Kernels::Fused => crate::ops::linear::linear(x, w, b), // (.., out)
             Kernels::Composite => crate::ops::linear::linear_reference(x, w, b), // (.., out)
         }
@@ -89,7 +79,6 @@ pub struct LayerNorm {
     pub(crate) weight: Tensor,
     /// A parameter when `bias` is on, else constant zeros.
     pub(crate) bias: Tensor,
-    pub(crate) kernels: Kernels,
 }
 
 impl LayerNorm {
@@ -101,18 +90,13 @@ impl LayerNorm {
         } else {
             weight.zeros_like()?
         };
-        Ok(LayerNorm {
-            weight,
-            bias,
-            kernels: Kernels::Fused,
-        })
+        Ok(LayerNorm { weight, bias })
     }
-}
 
-impl Module for LayerNorm {
-    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+    /// x (.., C) → (.., C) on `kernels`.
+    pub fn forward(&self, x: &Tensor, kernels: Kernels) -> Result<Tensor> {
         let (w, b) = (&self.weight, &self.bias);
-        match self.kernels {
+        match kernels {
             Kernels::Fused => crate::ops::layer_norm::layer_norm(x, w, b, LN_EPS), // (.., C)
             Kernels::Composite => crate::ops::layer_norm::layer_norm_reference(x, w, b, LN_EPS), // (.., C)
         }

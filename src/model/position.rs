@@ -1,10 +1,22 @@
-//! The five positional schemes: none, learned, sinusoidal, RoPE and ALiBi.
+//! The five positional schemes: none, learned, sinusoidal, RoPE and ALiBi, each whole on one
+//! type, [`PositionEncoding`].
 //!
 //! Each acts at one place in the model: learned and sinusoidal tables are added to the token
-//! embedding, RoPE rotates q and k inside attention, ALiBi biases the attention scores.
+//! embedding, RoPE rotates q and k inside attention, ALiBi biases the attention scores. The
+//! candle graph ([`crate::model`]) calls the methods on tensors, the CPU engine
+//! ([`crate::engine`]) those on f32 slices; both take their tables, angles and slopes from the
+//! functions at the top, and their limit (the learned table's rows) from
+//! [`PositionEncoding::check_positions`].
+//!
+//! Adding a scheme touches three places: its variant and methods here (the compiler then points
+//! at every `match` to complete, all in this file), its name in [`crate::config::Position`]
+//! (with its one-line account for the lesson, and any constraint it puts on the shape, as RoPE's
+//! even head size), and its tests (tests/positions.rs for its formula; the engine's equivalence
+//! table in tests/engine.rs runs over [`Position::ALL`]).
 
 use crate::config::{ModelConfig, Position};
 use crate::model::layers::{f32_tensor, INIT_STD};
+use crate::ops::attention::alibi_penalty;
 use candle_core::{bail, Result, Tensor};
 use candle_nn::{Init, VarBuilder};
 
@@ -83,8 +95,8 @@ pub enum PositionEncoding {
     Sinusoidal { n_embd: usize, scale: f64 },
     /// Rotation of q and k by position, per head.
     Rope { head_dim: usize, base: f64 },
-    /// Per-head slopes of the linear distance penalty.
-    Alibi { slopes: Vec<f64> },
+    /// Per-head slopes of the linear distance penalty ([`alibi_slopes`] in f32).
+    Alibi { slopes: Vec<f32> },
 }
 
 impl PositionEncoding {
@@ -111,7 +123,7 @@ impl PositionEncoding {
                 base: cfg.rope_base,
             },
             Position::Alibi => PositionEncoding::Alibi {
-                slopes: alibi_slopes(cfg.n_head),
+                slopes: alibi_slopes(cfg.n_head).iter().map(|&s| s as f32).collect(),
             },
         })
     }
@@ -135,6 +147,8 @@ impl PositionEncoding {
             _ => Ok(()),
         }
     }
+
+    // On tensors, for the candle graph.
 
     /// Adds absolute positions 0..T to the token embeddings x (B, T, C) for the learned and
     /// sinusoidal schemes; returns x unchanged for the others.
@@ -186,17 +200,111 @@ impl PositionEncoding {
 
     /// For ALiBi, the bias −slope_h·(i − j) for a query at absolute position i and a key at j, as a
     /// (H, Tq, Tk) tensor whose queries are the last Tq of the Tk keys; `None` for other schemes.
-    /// Entries above the diagonal are left to the causal mask.
+    /// Entries above the diagonal (zero) are left to the causal mask.
     pub fn score_bias(&self, t_q: usize, t_k: usize, like: &Tensor) -> Result<Option<Tensor>> {
-        let PositionEncoding::Alibi { slopes } = self else {
+        let Some(slopes) = self.slopes() else {
             return Ok(None);
         };
         let mut bias = Vec::with_capacity(slopes.len() * t_q * t_k);
-        for slope in slopes {
+        for &slope in slopes {
             for i in (t_k - t_q)..t_k {
-                bias.extend((0..t_k).map(|j| (-slope * (i as f64 - j as f64).max(0.0)) as f32));
+                bias.extend((0..t_k).map(|j| match i.checked_sub(j) {
+                    Some(distance) => -alibi_penalty(slope, distance),
+                    None => 0.0,
+                }));
             }
         }
-        Ok(Some(f32_tensor(bias, (slopes.len(), t_q, t_k), like)?))
+        Ok(Some(f32_tensor(bias, (slopes.len(), t_q, t_k), like)?)) // (H, Tq, Tk)
+    }
+
+    // On f32 slices, for the CPU engine.
+
+    /// Adds positions `start..start+len` to each sequence of `len` rows of x (N × C) for the
+    /// learned and sinusoidal schemes; leaves x as it is for the others.
+    pub fn add_to_rows(&self, x: &mut [f32], (start, len): (usize, usize)) -> Result<()> {
+        self.check_positions(start + len)?;
+        let table = match self {
+            PositionEncoding::Learned { table } => table
+                .narrow(0, start, len)?
+                .flatten_all()?
+                .to_vec1::<f32>()?,
+            PositionEncoding::Sinusoidal { n_embd, scale } => {
+                sinusoidal_table(start, len, *n_embd, *scale)
+            }
+            _ => return Ok(()),
+        }; // (len, C)
+        if table.is_empty() {
+            return Ok(());
+        }
+        for sequence in x.chunks_mut(table.len()) {
+            sequence.iter_mut().zip(&table).for_each(|(x, p)| *x += p);
+        }
+        Ok(())
+    }
+
+    /// The learned table (block_size × C) and its gradient from the gradient d_x (N × C,
+    /// sequences of `len` rows from position 0) of [`PositionEncoding::add_to_rows`]'s output;
+    /// `None` for the schemes without parameters.
+    pub fn table_gradient(
+        &self,
+        d_x: &[f32],
+        (len, c): (usize, usize),
+    ) -> Option<(&Tensor, Vec<f32>)> {
+        let PositionEncoding::Learned { table } = self else {
+            return None;
+        };
+        let mut d_table = vec![0f32; table.elem_count()]; // (block_size, C)
+        for sequence in d_x.chunks(len * c) {
+            d_table.iter_mut().zip(sequence).for_each(|(d, g)| *d += g);
+        }
+        Some((table, d_table))
+    }
+
+    /// RoPE's rotations of positions `start..start+len`; `None` for the other schemes.
+    pub fn rotations(&self, start: usize, len: usize) -> Option<Rotations> {
+        let PositionEncoding::Rope { head_dim, base } = self else {
+            return None;
+        };
+        let (cos, sin) = rope_angles(start, len, *head_dim, *base);
+        Some(Rotations {
+            cos,
+            sin,
+            half: head_dim / 2,
+        })
+    }
+
+    /// ALiBi's slope per head; `None` for the other schemes.
+    pub fn slopes(&self) -> Option<&[f32]> {
+        match self {
+            PositionEncoding::Alibi { slopes } => Some(slopes),
+            _ => None,
+        }
+    }
+}
+
+/// RoPE's cos and sin for a run of positions (len × head_dim/2 each).
+pub struct Rotations {
+    cos: Vec<f32>,
+    sin: Vec<f32>,
+    half: usize,
+}
+
+impl Rotations {
+    /// Rotates one head's q or k (head_dim) standing at the run's `i`-th position (or, with
+    /// `inverse`, turns it back: that carries a gradient back through the rotation).
+    pub fn rotate(&self, x: &mut [f32], i: usize, inverse: bool) {
+        let pairs = i * self.half..(i + 1) * self.half;
+        rotate_pairs(x, &self.cos[pairs.clone()], &self.sin[pairs], inverse);
+    }
+
+    /// Rotates the q and k of every head in qkv (N × 3C, q | k | v of `c` each per row, sequences
+    /// of the run's length), each row by its position in its sequence.
+    pub fn rotate_qkv(&self, qkv: &mut [f32], c: usize, inverse: bool) {
+        let len = self.cos.len() / self.half;
+        for (r, row) in qkv.chunks_mut(3 * c).enumerate() {
+            for head in row[..2 * c].chunks_mut(2 * self.half) {
+                self.rotate(head, r % len, inverse);
+            }
+        }
     }
 }

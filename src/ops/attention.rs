@@ -370,9 +370,6 @@ pub fn causal_attention_qkv(qkv: &Tensor, n_head: usize, scale: f64) -> Result<T
     if c3 % (3 * n_head) != 0 {
         bail!("qkv attention: the last dimension {c3} is not 3 × n_head × head_dim")
     }
-    if !super::fused_for(qkv) {
-        return causal_attention_qkv_reference(qkv, n_head, scale);
-    }
     let op = QkvAttention {
         n_head,
         scale: scale as f32,
@@ -385,9 +382,13 @@ pub fn causal_attention_qkv(qkv: &Tensor, n_head: usize, scale: f64) -> Result<T
 pub fn causal_attention(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64) -> Result<Tensor> {
     let (b, h, t_q, d) = q.dims4()?;
     let t_k = k.dim(2)?;
-    let fits = k.dims() == [b, h, t_k, d] && v.dims() == k.dims() && t_q <= t_k;
-    if !(super::fused_for(q) && fits) {
-        return causal_attention_reference(q, &k.contiguous()?, &v.contiguous()?, scale);
+    if k.dims() != [b, h, t_k, d] || v.dims() != k.dims() || t_q > t_k {
+        bail!(
+            "causal attention: q {:?}, k {:?} and v {:?} must be (B, H, Tq, D), (B, H, Tk, D) and the same, Tq ≤ Tk",
+            q.dims(),
+            k.dims(),
+            v.dims()
+        )
     }
     let op = CausalAttention {
         scale: scale as f32,

@@ -166,9 +166,6 @@ impl CustomOp3 for Linear {
 
 /// y = x Wᵀ + b for x (.., in), W (out, in), b (out).
 pub fn linear(x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Result<Tensor> {
-    if !super::fused_for(x) {
-        return linear_reference(x, w, b);
-    }
     let (out, n_in) = w.dims2()?;
     if x.dim(candle_core::D::Minus1)? != n_in {
         candle_core::bail!(

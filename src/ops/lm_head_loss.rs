@@ -405,9 +405,6 @@ impl CustomOp2 for LmHeadLoss {
 
 /// Mean cross-entropy of `x` (N, C) · `w`ᵀ (w: (V, C)) against `targets` (N,).
 pub fn lm_head_cross_entropy(x: &Tensor, w: &Tensor, targets: &Tensor) -> Result<Tensor> {
-    if !super::fused_for(x) {
-        return lm_head_cross_entropy_reference(x, w, targets);
-    }
     let ((n, c), (v, c_w)) = (x.dims2()?, w.dims2()?);
     if c != c_w {
         bail!("lm_head: hidden size {c} but weight expects {c_w}")

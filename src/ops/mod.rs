@@ -4,8 +4,8 @@
 //! The composites built from candle's tensor ops are slow on the CPU (and candle's own fast
 //! softmax and LayerNorm have no backward pass). The engine's training step calls the kernels
 //! here directly ([`crate::engine`]); the candle graph runs their forward passes as `CustomOp`s on
-//! the CPU (rows spread over threads with rayon) and falls back to the composite reference on
-//! other devices; a graph to differentiate takes the composite path (`Kernels::Composite`).
+//! the CPU (rows spread over threads with rayon), and the composite reference on other devices
+//! and to differentiate (`Kernels::Composite`, chosen once per model).
 
 pub mod attention;
 pub mod bf16;
@@ -27,11 +27,11 @@ pub use matvec::WeightFormat;
 
 use candle_core::{bail, CpuStorage, DType, Layout, Result, Tensor};
 
-/// Which implementation a model's ops take; each model has its own (see `Gpt::with_kernels`).
+/// Which implementation a model's ops take, chosen once per model (see `Gpt::with_kernels`) and
+/// passed down to each layer's forward pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Kernels {
-    /// The fused kernels where the tensors allow them (f32 on the CPU), the composite reference
-    /// elsewhere.
+    /// The fused kernels: f32 tensors on the CPU.
     #[default]
     Fused,
     /// Always the composite reference: candle's tensor ops, the path other devices take, and the
@@ -71,9 +71,15 @@ impl std::fmt::Display for Precision {
     }
 }
 
-/// Whether an op on `t` can run its fused kernel: f32 on the CPU.
-pub(crate) fn fused_for(t: &Tensor) -> bool {
-    t.device().is_cpu() && t.dtype() == DType::F32
+impl Kernels {
+    /// These kernels where tensors like `t` allow them: the fused ones need f32 on the CPU, and
+    /// the composite reference runs everywhere.
+    pub fn for_tensor(self, t: &Tensor) -> Kernels {
+        match self {
+            Kernels::Fused if t.device().is_cpu() && t.dtype() == DType::F32 => Kernels::Fused,
+            _ => Kernels::Composite,
+        }
+    }
 }
 
 /// Rows per rayon task: enough work to amortise the scheduling.

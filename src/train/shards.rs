@@ -14,6 +14,7 @@
 use super::optim::{AdamW, Gradients};
 use crate::engine;
 use crate::model::{Gpt, Mode};
+use crate::ops::Precision;
 use candle_core::{Device, Error, Result, Tensor};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -67,18 +68,18 @@ impl Shards {
     }
 
     /// The mean cross-entropy of the batch `x` → `y` (B, T) and its gradients for `opt`'s
-    /// parameters, with dropout masks drawn from `rng`.
+    /// parameters, with the CPU engine's matmuls in `precision` and dropout masks drawn from `rng`.
     pub fn loss_and_gradients(
         &self,
-        model: &Gpt,
-        opt: &AdamW,
-        x: &Tensor,
-        y: &Tensor,
+        (model, opt): (&Gpt, &AdamW),
+        (x, y): (&Tensor, &Tensor),
+        precision: Precision,
         rng: &mut ChaCha8Rng,
     ) -> Result<(f64, Gradients)> {
         let backward = |x: &Tensor, y: &Tensor, rng: &mut ChaCha8Rng| -> Result<(f64, Gradients)> {
             if engine::supports(model) {
-                let (loss, grads) = engine::loss_and_gradients(model, x, y, &mut Mode::Train(rng))?;
+                let mode = &mut Mode::Train(rng);
+                let (loss, grads) = engine::loss_and_gradients(model, (x, y), precision, mode)?;
                 return Ok((loss, opt.gradients_from(grads)));
             }
             let loss = model.loss(x, y, &mut Mode::Train(rng))?;

@@ -231,7 +231,7 @@ fn set_up(opts: &TrainOptions) -> Result<Setup> {
     let t = &cfg.train;
     let (model, varmap) = Gpt::seeded(&cfg.model, t.seed, &opts.device)?;
     check_precision(t.dtype, &opts.device, opts.kernels)?;
-    let model = model.with_kernels(opts.kernels).with_precision(t.dtype);
+    let model = model.with_kernels(opts.kernels);
     let params = AdamWParams {
         beta1: t.beta1,
         beta2: t.beta2,
@@ -381,9 +381,12 @@ fn train_step(s: &mut Setup, p: &mut Progress) -> Result<f64> {
         &mut p.batch_rng,
         &s.device,
     )?;
-    let (loss, grads) =
-        s.shards
-            .loss_and_gradients(&s.model, &s.opt, &x, &y, &mut p.dropout_rng)?;
+    let (loss, grads) = s.shards.loss_and_gradients(
+        (&s.model, &s.opt),
+        (&x, &y),
+        s.cfg.train.dtype,
+        &mut p.dropout_rng,
+    )?;
     if !loss.is_finite() {
         bail!(
             "the loss became {loss} at step {}: training stopped; {}",
