@@ -39,7 +39,7 @@ pub enum Kernels {
     Composite,
 }
 
-/// The inputs of the matmuls of a training step (see `Gpt::with_precision`): f32, or rounded to
+/// The inputs of the matmuls of a training step (see `engine::loss_and_gradients`): f32, or rounded to
 /// bf16 with f32 sums (mixed precision; master weights, moments, norms, softmax and loss stay f32).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
