@@ -19,6 +19,14 @@ character predicted once (as `train` reports it):
 (the best recipe found for the twin in about 8½ minutes on a 2-core Xeon, docs/experiments.md
 section 6, round 5; for an equal-time run, match --max-iters to the twin's own measured speed).
 
+With --corpus-kind text the corpus is running text, split as nanoGPT's shakespeare_char/prepare.py
+splits it (the first 90 % of the characters train); configs/shakespeare.toml's twin, nanoGPT's
+README settings for a CPU:
+
+    python bench/torch_twin.py --corpus data/shakespeare.txt --corpus-kind text --n-layer 4 \
+        --block-size 64 --batch-size 12 --max-iters 2000 --learning-rate 1e-3 --warmup-iters 100 \
+        --beta2 0.99 --tie-weights --no-bias
+
 Not part of the tests or CI.
 """
 import argparse
@@ -42,10 +50,10 @@ def rotate(x, base=10000.0):
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, n_embd, n_head, rope=False, dropout=0.0):
+    def __init__(self, n_embd, n_head, rope=False, dropout=0.0, bias=True):
         super().__init__()
-        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
-        self.c_proj = nn.Linear(n_embd, n_embd)
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd, bias=bias)
+        self.c_proj = nn.Linear(n_embd, n_embd, bias=bias)
         self.n_head = n_head
         self.rope = rope
         self.dropout = dropout
@@ -63,13 +71,13 @@ class CausalSelfAttention(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, n_embd, n_head, rope=False, dropout=0.0):
+    def __init__(self, n_embd, n_head, rope=False, dropout=0.0, bias=True):
         super().__init__()
-        self.ln_1 = nn.LayerNorm(n_embd)
-        self.attn = CausalSelfAttention(n_embd, n_head, rope, dropout)
-        self.ln_2 = nn.LayerNorm(n_embd)
-        self.mlp = nn.Sequential(nn.Linear(n_embd, 4 * n_embd), nn.GELU(), nn.Linear(4 * n_embd, n_embd),
-                                 nn.Dropout(dropout))
+        self.ln_1 = nn.LayerNorm(n_embd, bias=bias)
+        self.attn = CausalSelfAttention(n_embd, n_head, rope, dropout, bias)
+        self.ln_2 = nn.LayerNorm(n_embd, bias=bias)
+        self.mlp = nn.Sequential(nn.Linear(n_embd, 4 * n_embd, bias=bias), nn.GELU(),
+                                 nn.Linear(4 * n_embd, n_embd, bias=bias), nn.Dropout(dropout))
 
     def forward(self, x):
         x = x + self.attn(self.ln_1(x))
@@ -77,13 +85,14 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, vocab, block, n_layer, n_head, n_embd, rope=False, dropout=0.0, tie_weights=False):
+    def __init__(self, vocab, block, n_layer, n_head, n_embd, rope=False, dropout=0.0, tie_weights=False,
+                 bias=True):
         super().__init__()
         self.wte = nn.Embedding(vocab, n_embd)
         self.wpe = None if rope else nn.Embedding(block, n_embd)
         self.drop = nn.Dropout(dropout)
-        self.h = nn.ModuleList(Block(n_embd, n_head, rope, dropout) for _ in range(n_layer))
-        self.ln_f = nn.LayerNorm(n_embd)
+        self.h = nn.ModuleList(Block(n_embd, n_head, rope, dropout, bias) for _ in range(n_layer))
+        self.ln_f = nn.LayerNorm(n_embd, bias=bias)
         self.lm_head = nn.Linear(n_embd, vocab, bias=False)
         if tie_weights:
             self.lm_head.weight = self.wte.weight
@@ -108,16 +117,23 @@ class GPT(nn.Module):
 
 def corpus_run(args):
     """Trains on the real corpus with this project's recipe and reports the whole-split loss."""
-    poems = [l.strip() for l in open(args.corpus, encoding="utf-8") if l.strip()]
-    vocab = ["\n"] + sorted(set("".join(poems)) - {"\n"})
-    ids = {c: i for i, c in enumerate(vocab)}
-    encode = lambda ps: torch.tensor([ids[c] for p in ps for c in p + "\n"], dtype=torch.long)
-    train = encode(p for i, p in enumerate(poems) if i % 20 != 19)
-    val = encode(p for i, p in enumerate(poems) if i % 20 == 19)
-    block = 128
+    if args.corpus_kind == "text":
+        text = open(args.corpus, encoding="utf-8").read()
+        vocab = ["\n"] + sorted(set(text) - {"\n"})
+        ids = {c: i for i, c in enumerate(vocab)}
+        cut = len(text) * 9 // 10
+        train, val = (torch.tensor([ids[c] for c in part], dtype=torch.long) for part in (text[:cut], text[cut:]))
+    else:
+        poems = [l.strip() for l in open(args.corpus, encoding="utf-8") if l.strip()]
+        vocab = ["\n"] + sorted(set("".join(poems)) - {"\n"})
+        ids = {c: i for i, c in enumerate(vocab)}
+        encode = lambda ps: torch.tensor([ids[c] for p in ps for c in p + "\n"], dtype=torch.long)
+        train = encode(p for i, p in enumerate(poems) if i % 20 != 19)
+        val = encode(p for i, p in enumerate(poems) if i % 20 == 19)
+    block = args.block_size
     torch.manual_seed(args.seed)
-    model = GPT(len(vocab), block, args.n_layer, 4, 128, rope=args.position == "rope", dropout=args.dropout,
-                tie_weights=args.tie_weights)
+    model = GPT(len(vocab), block, args.n_layer, args.n_head, args.n_embd, rope=args.position == "rope",
+                dropout=args.dropout, tie_weights=args.tie_weights, bias=not args.no_bias)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
@@ -166,7 +182,13 @@ def main():
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--vocab", type=int, default=6000)
     ap.add_argument("--corpus", help="train on this corpus (one poem per line) instead of random tokens")
+    ap.add_argument("--corpus-kind", choices=["verse", "text"], default="verse",
+                    help="verse: one poem per line, every 20th held out; text: running text, the last tenth held out")
     ap.add_argument("--n-layer", type=int, default=4)
+    ap.add_argument("--n-head", type=int, default=4)
+    ap.add_argument("--n-embd", type=int, default=128)
+    ap.add_argument("--block-size", type=int, default=128, help="--corpus runs")
+    ap.add_argument("--no-bias", action="store_true", help="Linear and LayerNorm without biases (--corpus runs)")
     ap.add_argument("--position", choices=["learned", "rope"], default="learned")
     ap.add_argument("--learning-rate", type=float, default=2e-3)
     ap.add_argument("--warmup-iters", type=int, default=30)

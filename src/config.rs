@@ -63,17 +63,26 @@ impl std::fmt::Display for Position {
 impl std::str::FromStr for Position {
     type Err = ConfigError;
     fn from_str(s: &str) -> Result<Self, ConfigError> {
-        Position::ALL
-            .into_iter()
-            .find(|p| p.name() == s)
-            .ok_or_else(|| {
-                let names: Vec<_> = Position::ALL.iter().map(|p| p.name()).collect();
-                ConfigError::Invalid(format!(
-                    "unknown position scheme `{s}`: use one of {}",
-                    names.join(", ")
-                ))
-            })
+        by_name(s, Position::ALL, Position::name, "position scheme")
     }
+}
+
+/// The value of `all` called `name`, or an error that lists the names.
+fn by_name<T: Copy, const N: usize>(
+    name: &str,
+    all: [T; N],
+    name_of: fn(T) -> &'static str,
+    what: &str,
+) -> Result<T, ConfigError> {
+    all.into_iter()
+        .find(|&v| name_of(v) == name)
+        .ok_or_else(|| {
+            let names: Vec<_> = all.into_iter().map(name_of).collect();
+            ConfigError::Invalid(format!(
+                "unknown {what} `{name}`: use one of {}",
+                names.join(", ")
+            ))
+        })
 }
 
 /// What is wrong with a configuration, said so that the user knows what to change.
@@ -320,12 +329,66 @@ pub fn read_config_file(path: &Path) -> Result<String, ConfigError> {
     })
 }
 
+/// What a corpus file holds, which decides how it is read and split.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CorpusKind {
+    /// Chosen from the file when it is read (`data::Corpus::load` says which, and why).
+    #[default]
+    Auto,
+    /// Regular verse: one poem per line, lines that are not 五绝, 七绝, 五律 or 七律 left out;
+    /// every 20th poem held out for validation.
+    Verse,
+    /// One item per line (ci, couplets, 古体诗, any line collection), every non-empty line kept;
+    /// every 20th line held out.
+    Lines,
+    /// Running text (prose, drama, code): the whole file one token stream, its last tenth held
+    /// out, so that no window straddles the split.
+    Text,
+}
+
+impl CorpusKind {
+    /// Every kind, `auto` first.
+    pub const ALL: [CorpusKind; 4] = [
+        CorpusKind::Auto,
+        CorpusKind::Verse,
+        CorpusKind::Lines,
+        CorpusKind::Text,
+    ];
+
+    /// The name used in config files and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            CorpusKind::Auto => "auto",
+            CorpusKind::Verse => "verse",
+            CorpusKind::Lines => "lines",
+            CorpusKind::Text => "text",
+        }
+    }
+}
+
+impl std::fmt::Display for CorpusKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for CorpusKind {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
+        by_name(s, CorpusKind::ALL, CorpusKind::name, "corpus kind")
+    }
+}
+
 /// How to train: data, batch, steps, optimiser and schedule.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct TrainConfig {
-    /// The corpus file, one poem per line.
+    /// The corpus file: verse (one poem per line), one item per line, or running text.
     pub corpus: String,
+    /// What the corpus holds: "auto" (chosen from the file; a run saves what was chosen),
+    /// "verse", "lines" or "text".
+    pub corpus_kind: CorpusKind,
     /// Sequences per step.
     pub batch_size: usize,
     /// Optimiser steps in the whole run.
@@ -357,6 +420,7 @@ impl Default for TrainConfig {
     fn default() -> Self {
         TrainConfig {
             corpus: "data/poems.txt".into(),
+            corpus_kind: CorpusKind::Auto,
             batch_size: 32,
             max_iters: 1000,
             eval_interval: 100,
@@ -374,6 +438,26 @@ impl Default for TrainConfig {
 }
 
 impl TrainConfig {
+    /// The kind of corpus a saved run was trained on: runs saved before the kinds existed say
+    /// auto, and were all verse.
+    pub fn trained_kind(&self) -> CorpusKind {
+        match self.corpus_kind {
+            CorpusKind::Auto => CorpusKind::Verse,
+            kind => kind,
+        }
+    }
+
+    /// Refuses `what` (something that needs regular verse) for a run trained on another kind.
+    pub fn check_verse(&self, what: &str) -> Result<(), String> {
+        match self.trained_kind() {
+            CorpusKind::Verse => Ok(()),
+            kind => Err(format!(
+                "{what}, but this run was trained on {kind} ({}), not regular verse: use a run trained on verse",
+                self.corpus
+            )),
+        }
+    }
+
     /// Checks the values a run needs.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let invalid = |m: String| Err(ConfigError::Invalid(m));

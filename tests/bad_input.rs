@@ -319,9 +319,14 @@ fn bad_corpora_are_refused() {
             &["not UTF-8"],
         ),
         (
-            "no valid poem",
+            "a text of two lines (running text) shorter than one block",
             write("prose.txt", b"hello world\nfoo bar\n"),
-            &["no valid poem"],
+            &["fewer than block_size + 1"],
+        ),
+        (
+            "a program's bytes",
+            write("program.bin", b"\x7fELF\x02\x01\x01\x00\x00"),
+            &["binary file", "U+007F"],
         ),
         (
             "shorter than one block",

@@ -5,6 +5,7 @@ mod common;
 use candle_core::Device;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+use shige::config::CorpusKind;
 use shige::data::corpus::VAL_EVERY;
 use shige::data::{CharTokenizer, Corpus, DataError, Split, Splits};
 use std::collections::HashSet;
@@ -61,8 +62,8 @@ fn unknown_characters_are_named_not_dropped() {
 fn split_keeps_whole_poems_on_one_side() {
     let corpus = common::tiny_corpus();
     let (train, val) = corpus.split();
-    assert_eq!(train.len() + val.len(), corpus.poems.len());
-    assert_eq!(val.len(), corpus.poems.len() / VAL_EVERY);
+    assert_eq!(train.len() + val.len(), corpus.items.len());
+    assert_eq!(val.len(), corpus.items.len() / VAL_EVERY);
     let train_set: HashSet<&String> = train.into_iter().collect();
     assert!(
         val.iter().all(|p| !train_set.contains(p)),
@@ -96,7 +97,9 @@ fn load_err(bytes: &[u8]) -> String {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("corpus.txt");
     std::fs::write(&path, bytes).unwrap();
-    Corpus::load(&path).unwrap_err().to_string()
+    Corpus::load(&path, CorpusKind::Verse)
+        .unwrap_err()
+        .to_string()
 }
 
 #[test]
@@ -105,7 +108,7 @@ fn bad_corpora_get_clear_errors() {
     assert!(load_err(b"\n\n  \n").contains("is empty"));
     assert!(load_err("hello world\n白日依山尽\n".as_bytes()).contains("no valid poem"));
     assert!(load_err(&[0xe7, 0x99, 0xbd, 0xff, 0xfe, 0x00]).contains("not UTF-8"));
-    let missing = Corpus::load(Path::new("/nonexistent/poems.txt"))
+    let missing = Corpus::load(Path::new("/nonexistent/poems.txt"), CorpusKind::Auto)
         .unwrap_err()
         .to_string();
     assert!(missing.contains("cannot read corpus"), "{missing}");
@@ -116,6 +119,7 @@ fn a_block_longer_than_the_val_split_is_an_error() {
     let corpus = Corpus::parse(
         &"白日依山尽，黄河入海流。欲穷千里目，更上一层楼。\n".repeat(20),
         Path::new("x"),
+        CorpusKind::Auto,
     )
     .unwrap();
     let tokenizer = CharTokenizer::from_text(&corpus.text()).unwrap();
@@ -133,17 +137,17 @@ fn a_block_longer_than_the_val_split_is_an_error() {
 #[test]
 fn irregular_lines_are_counted_not_kept() {
     let text = "白日依山尽，黄河入海流。欲穷千里目，更上一层楼。\n白日依山尽，黄河入海。\nabc\n";
-    let corpus = Corpus::parse(text, Path::new("x")).unwrap();
-    assert_eq!((corpus.poems.len(), corpus.skipped), (1, 2));
+    let corpus = Corpus::parse(text, Path::new("x"), CorpusKind::Verse).unwrap();
+    assert_eq!((corpus.items.len(), corpus.skipped), (1, 2));
 }
 
 #[test]
 fn a_byte_order_mark_does_not_cost_the_first_poem() {
     let text = "\u{feff}白日依山尽，黄河入海流。欲穷千里目，更上一层楼。\n床前明月光，疑是地上霜。举头望明月，低头思故乡。\n";
-    let corpus = Corpus::parse(text, Path::new("bom.txt")).unwrap();
-    assert_eq!(corpus.poems.len(), 2);
+    let corpus = Corpus::parse(text, Path::new("bom.txt"), CorpusKind::Auto).unwrap();
+    assert_eq!(corpus.items.len(), 2);
     assert_eq!(corpus.skipped, 0);
-    assert!(corpus.poems[0].starts_with('白'));
+    assert!(corpus.items[0].starts_with('白'));
 }
 
 #[test]
@@ -166,4 +170,44 @@ fn windows_of_a_split_predict_every_token_once() {
         !(val.len() - 1).is_multiple_of(32),
         "the tiny split ends in a shorter window"
     );
+}
+
+#[test]
+fn a_line_collection_keeps_every_line_and_holds_out_every_twentieth() {
+    // Song ci and couplets: not regular verse, one item per line, no blank line between them.
+    let lines: Vec<String> = (0..40)
+        .map(|i| format!("明月几时有，把酒问青天{i}。"))
+        .collect();
+    let corpus = Corpus::parse(&lines.join("\r\n"), Path::new("ci.txt"), CorpusKind::Auto).unwrap();
+    assert_eq!(corpus.kind, CorpusKind::Lines, "{}", corpus.why);
+    assert_eq!(corpus.items, lines);
+    let (train, val) = corpus.split_text();
+    assert_eq!(val, format!("{}\n{}\n", lines[19], lines[39]));
+    assert_eq!(train.lines().count(), 38);
+}
+
+#[test]
+fn running_text_too_short_for_a_block_says_so() {
+    let corpus = Corpus::parse(
+        "To be, or not to be.",
+        Path::new("one.txt"),
+        CorpusKind::Auto,
+    )
+    .unwrap();
+    assert_eq!(corpus.kind, CorpusKind::Text);
+    let tokenizer = CharTokenizer::from_text(&corpus.text()).unwrap();
+    let err = Splits::new(&corpus, &tokenizer, 8)
+        .err()
+        .expect("too short");
+    assert!(err.to_string().contains("--block-size"), "{err}");
+    assert!(Splits::new(&corpus, &tokenizer, 1).is_ok());
+}
+
+#[test]
+fn a_kind_asked_for_is_kept_and_said() {
+    let text = "白日依山尽，黄河入海流。欲穷千里目，更上一层楼。\n".repeat(3);
+    let corpus = Corpus::parse(&text, Path::new("x"), CorpusKind::Text).unwrap();
+    assert_eq!((corpus.kind, corpus.items.len()), (CorpusKind::Text, 1));
+    assert_eq!(corpus.text(), text);
+    assert!(corpus.describe("x").contains("as the config asks"));
 }

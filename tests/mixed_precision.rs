@@ -25,7 +25,7 @@ const STEPS: usize = 150;
 /// the matmuls in `precision` (same seeds, batches and learning rate for both precisions).
 fn losses(precision: Precision) -> Vec<f64> {
     let cfg = tiny_config();
-    let corpus = Corpus::load(Path::new(&cfg.train.corpus)).unwrap();
+    let corpus = Corpus::load(Path::new(&cfg.train.corpus), cfg.train.corpus_kind).unwrap();
     let tokenizer = CharTokenizer::from_text(&corpus.text()).unwrap();
     let model_cfg = shige::config::ModelConfig {
         vocab_size: tokenizer.vocab_size(),

@@ -275,7 +275,7 @@ fn every_form_comes_out_exact_and_acrostics_begin_the_lines() {
         let (start, constraint) =
             poem_start(&run.tokenizer, prompt, (form, acrostic, false), 120).unwrap();
         let gen = Generation {
-            constraint: Some(&constraint),
+            constraint: constraint.as_ref(),
             ..Generation::new(120, Sampling::with_temperature(0.8), Some(newline))
         };
         (0..4)

@@ -25,14 +25,8 @@ fn train_tiny(dir: &std::path::Path) {
     common::run(&cfg, dir, false, None).unwrap();
 }
 
-/// A tiny trained run served on 127.0.0.1 at an ephemeral port; its base URL.
-fn start_server(dir: &std::path::Path) -> String {
-    start_server_with(dir, Limits::default())
-}
-
-/// [`start_server`] with `limits`.
-fn start_server_with(dir: &std::path::Path, limits: Limits) -> String {
-    train_tiny(dir);
+/// The run in `dir` served on 127.0.0.1 at an ephemeral port; its base URL.
+fn serve_run(dir: &std::path::Path, limits: Limits) -> String {
     let served = Served::with_limits(load_run(dir).unwrap(), "tiny".into(), limits).unwrap();
     let served = Arc::new(served);
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -46,6 +40,17 @@ fn start_server_with(dir: &std::path::Path, limits: Limits) -> String {
         })
     });
     format!("http://{address}")
+}
+
+/// A tiny trained run served on 127.0.0.1 at an ephemeral port; its base URL.
+fn start_server(dir: &std::path::Path) -> String {
+    start_server_with(dir, Limits::default())
+}
+
+/// [`start_server`] with `limits`.
+fn start_server_with(dir: &std::path::Path, limits: Limits) -> String {
+    train_tiny(dir);
+    serve_run(dir, limits)
 }
 
 fn agent() -> ureq::Agent {
@@ -94,7 +99,7 @@ fn sampled(dir: &std::path::Path, form: Form, seed: u64) -> String {
     let run = load_run(dir).unwrap();
     let (ids, constraint) = poem_start(&run.tokenizer, "", (Some(form), "", false), 120).unwrap();
     let gen = Generation {
-        constraint: Some(&constraint),
+        constraint: constraint.as_ref(),
         ..Generation::new(120, Sampling::with_temperature(0.8), Some(ids[0]))
     };
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -581,4 +586,41 @@ fn clients_that_hang_up_mid_stream_leave_the_server_up() {
     let _ = server.wait();
     assert!(alive.is_none(), "serve ended: {alive:?}");
     assert_eq!(answer, 200);
+}
+
+#[test]
+fn a_run_of_running_text_streams_past_newlines_and_refuses_verse_rules() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = tmp.path().join("play.txt");
+    let speech = "ROMEO:\nBut soft, what light through yonder window breaks?\n\n";
+    std::fs::write(&corpus, speech.repeat(80)).unwrap();
+    let mut cfg = common::tiny_config();
+    (cfg.train.max_iters, cfg.train.corpus) = (20, corpus.to_str().unwrap().into());
+    let dir = tmp.path().join("run");
+    common::run(&cfg, &dir, false, None).unwrap();
+    let base = serve_run(&dir, Limits::default());
+    let (status, body) = get(&base, "/api/info", &[]);
+    assert!(
+        status == 200 && body.contains("\"corpus_kind\":\"text\""),
+        "{body}"
+    );
+    for rule in [("form", "wujue"), ("acrostic", "春"), ("meter", "true")] {
+        let (status, body) = get(&base, "/api/generate", &[rule]);
+        assert!(
+            status == 400 && body.contains("trained on text"),
+            "{rule:?}: {status} {body}"
+        );
+    }
+    let all = events(&base, &[("max_new_tokens", "50"), ("seed", "3")]);
+    let (event, done) = all.last().unwrap();
+    assert_eq!(event, "done", "{all:?}");
+    let done: serde_json::Value = serde_json::from_str(done).unwrap();
+    assert!(done["verse"].is_null(), "no verse score for a play: {done}");
+    // Running text does not end at its first newline (this seed draws one early on).
+    let text = done["text"].as_str().unwrap();
+    let before = text.split('\n').next().unwrap().chars().count();
+    assert!(
+        before < text.chars().count() && text.chars().count() <= 50,
+        "{text:?}"
+    );
 }

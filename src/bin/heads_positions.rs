@@ -58,6 +58,7 @@ fn run() -> Result<()> {
 fn ask_trained(args: &Args, checkpoint: &Path) -> Result<()> {
     let run = load_run(checkpoint)?;
     let diff = lesson::order_diff(&run.model, &run.tokenizer)?;
+    let (sentence, shuffled) = lesson::order_pair(&run.tokenizer)?;
     if let Some(dir) = &args.plot {
         let files = attention_maps::plot_files(Some(run.config.model.n_layer));
         attention_maps::check_plot_dir(dir, &files)?;
@@ -72,11 +73,11 @@ fn ask_trained(args: &Args, checkpoint: &Path) -> Result<()> {
     if args.json {
         outln!(
             "{}",
-            serde_json::json!({ "checkpoint": checkpoint, "n_layer": m.n_layer, "position": m.position, "diff": diff })
+            serde_json::json!({ "checkpoint": checkpoint, "n_layer": m.n_layer, "position": m.position, "sentence": sentence, "shuffled": shuffled, "diff": diff })
         )?;
     } else {
         outln!(
-            "{} ({} layer{}, {} positions): max |logits(白日依山尽) − logits(山依日白尽)| at the last position = {diff:.2e}",
+            "{} ({} layer{}, {} positions): max |logits({sentence}) − logits({shuffled})| at the last position = {diff:.2e}",
             checkpoint.display(),
             m.n_layer,
             if m.n_layer == 1 { "" } else { "s" },
@@ -92,7 +93,7 @@ fn ask_untrained(args: &Args) -> Result<()> {
     if let Some(dir) = &args.plot {
         attention_maps::check_plot_dir(dir, &attention_maps::plot_files(None))?;
     }
-    let corpus = Corpus::load(&args.corpus)?;
+    let corpus = Corpus::load(&args.corpus, shige::config::CorpusKind::Auto)?;
     let tokenizer = CharTokenizer::from_text(&corpus.text())?;
     let report = lesson::run(&tokenizer, args.seed)?;
     if let Some(dir) = &args.plot {

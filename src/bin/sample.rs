@@ -3,6 +3,7 @@
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use rand::SeedableRng;
+use shige::config::CorpusKind;
 use shige::data::poem::Form;
 use shige::data::tokenizer::NEWLINE;
 use shige::ops::WeightFormat;
@@ -48,9 +49,13 @@ struct Args {
     /// Seed: the same seed gives the same text.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Keep going past the end of a poem (by default a newline ends it).
+    /// Keep going past the end of a poem or line (by default a newline ends it, except for runs
+    /// trained on running text).
     #[arg(long)]
     no_stop_at_newline: bool,
+    /// Stop at the first newline for a run trained on running text too.
+    #[arg(long, conflicts_with = "no_stop_at_newline")]
+    stop_at_newline: bool,
     /// Write every poem in this exact form: wujue, qijue (4 lines of 5 or 7 characters),
     /// wulv, qilv (8 lines of 5 or 7).
     #[arg(long)]
@@ -90,6 +95,17 @@ fn run() -> Result<()> {
     let sampling = checked_request(&args)?;
     let device = shige::device::open(&args.device)?;
     let run = load_run_on(&args.checkpoint, &device)?;
+    let kind = run.config.train.trained_kind();
+    if args.form.is_some() || args.acrostic.is_some() || args.meter {
+        run.config
+            .train
+            .check_verse("--form, --acrostic and --meter write regulated verse")
+            .map_err(anyhow::Error::msg)?;
+    }
+    let stops = match kind {
+        CorpusKind::Text => args.stop_at_newline,
+        _ => !args.no_stop_at_newline,
+    };
     let rules = (
         args.form,
         args.acrostic.as_deref().unwrap_or(""),
@@ -98,16 +114,12 @@ fn run() -> Result<()> {
     let (prompt, constraint) = poem_start(&run.tokenizer, &args.prompt, rules, args.max_new_tokens)
         .context("the prompt cannot start a poem")?;
     let gen = Generation {
-        constraint: constraint.is_active().then_some(&constraint),
+        constraint: constraint.as_ref(),
         use_cache: !args.no_cache,
-        ..Generation::new(
-            args.max_new_tokens,
-            sampling,
-            (!args.no_stop_at_newline).then_some(prompt[0]),
-        )
+        ..Generation::new(args.max_new_tokens, sampling, stops.then_some(prompt[0]))
     };
     let poems = write_poems(&args, &run, &prompt, &gen)?;
-    if !args.json && args.num_samples > 1 {
+    if !args.json && args.num_samples > 1 && kind == CorpusKind::Verse {
         let well_formed = poems.iter().filter(|p| is_well_formed(p)).count();
         note!("well-formed verse: {well_formed} of {}", args.num_samples);
         let (summary, _) = Summary::of(&poems, Tables::shipped(), None);
@@ -182,7 +194,9 @@ fn write_poems(
         }
         let new = tokenizer.decode(&ids)?;
         let text = format!("{}{}", args.prompt, new.trim_end_matches(NEWLINE));
-        if args.json {
+        if args.json && run.config.train.trained_kind() != CorpusKind::Verse {
+            outln!("{}", serde_json::json!({ "text": text }))?;
+        } else if args.json {
             let (ok, verse) = (is_well_formed(&text), score_poem(&text, Tables::shipped()));
             let line = serde_json::json!({ "text": text, "well_formed": ok, "verse": verse });
             outln!("{line}")?;

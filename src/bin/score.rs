@@ -4,6 +4,7 @@
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use serde::Serialize;
+use shige::config::CorpusKind;
 use shige::data::corpus::text_lines;
 use shige::data::error::{describe_char, printable};
 use shige::data::tokenizer::NEWLINE;
@@ -64,6 +65,10 @@ struct PoemReport<'a> {
 /// Each poem's mean negative log-likelihood per character under the run in `dir`.
 fn likelihoods(dir: &Path, poems: &[String]) -> Result<Vec<f64>> {
     let run = load_run(dir)?;
+    run.config
+        .train
+        .check_verse("score weighs poems of regulated verse by the run's likelihood")
+        .map_err(anyhow::Error::msg)?;
     let newline = run
         .tokenizer
         .id(NEWLINE)
@@ -131,7 +136,7 @@ fn main() -> std::process::ExitCode {
 fn run() -> Result<()> {
     let args: Args = shige::cli::parse();
     shige::cli::stdout_is_the_product("the scores")?;
-    let corpus = Corpus::load(&args.corpus).with_context(|| {
+    let corpus = Corpus::load(&args.corpus, CorpusKind::Verse).with_context(|| {
         format!(
             "novelty is measured against the training split of {} (--corpus chooses another)",
             args.corpus.display()

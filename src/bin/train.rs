@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use shige::config::{Position, RunConfig};
+use shige::config::{CorpusKind, Position, RunConfig};
 use shige::train::{checkpoint::RunDir, train, TrainOptions};
 use std::path::PathBuf;
 
@@ -55,9 +55,12 @@ struct Args {
     /// Seed of the weights, batches and dropout.
     #[arg(long)]
     seed: Option<u64>,
-    /// Corpus file, one poem per line.
+    /// Corpus file: verse (one poem per line), one item per line, or running text.
     #[arg(long)]
     corpus: Option<String>,
+    /// What the corpus holds: auto (chosen from the file), verse, lines or text.
+    #[arg(long)]
+    corpus_kind: Option<CorpusKind>,
     /// Context length in characters.
     #[arg(long)]
     block_size: Option<usize>,
@@ -195,6 +198,7 @@ fn config_with_flags(path: &std::path::Path, args: &Args) -> Result<RunConfig> {
     set(&mut t.seed, args.seed);
     set(&mut t.dtype, args.dtype);
     set(&mut t.corpus, args.corpus.clone());
+    set(&mut t.corpus_kind, args.corpus_kind);
     set(&mut m.block_size, args.block_size);
     set(&mut m.n_layer, args.n_layer);
     set(&mut m.n_head, args.n_head);
@@ -233,7 +237,7 @@ fn report(summary: &shige::train::TrainSummary, json: bool, eval_iters: usize) -
         shige::machine::human_bytes(summary.peak_memory_bytes as f64), summary.val_loss_whole, summary.checkpoint
     );
     for s in &summary.samples {
-        shige::say!("  {s}");
+        shige::say!("  {}", s.replace('\n', "\n  "));
     }
     if summary.tokens_per_s == 0.0 && !summary.interrupted {
         shige::note!(

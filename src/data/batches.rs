@@ -1,6 +1,6 @@
 //! Token streams for the train and validation splits, and seeded random windows over them.
 
-use crate::data::corpus::{join_poems, Corpus};
+use crate::data::corpus::Corpus;
 use crate::data::error::DataError;
 use crate::data::tokenizer::CharTokenizer;
 use candle_core::{Device, Result, Tensor};
@@ -10,13 +10,13 @@ use rand_chacha::ChaCha8Rng;
 /// Which split to draw from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Split {
-    /// The training poems.
+    /// The training text.
     Train,
-    /// The held-out poems.
+    /// The held-out text.
     Val,
 }
 
-/// The two splits as token streams: poems concatenated, each followed by a newline.
+/// The two splits as token streams (`Corpus::split_text`).
 pub struct Splits {
     /// Training tokens.
     pub train: Vec<u32>,
@@ -32,10 +32,10 @@ impl Splits {
         tokenizer: &CharTokenizer,
         block_size: usize,
     ) -> std::result::Result<Self, DataError> {
-        let (train, val) = corpus.split();
+        let (train, val) = corpus.split_text();
         let splits = Splits {
-            train: tokenizer.encode(&join_poems(train.into_iter()))?,
-            val: tokenizer.encode(&join_poems(val.into_iter()))?,
+            train: tokenizer.encode(&train)?,
+            val: tokenizer.encode(&val)?,
         };
         for (name, tokens) in [("train", &splits.train), ("val", &splits.val)] {
             if tokens.len() < block_size + 1 {

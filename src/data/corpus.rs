@@ -1,25 +1,41 @@
-//! Loading a corpus file and splitting it into train and validation poems.
+//! Loading a corpus file of one of three kinds, and splitting it into train and validation text.
+//!
+//! - *verse*: one poem per line; lines that are not regular verse are left out;
+//! - *lines*: one item per line (ci, couplets, a poet's lines), every non-empty line kept;
+//! - *text*: running text (prose, drama, code), the whole file one token stream.
+//!
+//! Verse and lines hold out every `VAL_EVERY`-th item, so that the split never cuts one; running
+//! text holds out its last tenth, as nanoGPT does, so that no window straddles the split.
 
+use crate::config::CorpusKind;
 use crate::data::error::DataError;
 use crate::data::poem::regular_form;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// One poem in `VAL_EVERY` is held out for validation (5%), chosen by position so the split is
-/// deterministic and never cuts a poem.
+/// One item in `VAL_EVERY` is held out for validation (5%), chosen by position so the split is
+/// deterministic and never cuts an item.
 pub const VAL_EVERY: usize = 20;
 
-/// The poems of a corpus file: its lines that are regular-form verse.
+/// The share of running text held out for validation, at its end, in tenths: the characters
+/// after the first ⌊9n/10⌋ of n, as nanoGPT's `prepare.py` cuts them.
+pub const VAL_TENTHS: usize = 1;
+
+/// A corpus of one kind: its items (poems or lines), or for running text the whole text as one.
 #[derive(Debug, Clone)]
 pub struct Corpus {
-    /// Valid poems, in file order.
-    pub poems: Vec<String>,
-    /// Non-empty lines that were not regular-form verse and were left out.
+    /// Verse, lines or text (never auto).
+    pub kind: CorpusKind,
+    /// Why this kind: chosen from the file (and on what evidence), or asked for.
+    pub why: String,
+    /// The poems or lines in file order; for running text, one item: the whole text.
+    pub items: Vec<String>,
+    /// Non-empty lines that were not regular-form verse and were left out (verse only).
     pub skipped: usize,
 }
 
 impl Corpus {
-    /// Reads a UTF-8 file of one poem per line.
-    pub fn load(path: &Path) -> Result<Corpus, DataError> {
+    /// Reads a UTF-8 file of the given kind; `auto` chooses the kind from the file.
+    pub fn load(path: &Path, kind: CorpusKind) -> Result<Corpus, DataError> {
         if path.as_os_str().is_empty() {
             return Err(DataError::Unnamed);
         }
@@ -34,22 +50,53 @@ impl Corpus {
             path: path.into(),
             offset: e.utf8_error().valid_up_to(),
         })?;
-        Corpus::parse(&text, path)
+        Corpus::parse(&text, path, kind)
     }
 
     /// Parses the text of a corpus; `path` names it in errors. A byte-order mark at the start
-    /// (some Windows editors write one) is skipped.
-    pub fn parse(text: &str, path: &Path) -> Result<Corpus, DataError> {
+    /// (some Windows editors write one) is skipped, and every line ending becomes a line feed.
+    pub fn parse(text: &str, path: &Path, kind: CorpusKind) -> Result<Corpus, DataError> {
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        if let Some((offset, c)) = text
+            .char_indices()
+            .find(|&(_, c)| c.is_control() && !matches!(c, '\n' | '\r' | '\t'))
+        {
+            return Err(DataError::Binary {
+                path: path.into(),
+                offset,
+                char: c,
+            });
+        }
         let lines: Vec<&str> = text_lines(text)
             .map(str::trim)
             .filter(|l| !l.is_empty())
             .collect();
         if lines.is_empty() {
-            return Err(DataError::Empty {
-                path: PathBuf::from(path),
-            });
+            return Err(DataError::Empty { path: path.into() });
         }
+        let (kind, why) = match kind {
+            CorpusKind::Auto => choose_kind(text, &lines),
+            asked => (asked, "as the config asks".to_string()),
+        };
+        match kind {
+            CorpusKind::Text => Ok(Corpus {
+                kind,
+                why,
+                items: vec![text_lines(text).collect::<Vec<_>>().join("\n")],
+                skipped: 0,
+            }),
+            CorpusKind::Lines => Ok(Corpus {
+                kind,
+                why,
+                items: lines.iter().map(|l| l.to_string()).collect(),
+                skipped: 0,
+            }),
+            _ => Corpus::verse(&lines, path, why),
+        }
+    }
+
+    /// The regular-form poems among `lines`.
+    fn verse(lines: &[&str], path: &Path, why: String) -> Result<Corpus, DataError> {
         let poems: Vec<String> = lines
             .iter()
             .filter(|l| regular_form(l).is_some())
@@ -62,34 +109,97 @@ impl Corpus {
             });
         }
         Ok(Corpus {
+            kind: CorpusKind::Verse,
+            why,
             skipped: lines.len() - poems.len(),
-            poems,
+            items: poems,
         })
     }
 
-    /// The whole corpus as text, each poem followed by a newline.
+    /// The whole corpus as the model reads it: items each followed by a newline, or the text.
     pub fn text(&self) -> String {
-        join_poems(self.poems.iter())
+        match self.kind {
+            CorpusKind::Text => self.items.concat(),
+            _ => join_items(self.items.iter()),
+        }
     }
 
-    /// A fingerprint of the poems in their order (FNV-1a over the text): a run resumed on a
-    /// corpus whose poems changed would hold other poems out for validation.
+    /// A fingerprint of the text in its order (FNV-1a): a run resumed on a corpus whose text
+    /// changed would hold other text out for validation.
     pub fn fingerprint(&self) -> String {
-        super::fingerprint(self.poems.iter().flat_map(|p| p.bytes().chain([b'\n'])))
+        super::fingerprint(self.text().bytes())
     }
 
-    /// (train, val) poems: every `VAL_EVERY`-th poem (the last of each group) goes to validation.
+    /// (train, val) items: every `VAL_EVERY`-th item (the last of each group) goes to
+    /// validation. Running text is one item: see [`Corpus::split_text`].
     pub fn split(&self) -> (Vec<&String>, Vec<&String>) {
         let (mut train, mut val) = (Vec::new(), Vec::new());
-        for (i, poem) in self.poems.iter().enumerate() {
+        for (i, item) in self.items.iter().enumerate() {
             if i % VAL_EVERY == VAL_EVERY - 1 {
-                val.push(poem);
+                val.push(item);
             } else {
-                train.push(poem);
+                train.push(item);
             }
         }
         (train, val)
     }
+
+    /// (train, val) as the text the model reads: for verse and lines the items of each side
+    /// joined, for running text its first nine tenths and its last tenth (cut between
+    /// characters).
+    pub fn split_text(&self) -> (String, String) {
+        if self.kind != CorpusKind::Text {
+            let (train, val) = self.split();
+            return (join_items(train.into_iter()), join_items(val.into_iter()));
+        }
+        let text = self.text();
+        let chars = text.chars().count();
+        let cut = text
+            .char_indices()
+            .nth(chars * (10 - VAL_TENTHS) / 10)
+            .map_or(text.len(), |(i, _)| i);
+        (text[..cut].to_string(), text[cut..].to_string())
+    }
+
+    /// One line for `train`'s start: the kind, why, and how to choose another.
+    pub fn describe(&self, path: &str) -> String {
+        format!(
+            "corpus {path}: {} ({}); another kind: corpus_kind = \"verse\", \"lines\" or \"text\" in [train], or --corpus-kind",
+            match self.kind {
+                CorpusKind::Verse => "regular verse, one poem per line, every 20th held out",
+                CorpusKind::Lines => "one item per line, every 20th held out",
+                _ => "running text, one token stream, its last tenth held out",
+            },
+            self.why
+        )
+    }
+}
+
+/// The kind of a file read with `auto`, and why: verse when at least half its non-empty lines
+/// are regular-form poems; one item per line when it has at least `VAL_EVERY` lines and no
+/// blank line among them; else running text (blank lines between paragraphs or speeches say
+/// that its line breaks are part of the text).
+fn choose_kind(text: &str, lines: &[&str]) -> (CorpusKind, String) {
+    let poems = lines.iter().filter(|l| regular_form(l).is_some()).count();
+    if 2 * poems >= lines.len() {
+        let why = format!("{poems} of its {} lines are regular verse", lines.len());
+        return (CorpusKind::Verse, why);
+    }
+    let blank = text_lines(text.trim())
+        .filter(|l| l.trim().is_empty())
+        .count();
+    if blank == 0 && lines.len() >= VAL_EVERY {
+        let why = format!(
+            "{} lines, {poems} of them regular verse, and no blank line between them",
+            lines.len()
+        );
+        return (CorpusKind::Lines, why);
+    }
+    let why = match blank {
+        0 => format!("only {} lines", lines.len()),
+        _ => format!("{blank} blank lines between its {} lines", lines.len()),
+    };
+    (CorpusKind::Text, why)
 }
 
 /// The lines of `text`, ended by a line feed, a carriage return and line feed (Windows), or a
@@ -99,7 +209,49 @@ pub fn text_lines(text: &str) -> impl Iterator<Item = &str> {
         .flat_map(|line| line.strip_suffix('\r').unwrap_or(line).split('\r'))
 }
 
-/// Poems joined into one text, each followed by a newline.
-pub fn join_poems<'a>(poems: impl Iterator<Item = &'a String>) -> String {
-    poems.flat_map(|p| [p.as_str(), "\n"]).collect()
+/// Items (poems or lines) joined into one text, each followed by a newline.
+pub fn join_items<'a>(items: impl Iterator<Item = &'a String>) -> String {
+    items.flat_map(|p| [p.as_str(), "\n"]).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn parse(text: &str) -> Corpus {
+        Corpus::parse(text, &PathBuf::from("t.txt"), CorpusKind::Auto).unwrap()
+    }
+
+    #[test]
+    fn auto_chooses_verse_lines_or_text_from_the_file() {
+        let poem = "白日依山尽，黄河入海流。欲穷千里目，更上一层楼。";
+        assert_eq!(
+            parse(&format!("{poem}\n{poem}\n随便\n")).kind,
+            CorpusKind::Verse
+        );
+        let ci = "明月几时有，把酒问青天。\n".repeat(VAL_EVERY);
+        assert_eq!(parse(&ci).kind, CorpusKind::Lines);
+        let drama = "ROMEO:\nBut soft!\n\nJULIET:\nAy me!\n".repeat(10);
+        assert_eq!(parse(&drama).kind, CorpusKind::Text);
+        assert_eq!(parse("one line of prose").kind, CorpusKind::Text);
+    }
+
+    #[test]
+    fn running_text_keeps_its_text_and_holds_out_its_last_tenth() {
+        let text = "a\r\nb\rc\n\n  d\te\n".repeat(7);
+        let corpus = Corpus::parse(&text, &PathBuf::from("t"), CorpusKind::Text).unwrap();
+        let want = "a\nb\nc\n\n  d\te\n".repeat(7);
+        assert_eq!(corpus.text(), want);
+        let (train, val) = corpus.split_text();
+        assert_eq!(format!("{train}{val}"), want);
+        let n = want.chars().count();
+        assert_eq!(val.chars().count(), n - n * 9 / 10);
+    }
+
+    #[test]
+    fn a_binary_file_is_refused() {
+        let err = Corpus::parse("abc\0def", &PathBuf::from("t"), CorpusKind::Auto).unwrap_err();
+        assert!(err.to_string().contains("binary"), "{err}");
+    }
 }

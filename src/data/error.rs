@@ -24,6 +24,16 @@ pub enum DataError {
         /// Where the first invalid byte is.
         offset: usize,
     },
+    /// The corpus holds control characters: a binary file, not text.
+    #[error("corpus {path} looks like a binary file, not text: it holds the control character {} at byte {offset}; give a UTF-8 text file", describe_char(*.char))]
+    Binary {
+        /// The file.
+        path: PathBuf,
+        /// The byte offset of the first control character.
+        offset: usize,
+        /// That character.
+        char: char,
+    },
     /// The corpus has no line at all.
     #[error("corpus {path} is empty: it needs one poem per line, e.g. 白日依山尽，黄河入海流。欲穷千里目，更上一层楼。")]
     Empty {

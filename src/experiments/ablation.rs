@@ -14,7 +14,7 @@
 //! model = { n_head = 1 }
 //! ```
 
-use crate::config::RunConfig;
+use crate::config::{CorpusKind, RunConfig};
 use crate::data::{Corpus, Split, Splits};
 use crate::experiments::{lesson, probe};
 use crate::model::{Gpt, Mode};
@@ -426,9 +426,13 @@ fn finished_run_of(run: &RunDir, cfg: &RunConfig) -> Result<bool> {
         return Ok(false);
     }
     let saved = RunConfig::load(&run.file(CONFIG_FILE))?;
+    // What training fills in (the vocabulary, the kind `auto` chose) is compared as saved.
     let mut asked = cfg.clone();
     if asked.model.vocab_size == 0 {
         asked.model.vocab_size = saved.model.vocab_size;
+    }
+    if asked.train.corpus_kind == CorpusKind::Auto {
+        asked.train.corpus_kind = saved.train.corpus_kind;
     }
     let differences = saved.differences(&asked, ["saved", "asked"]);
     if !differences.is_empty() {
@@ -458,7 +462,7 @@ fn measure(spec: &Spec, variant: &Variant, label: String, dir: &Path) -> Result<
         .map(|(_, t)| t.elem_count())
         .sum();
     let cfg = &loaded.config;
-    let corpus = Corpus::load(Path::new(&cfg.train.corpus))?;
+    let corpus = Corpus::load(Path::new(&cfg.train.corpus), cfg.train.corpus_kind)?;
     let longest = spec
         .contexts
         .iter()

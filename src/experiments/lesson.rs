@@ -18,6 +18,28 @@ pub const SENTENCE: &str = "白日依山尽";
 /// The same characters with the first four reordered.
 pub const SHUFFLED: &str = "山依日白尽";
 
+/// The sentence pairs the order question can be asked with, each the same characters with the
+/// last one kept and the others reordered: the lesson's line, and the same question for a
+/// vocabulary without it (a run trained on English text).
+pub const PAIRS: [(&str, &str); 2] = [
+    (SENTENCE, SHUFFLED),
+    ("the dog bit the man.", "the man bit the dog."),
+];
+
+/// The first of [`PAIRS`] whose characters are all in `tokenizer`'s vocabulary.
+pub fn order_pair(tokenizer: &CharTokenizer) -> Result<(&'static str, &'static str)> {
+    let known = |text: &str| text.chars().all(|c| tokenizer.id(c).is_some());
+    PAIRS
+        .into_iter()
+        .find(|(sentence, _)| known(sentence))
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "the vocabulary has the characters of neither '{SENTENCE}' nor '{}': the order question needs a run trained on Chinese verse or English text",
+                PAIRS[1].0
+            )
+        })
+}
+
 /// One cell of the order-leak table.
 #[derive(Debug, Clone, Serialize)]
 pub struct OrderLeak {
@@ -25,7 +47,7 @@ pub struct OrderLeak {
     pub layers: usize,
     /// The positional scheme ("none" is the learned model with its table zeroed, as in the lesson).
     pub position: Position,
-    /// max |logits(SENTENCE) − logits(SHUFFLED)| at the last position.
+    /// max |logits(sentence) − logits(shuffled)| at the last position.
     pub diff: f32,
 }
 
@@ -40,7 +62,7 @@ pub struct AttentionParams {
     pub c_proj: usize,
 }
 
-/// Shapes in a 32-dim, 4-head attention layer reading the 5-character sentence.
+/// Shapes in a 32-dim, 4-head attention layer reading the sentence.
 #[derive(Debug, Clone, Serialize)]
 pub struct Shapes {
     /// q before the split: (B, T, C).
@@ -54,6 +76,10 @@ pub struct Shapes {
 /// Everything the experiment measures.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
+    /// The sentence of part 1 ([`order_pair`]).
+    pub sentence: &'static str,
+    /// Its characters reordered.
+    pub shuffled: &'static str,
     /// The seed of the random models.
     pub seed: u64,
     /// Vocabulary size of the tokenizer used.
@@ -109,15 +135,17 @@ pub fn order_leak(
     order_diff(&model, tokenizer)
 }
 
-/// max |logits(SENTENCE) − logits(SHUFFLED)| at the last position for `model`: 0 up to float
-/// rounding when the model cannot see the order of the first four characters.
+/// max |logits(sentence) − logits(shuffled)| at the last position for `model`, of the pair
+/// [`order_pair`] chooses: 0 up to float rounding when the model cannot see the order of the
+/// characters before the last.
 pub fn order_diff(model: &Gpt, tokenizer: &CharTokenizer) -> Result<f32> {
     let device = Device::Cpu;
+    let (sentence, shuffled) = order_pair(tokenizer)?;
     let last = |text: &str| -> Result<Tensor> {
         let logits = model.forward(&ids(tokenizer, text, &device)?, &mut Mode::Eval)?; // (1, T, V)
         Ok(logits.get(0)?.get(text.chars().count() - 1)?) // (V,)
     };
-    let diff = (last(SENTENCE)? - last(SHUFFLED)?)?
+    let diff = (last(sentence)? - last(shuffled)?)?
         .abs()?
         .max(0)?
         .to_scalar::<f32>()?;
@@ -135,12 +163,13 @@ fn shapes(tokenizer: &CharTokenizer, seed: u64) -> Result<Shapes> {
         ..Default::default()
     };
     let (model, _) = Gpt::seeded(&cfg, seed, &device)?;
-    let x = model.embed(&ids(tokenizer, SENTENCE, &device)?, &mut Mode::Eval)?; // (1, 5, 32)
+    let sentence = order_pair(tokenizer)?.0;
+    let x = model.embed(&ids(tokenizer, sentence, &device)?, &mut Mode::Eval)?; // (1, T, 32)
     let (block, pos, kernels) = (&model.h[0], &model.position, model.kernels());
     let (q, k, _v) = block
         .attn
-        .qkv(&block.attn_input(&x, kernels)?, pos, kernels)?; // (1, 4, 5, 8)
-    let weights = block.attn.weights((&q, &k), pos, kernels)?; // (1, 4, 5, 5)
+        .qkv(&block.attn_input(&x, kernels)?, pos, kernels)?; // (1, 4, T, 8)
+    let weights = block.attn.weights((&q, &k), pos, kernels)?; // (1, 4, T, T)
     let (b, h, t, d) = q.dims4()?;
     Ok(Shapes {
         q: vec![b, t, h * d],
@@ -192,7 +221,10 @@ pub fn run(tokenizer: &CharTokenizer, seed: u64) -> Result<Report> {
             });
         }
     }
+    let (sentence, shuffled) = order_pair(tokenizer)?;
     Ok(Report {
+        sentence,
+        shuffled,
         seed,
         vocab_size: tokenizer.vocab_size(),
         n_embd: base.n_embd,
@@ -222,9 +254,9 @@ impl Report {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "== 1. '{SENTENCE}' vs '{SHUFFLED}': max |difference| of the last position's logits\n   \
+            "== 1. '{}' vs '{}': max |difference| of the last position's logits\n   \
              (untrained, seed {}, n_embd {}, {} heads, vocabulary {}; 'none' = learned table zeroed, as the lesson does)\n",
-            self.seed, self.n_embd, self.n_head, self.vocab_size
+            self.sentence, self.shuffled, self.seed, self.n_embd, self.n_head, self.vocab_size
         );
         let _ = write!(s, "  {:<8}", "layers");
         for p in Position::ALL {

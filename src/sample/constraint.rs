@@ -97,11 +97,6 @@ impl PoemConstraint {
         Ok(self)
     }
 
-    /// Whether the constraint restricts anything.
-    pub fn is_active(&self) -> bool {
-        self.form.is_some() || !self.acrostic.is_empty()
-    }
-
     /// The (line, column) of the character after `poem` in the form's shape.
     fn position(&self, poem: &[u32]) -> Option<(usize, usize)> {
         let (chars, _) = self.form?.shape();

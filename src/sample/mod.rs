@@ -97,25 +97,29 @@ pub enum SampleError {
 
 /// The start of a poem: the newline that opens it and the prompt's tokens, checked against the
 /// rules of `--form`, `--acrostic` and `--meter` (and that `max_new_tokens` can finish the form),
-/// with the constraint that keeps those rules while it is written.
+/// with the constraint that keeps those rules while it is written (`None` without rules: any
+/// text, verse or not).
 pub fn poem_start(
     tokenizer: &CharTokenizer,
     prompt: &str,
     (form, acrostic, meter): (Option<Form>, &str, bool),
     max_new_tokens: usize,
-) -> std::result::Result<(Vec<u32>, PoemConstraint), SampleError> {
+) -> std::result::Result<(Vec<u32>, Option<PoemConstraint>), SampleError> {
     one_line(prompt, "the prompt").map_err(SampleError::LineBreak)?;
     let newline = tokenizer
         .id(NEWLINE)
         .ok_or(SampleError::MissingMark(NEWLINE))?;
     let mut ids = vec![newline];
     ids.extend(tokenizer.encode(prompt)?);
+    if form.is_none() && acrostic.is_empty() && !meter {
+        return Ok((ids, None));
+    }
     let mut constraint = PoemConstraint::new(tokenizer, form, acrostic)?;
     if meter {
         constraint = constraint.with_meter(Tables::shipped())?;
     }
     constraint.check_start(&ids, max_new_tokens)?;
-    Ok((ids, constraint))
+    Ok((ids, Some(constraint)))
 }
 
 /// What to generate and how.

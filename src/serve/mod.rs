@@ -10,6 +10,7 @@
 
 pub mod http;
 
+use crate::config::CorpusKind;
 use crate::data::poem::{one_line, Form};
 use crate::data::tokenizer::NEWLINE;
 use crate::experiments::attention_maps::attention_weights;
@@ -263,6 +264,7 @@ async fn info(State(served): State<Arc<Served>>) -> Json<Value> {
     Json(json!({
         "run": served.name,
         "model": cfg,
+        "corpus_kind": served.run.config.train.trained_kind(),
         "forms": Form::ALL.map(Form::name),
     }))
 }
@@ -302,7 +304,7 @@ fn default_max_new_tokens() -> usize {
 struct PoemRequest {
     prompt: String,
     ids: Vec<u32>,
-    constraint: PoemConstraint,
+    constraint: Option<PoemConstraint>,
     sampling: Sampling,
     seed: u64,
     max_new_tokens: usize,
@@ -330,6 +332,12 @@ fn poem_request(served: &Served, p: PoemParams) -> Result<PoemRequest, ApiError>
         "" => None,
         name => Some(name.parse::<Form>().map_err(as_parameters)?),
     };
+    if form.is_some() || !p.acrostic.is_empty() || p.meter {
+        let train = &served.run.config.train;
+        train
+            .check_verse("form, acrostic and meter write regulated verse")
+            .map_err(ApiError::bad)?;
+    }
     let rules = (form, p.acrostic.as_str(), p.meter);
     let (ids, constraint) = poem_start(&served.run.tokenizer, &p.prompt, rules, p.max_new_tokens)
         .map_err(as_parameters)?;
@@ -364,14 +372,15 @@ async fn generate(
 /// Draws the poem of `request`, sending each character to `events`; stops when nobody listens.
 fn write_poem(served: &Served, request: PoemRequest, events: mpsc::Sender<Event>) {
     let (run, cancel) = (&served.run, AtomicBool::new(false));
+    let verse = run.config.train.trained_kind() == CorpusKind::Verse;
+    // Running text goes on past its newlines, which are part of it.
+    let running = run.config.train.trained_kind() == CorpusKind::Text;
     let newline = request.ids[0];
+    let stop = (!running).then_some(newline);
     let gen = Generation {
-        constraint: request
-            .constraint
-            .is_active()
-            .then_some(&request.constraint),
+        constraint: request.constraint.as_ref(),
         cancel: Some(&cancel),
-        ..Generation::new(request.max_new_tokens, request.sampling, Some(newline))
+        ..Generation::new(request.max_new_tokens, request.sampling, stop)
     };
     let mut rng = ChaCha8Rng::seed_from_u64(request.seed);
     let send = |event: Event| {
@@ -380,7 +389,7 @@ fn write_poem(served: &Served, request: PoemRequest, events: mpsc::Sender<Event>
         }
     };
     let mut on_token = |id: u32| {
-        if id != newline {
+        if Some(id) != stop {
             send(
                 Event::default()
                     .event("token")
@@ -394,7 +403,7 @@ fn write_poem(served: &Served, request: PoemRequest, events: mpsc::Sender<Event>
     let last = drawn.map_err(|e| e.to_string()).and_then(|ids| {
         let new = run.tokenizer.decode(&ids).map_err(|e| e.to_string())?;
         let text = format!("{}{}", request.prompt, new.trim_end_matches(NEWLINE));
-        let verse = score_poem(&text, Tables::shipped());
+        let verse = verse.then(|| score_poem(&text, Tables::shipped()));
         Event::default()
             .event("done")
             .json_data(json!({ "text": text, "verse": verse }))
@@ -486,13 +495,14 @@ async fn order(State(served): State<Arc<Served>>) -> Result<Json<Value>, ApiErro
     blocking(served, |served| {
         let (model, tokenizer) = (&served.run.model, &served.run.tokenizer);
         let loaded = order_diff(model, tokenizer).map_err(ApiError::bad)?;
+        let (sentence, shuffled) = lesson::order_pair(tokenizer).map_err(ApiError::bad)?;
         if served.untrained.get().is_none() {
             let report = lesson::run(tokenizer, 1337).map_err(ApiError::internal)?;
             let _ = served.untrained.set(report);
         }
         Ok(Json(json!({
-            "sentence": lesson::SENTENCE,
-            "shuffled": lesson::SHUFFLED,
+            "sentence": sentence,
+            "shuffled": shuffled,
             "loaded": { "layers": model.config().n_layer, "position": model.config().position, "diff": loaded },
             "untrained": served.untrained.get().map(|r| &r.order_leak),
         })))

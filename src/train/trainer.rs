@@ -1,6 +1,6 @@
 //! The training loop: batches, loss, backward, clipping, AdamW, evaluation, checkpoints, progress.
 
-use crate::config::RunConfig;
+use crate::config::{CorpusKind, RunConfig};
 use crate::data::error::describe_char;
 use crate::data::{tokenizer::NEWLINE, CharTokenizer, Corpus, DataError, Split, Splits};
 use crate::files::atomic_write;
@@ -106,15 +106,20 @@ fn rng(seed: u64, stream: u64) -> ChaCha8Rng {
     rng
 }
 
-/// Reads the corpus, saying on stderr how many of its lines were left out.
+/// Reads the corpus, saying on stderr which kind it is read as, and why, and how many of its
+/// lines were left out.
 fn load_corpus(cfg: &RunConfig, progress: bool) -> Result<Corpus> {
-    let corpus = Corpus::load(Path::new(&cfg.train.corpus))?;
+    let t = &cfg.train;
+    let corpus = Corpus::load(Path::new(&t.corpus), t.corpus_kind)?;
+    if progress {
+        crate::note!("{}", corpus.describe(&t.corpus));
+    }
     if progress && corpus.skipped > 0 {
         crate::note!(
-            "note: {} of {} lines of {} are not regular verse (4 or 8 lines of 5 or 7 characters, each ended by ，。？！；) and were left out",
+            "note: {} of {} lines of {} are not regular verse (4 or 8 lines of 5 or 7 characters, each ended by ，。？！；) and were left out; to keep every line, train with --corpus-kind lines",
             corpus.skipped,
-            corpus.skipped + corpus.poems.len(),
-            cfg.train.corpus
+            corpus.skipped + corpus.items.len(),
+            t.corpus
         );
     }
     Ok(corpus)
@@ -161,6 +166,15 @@ fn check_resume(run: &RunDir, cfg: &RunConfig, progress: bool) -> Result<()> {
             );
         }
     }
+    if saved.trained_kind() != t.corpus_kind {
+        bail!(
+            "the corpus is read as {} but the run in {} was trained on it as {}: a resumed run keeps its kind, \
+             since the kind decides the validation split; leave --corpus-kind out (or start a new run with --out)",
+            t.corpus_kind,
+            run.path.display(),
+            saved.trained_kind()
+        );
+    }
     if progress && saved.batch_size != t.batch_size {
         crate::note!(
             "note: batch_size {} → {}: the fixed validation batches are drawn at the new size from here on, \
@@ -205,6 +219,7 @@ fn set_up(opts: &TrainOptions) -> Result<Setup> {
     }
     run.remove_temporary_files();
     let corpus = load_corpus(&cfg, opts.progress)?;
+    cfg.train.corpus_kind = corpus.kind; // saved with the run: a resume reads it the same way
     let tokenizer = tokenizer_for(&run, &corpus, opts.resume)?;
     match cfg.model.vocab_size {
         0 => cfg.model.vocab_size = tokenizer.vocab_size(),
@@ -507,9 +522,14 @@ fn final_samples(s: &Setup) -> Result<Vec<String>> {
         .id(NEWLINE)
         .context("the tokenizer has no newline token")?;
     let mut sample_rng = rng(s.cfg.train.seed, 4);
+    // A poem or a line ends at its newline; running text goes on for a few lines.
+    let (length, stop) = match s.cfg.train.corpus_kind {
+        CorpusKind::Text => (200, None),
+        _ => (100, Some(newline)),
+    };
     (0..3)
         .map(|_| -> Result<String> {
-            let gen = Generation::new(100, Sampling::with_temperature(0.8), Some(newline));
+            let gen = Generation::new(length, Sampling::with_temperature(0.8), stop);
             let ids = generate(&s.model, &[newline], &gen, &mut sample_rng, &mut |_| {})?;
             Ok(s.tokenizer.decode(&ids)?.trim_end().to_string())
         })

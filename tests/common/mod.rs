@@ -48,11 +48,8 @@ pub fn curve(dir: &Path) -> Vec<(usize, f64, f64)> {
 
 /// The tiny corpus shipped for tests.
 pub fn tiny_corpus() -> Corpus {
-    Corpus::load(Path::new(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/data/tiny.txt"
-    )))
-    .expect("data/tiny.txt loads")
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/data/tiny.txt");
+    Corpus::load(Path::new(path), shige::config::CorpusKind::Auto).expect("data/tiny.txt loads")
 }
 
 /// The tokenizer of the tiny corpus.
