@@ -223,3 +223,65 @@ fn a_line_collection_keeps_every_line_and_its_samples_end_at_a_newline() {
         "{err}"
     );
 }
+
+/// The ci of data/ci.txt to 浣溪沙 and 菩萨蛮, 150 of each.
+fn two_tunes() -> String {
+    let text = std::fs::read_to_string(root().join("data/ci.txt")).unwrap();
+    ["【浣溪沙】", "【菩萨蛮】"]
+        .iter()
+        .flat_map(|tune| text.lines().filter(move |l| l.starts_with(tune)).take(150))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+#[test]
+fn ci_train_sample_to_a_tune_and_score_by_their_tunes_pattern() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = write(tmp.path(), "ci.txt", &two_tunes());
+    let out = tmp.path().join("ci");
+    train(&corpus, &out, "20", &[]);
+    let dir = out.to_str().unwrap();
+    let sample = [
+        "--checkpoint",
+        dir,
+        "--num-samples",
+        "3",
+        "--tune",
+        "浣溪沙",
+    ];
+    let said = ok(SAMPLE, &sample);
+    assert!(
+        said.contains("3 have their tune's pattern (100 %)"),
+        "{said}"
+    );
+    let ci = write(
+        tmp.path(),
+        "samples.txt",
+        &String::from_utf8(run(SAMPLE, &sample).stdout).unwrap(),
+    );
+    let scored = ok(SCORE, &[&ci, "--corpus", &corpus]);
+    assert_eq!(
+        scored.matches("浣溪沙: has the tune's pattern").count(),
+        3,
+        "{scored}"
+    );
+
+    let out = run(SAMPLE, &["--checkpoint", dir, "--tune", "水调哥头"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("水调歌头"),
+        "the nearest names: {err}"
+    );
+    let out = run(
+        SAMPLE,
+        &["--checkpoint", dir, "--tune", "浣溪沙", "--form", "qijue"],
+    );
+    assert!(
+        !out.status.success(),
+        "a tune and a form exclude each other"
+    );
+
+    // The held-out real ci: the human baseline of the tunes' fit.
+    let val = ok(SCORE, &["--val", "--corpus", &corpus]);
+    assert!(val.contains("15 ci, 15 of a tune in the 词谱"), "{val}");
+}

@@ -7,9 +7,12 @@ use shige::config::CorpusKind;
 use shige::data::poem::Form;
 use shige::data::tokenizer::NEWLINE;
 use shige::ops::WeightFormat;
-use shige::sample::{is_well_formed, poem_start, Generation, Generator, Sampling, MAX_POEM_CHARS};
+use shige::sample::{
+    is_well_formed, poem_start, tune_start, Generation, Generator, Sampling, MAX_POEM_CHARS,
+};
 use shige::train::checkpoint::load_run_on;
-use shige::verse::{score_poem, Summary, Tables};
+use shige::verse::tunes::{score_ci, tune_header, CiSummary};
+use shige::verse::{score_poem, Summary, Tables, Tunes};
 use shige::{note, out, outln};
 use std::path::PathBuf;
 
@@ -22,7 +25,8 @@ const MAX_NEW_TOKENS_LIMIT: usize = 100_000;
     allow_negative_numbers = true,
     after_help = "Examples:
   cargo run --release --bin sample -- --checkpoint checkpoints/<run> --prompt 白日
-  cargo run --release --bin sample -- --checkpoint checkpoints/<run> --form qijue --acrostic 春夏秋冬"
+  cargo run --release --bin sample -- --checkpoint checkpoints/<run> --form qijue --acrostic 春夏秋冬
+  cargo run --release --bin sample -- --checkpoint checkpoints/<ci run> --tune 水调歌头"
 )]
 struct Args {
     /// Run directory written by `train`.
@@ -68,6 +72,10 @@ struct Args {
     /// --form or --acrostic).
     #[arg(long)]
     meter: bool,
+    /// Write a Song ci to this tune (词牌, e.g. 水调歌头), its sentences' lengths and marks
+    /// kept as the tune's pattern in data/cipu.tsv has them (needs a run trained on data/ci.txt).
+    #[arg(long, conflicts_with_all = ["form", "acrostic", "meter"])]
+    tune: Option<String>,
     /// Recompute the whole context for every character instead of using the key/value cache.
     #[arg(long)]
     no_cache: bool,
@@ -106,19 +114,37 @@ fn run() -> Result<()> {
         CorpusKind::Text => args.stop_at_newline,
         _ => !args.no_stop_at_newline,
     };
-    let rules = (
-        args.form,
-        args.acrostic.as_deref().unwrap_or(""),
-        args.meter,
-    );
-    let (prompt, constraint) = poem_start(&run.tokenizer, &args.prompt, rules, args.max_new_tokens)
-        .context("the prompt cannot start a poem")?;
+    let (prompt, constraint) = match &args.tune {
+        Some(name) => {
+            let tune = Tunes::shipped().get(name).map_err(anyhow::Error::msg)?;
+            let (ids, constraint) =
+                tune_start(&run.tokenizer, tune, &args.prompt, args.max_new_tokens)
+                    .context("the prompt cannot start a ci")?;
+            (ids, Some(constraint))
+        }
+        None => {
+            let rules = (
+                args.form,
+                args.acrostic.as_deref().unwrap_or(""),
+                args.meter,
+            );
+            poem_start(&run.tokenizer, &args.prompt, rules, args.max_new_tokens)
+                .context("the prompt cannot start a poem")?
+        }
+    };
     let gen = Generation {
         constraint: constraint.as_ref(),
         use_cache: !args.no_cache,
         ..Generation::new(args.max_new_tokens, sampling, stops.then_some(prompt[0]))
     };
     let poems = write_poems(&args, &run, &prompt, &gen)?;
+    if !args.json && args.num_samples > 1 && args.tune.is_some() {
+        let scores: Vec<_> = poems
+            .iter()
+            .filter_map(|p| score_ci(p, Tunes::shipped()))
+            .collect();
+        note!("{}", CiSummary::of(&scores).describe());
+    }
     if !args.json && args.num_samples > 1 && kind == CorpusKind::Verse {
         let well_formed = poems.iter().filter(|p| is_well_formed(p)).count();
         note!("well-formed verse: {well_formed} of {}", args.num_samples);
@@ -175,9 +201,13 @@ fn write_poems(
     let mut generator = Generator::with_weights(&run.model, format); // packs once for all samples
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed);
     let mut poems = Vec::new();
+    let opening = match &args.tune {
+        Some(tune) => tune_header(tune) + &args.prompt,
+        None => args.prompt.clone(),
+    };
     for _ in 0..args.num_samples {
         if !args.json {
-            out!("{}", args.prompt)?;
+            out!("{opening}")?;
         }
         // A character that cannot be written (a full disk) stops the poems with its error.
         let mut failed = None;
@@ -193,8 +223,10 @@ fn write_poems(
             return Err(err);
         }
         let new = tokenizer.decode(&ids)?;
-        let text = format!("{}{}", args.prompt, new.trim_end_matches(NEWLINE));
-        if args.json && run.config.train.trained_kind() != CorpusKind::Verse {
+        let text = format!("{opening}{}", new.trim_end_matches(NEWLINE));
+        if let (true, Some(score)) = (args.json, score_ci(&text, Tunes::shipped())) {
+            outln!("{}", serde_json::json!({ "text": text, "ci": score }))?;
+        } else if args.json && run.config.train.trained_kind() != CorpusKind::Verse {
             outln!("{}", serde_json::json!({ "text": text }))?;
         } else if args.json {
             let (ok, verse) = (is_well_formed(&text), score_poem(&text, Tables::shipped()));

@@ -1,5 +1,6 @@
 //! Score poems as regulated verse: `cargo run --release --bin score -- FILE` (one poem per line), or
-//! `--val` for the held-out real poems of the corpus.
+//! `--val` for the held-out real poems of the corpus; a Song ci (a line `【tune】text`) is scored
+//! by whether it has its tune's pattern.
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
@@ -13,16 +14,19 @@ use shige::files::{read_stdin_text_limited, read_text_limited, POEMS_LIMIT};
 use shige::outln;
 use shige::sample::{mean_nll, MAX_POEM_CHARS};
 use shige::train::checkpoint::load_run;
-use shige::verse::{Novelty, Summary, Tables, VerseScore};
+use shige::verse::tunes::{score_ci, split_tune, CiScore, CiSummary};
+use shige::verse::{Novelty, Summary, Tables, Tunes, VerseScore};
 use std::path::{Path, PathBuf};
 
 /// Score poems as regulated verse: form, best tonal template (平仄), the share of tones that fit,
-/// rhyme (平水韵), and how much is copied from the training poems.
+/// rhyme (平水韵), and how much is copied from the training poems. A line `【tune】text` is a
+/// Song ci: whether it has its tune's pattern (data/cipu.tsv).
 #[derive(Parser)]
 #[command(
     allow_negative_numbers = true,
     after_help = "Examples:
   cargo run --release --bin score -- --val
+  cargo run --release --bin score -- --val --corpus data/ci.txt
   cargo run --release --bin sample -- --checkpoint checkpoints/<run> --num-samples 100 > poems.txt
   cargo run --release --bin score -- poems.txt
   cargo run --release --bin sample -- --checkpoint checkpoints/<run> --num-samples 20 | cargo run --release --bin score -- -"
@@ -52,6 +56,18 @@ struct Report<'a> {
     /// The mean over poems of their mean negative log-likelihood per character, with --checkpoint.
     mean_nll: Option<f64>,
     poems: Vec<PoemReport<'a>>,
+    /// The ci's summary and each ci's score, if there were ci.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ci_summary: Option<CiSummary>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    ci: Vec<CiReport<'a>>,
+}
+
+#[derive(Serialize)]
+struct CiReport<'a> {
+    ci: &'a str,
+    #[serde(flatten)]
+    score: &'a CiScore,
 }
 
 #[derive(Serialize)]
@@ -136,21 +152,37 @@ fn main() -> std::process::ExitCode {
 fn run() -> Result<()> {
     let args: Args = shige::cli::parse();
     shige::cli::stdout_is_the_product("the scores")?;
-    let corpus = Corpus::load(&args.corpus, CorpusKind::Verse).with_context(|| {
+    let corpus = Corpus::load(&args.corpus, CorpusKind::Auto).with_context(|| {
         format!(
             "novelty is measured against the training split of {} (--corpus chooses another)",
             args.corpus.display()
         )
     })?;
+    if corpus.kind == CorpusKind::Text {
+        bail!(
+            "{} is running text, not poems one per line: give --corpus a corpus of poems or ci (data/poems.txt, data/ci.txt)",
+            args.corpus.display()
+        );
+    }
     let (train, val) = corpus.split();
-    let poems = poems_to_score(&args, train.len(), val)?;
+    let lines = poems_to_score(&args, train.len(), val)?;
+    let (ci_lines, poems): (Vec<String>, Vec<String>) =
+        lines.into_iter().partition(|l| split_tune(l).is_some());
+    let ci: Vec<CiScore> = ci_lines
+        .iter()
+        .filter_map(|l| score_ci(l, Tunes::shipped()))
+        .collect();
+    let ci_summary = (!ci.is_empty()).then(|| CiSummary::of(&ci));
     let novelty = Novelty::new(train);
     let (summary, scores) = Summary::of(&poems, Tables::shipped(), Some(&novelty));
     let nll = match &args.checkpoint {
         Some(dir) => Some(likelihoods(dir, &poems)?),
         None => None,
     };
-    let mean_nll = nll.as_ref().map(|n| n.iter().sum::<f64>() / n.len() as f64);
+    let mean_nll = nll
+        .as_ref()
+        .filter(|n| !n.is_empty())
+        .map(|n| n.iter().sum::<f64>() / n.len() as f64);
     if args.json {
         let report = Report {
             summary: &summary,
@@ -165,6 +197,12 @@ fn run() -> Result<()> {
                     nll: nll.as_ref().map(|n| n[i]),
                 })
                 .collect(),
+            ci_summary,
+            ci: ci_lines
+                .iter()
+                .zip(&ci)
+                .map(|(ci, score)| CiReport { ci, score })
+                .collect(),
         };
         outln!("{}", serde_json::to_string(&report)?)?;
         return Ok(());
@@ -172,7 +210,15 @@ fn run() -> Result<()> {
     for (poem, score) in poems.iter().zip(&scores) {
         outln!("{}\n  {}", printable(poem), describe(score))?;
     }
-    outln!("{}", summary.describe())?;
+    for (ci, score) in ci_lines.iter().zip(&ci) {
+        outln!("{}\n  {}", printable(ci), describe_ci(score))?;
+    }
+    if !poems.is_empty() {
+        outln!("{}", summary.describe())?;
+    }
+    if let Some(ci) = &ci_summary {
+        outln!("{}", ci.describe())?;
+    }
     if let Some(mean) = mean_nll {
         outln!("mean negative log-likelihood under the model: {mean:.3} nats per character")?;
     }
@@ -231,4 +277,13 @@ fn describe(s: &VerseScore) -> String {
         "{form}, {template}: {}/{} tones fit{unknown}, {rhyme}",
         s.tones_fitting, s.tones_checked
     )
+}
+
+/// One ci's score in a line: whether it has its tune's pattern, and where not.
+fn describe_ci(s: &CiScore) -> String {
+    match &s.misfit {
+        None => format!("{}: has the tune's pattern", s.tune),
+        Some(why) if s.known_tune => format!("{}: not the tune's pattern: {why}", s.tune),
+        Some(why) => why.clone(),
+    }
 }

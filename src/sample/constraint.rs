@@ -1,12 +1,14 @@
 //! Form control: masking the logits so that every poem has an exact regular form (`--form`), its
-//! lines begin with given characters (`--acrostic`, 藏头诗), and its tones and rhymes keep a
-//! template of regulated verse (`--meter`, [`super::meter`]).
+//! lines begin with given characters (`--acrostic`, 藏头诗), its tones and rhymes keep a
+//! template of regulated verse (`--meter`, [`super::meter`]), or a ci has its tune's sentences
+//! (`--tune`, the 词谱 of [`crate::verse::tunes`]). A form and a tune are both a [`Shape`].
 
 use super::meter::Meter;
-use crate::data::poem::{Form, PUNCTUATION};
+use crate::data::poem::{is_cjk_ideograph, Form, PUNCTUATION};
 use crate::data::tokenizer::NEWLINE;
 use crate::data::CharTokenizer;
 use crate::sample::SampleError;
+use crate::verse::tunes::{tune_header, Tune};
 use crate::verse::Tables;
 
 /// What the next character of a poem may be.
@@ -14,22 +16,79 @@ use crate::verse::Tables;
 enum Slot {
     /// Anything.
     Free,
-    /// A character of the poem's text: no punctuation, no newline.
+    /// A character of the poem's text: an ideograph (no punctuation, no newline).
     Content,
     /// Exactly this token.
     Exactly(u32),
 }
 
-/// The rules of `--form` and `--acrostic`, over token ids. The poem being written is everything
-/// after the last newline of the context.
+/// A poem's places: an opening written as given (a ci's tune, `【浣溪沙】`), then sentences of
+/// fixed lengths, each ended by its mark, then the newline.
+struct Shape {
+    opening: Vec<u32>,
+    /// (characters, the mark's id) per sentence.
+    sentences: Vec<(usize, u32)>,
+    /// For messages: "a wujue", "a ci to the tune 浣溪沙".
+    name: String,
+}
+
+/// The place of a poem's next character in its [`Shape`].
+enum Place {
+    /// In the opening: this token.
+    Opening(u32),
+    /// A character of the text: its sentence and column.
+    Text(usize, usize),
+    /// The mark that ends a sentence: this token.
+    Mark(u32),
+    /// After the last sentence.
+    End,
+}
+
+impl Shape {
+    /// The shape of a regular `form`: its lines ended alternately by ，and 。.
+    fn of_form(form: Form, (comma, period): (u32, u32)) -> Shape {
+        let (chars, lines) = form.shape();
+        let marks = [comma, period].into_iter().cycle();
+        Shape {
+            opening: Vec::new(),
+            sentences: marks.take(lines).map(|mark| (chars, mark)).collect(),
+            name: format!("a {}", form.name()),
+        }
+    }
+
+    /// Tokens of a whole poem of this shape, without the newline that ends it.
+    fn len(&self) -> usize {
+        self.opening.len() + self.sentences.iter().map(|(n, _)| n + 1).sum::<usize>()
+    }
+
+    /// The place of the character after the first `written` ones.
+    fn place(&self, written: usize) -> Place {
+        if let Some(&id) = self.opening.get(written) {
+            return Place::Opening(id);
+        }
+        let mut offset = written - self.opening.len();
+        for (sentence, &(chars, mark)) in self.sentences.iter().enumerate() {
+            match offset.cmp(&chars) {
+                std::cmp::Ordering::Less => return Place::Text(sentence, offset),
+                std::cmp::Ordering::Equal => return Place::Mark(mark),
+                std::cmp::Ordering::Greater => offset -= chars + 1,
+            }
+        }
+        Place::End
+    }
+}
+
+/// The rules of `--form`, `--acrostic` and `--tune`, over token ids. The poem being written is
+/// everything after the last newline of the context.
 pub struct PoemConstraint {
+    shape: Option<Shape>,
+    /// The regular form, for the meter.
     form: Option<Form>,
     acrostic: Vec<u32>,
     newline: u32,
-    comma: u32,
-    period: u32,
-    /// For each token id, whether it is punctuation or the newline (not poem text).
-    is_mark: Vec<bool>,
+    /// For each token id, whether it may stand in a poem's text: an ideograph (not punctuation,
+    /// the newline or a tune's brackets).
+    is_text: Vec<bool>,
     names: Vec<char>,
     meter: Option<Meter>,
 }
@@ -73,19 +132,36 @@ impl PoemConstraint {
             names[id as usize] = c;
         }
         let id = |c: char| tokenizer.id(c).ok_or(SampleError::MissingMark(c));
+        let shape = match form {
+            Some(form) => Some(Shape::of_form(form, (id('，')?, id('。')?))),
+            None => None,
+        };
         Ok(PoemConstraint {
+            shape,
             form,
             acrostic,
             newline: id(NEWLINE)?,
-            comma: id('，')?,
-            period: id('。')?,
-            is_mark: names
-                .iter()
-                .map(|c| PUNCTUATION.contains(c) || *c == NEWLINE)
-                .collect(),
+            is_text: names.iter().map(|&c| is_cjk_ideograph(c)).collect(),
             names,
             meter: None,
         })
+    }
+
+    /// The rules of a ci to `tune`: its header, then its pattern's sentences and marks.
+    pub fn for_tune(tokenizer: &CharTokenizer, tune: &Tune) -> Result<Self, SampleError> {
+        let mut constraint = PoemConstraint::new(tokenizer, None, "")?;
+        let id = |c: char| tokenizer.id(c).ok_or(SampleError::MissingMark(c));
+        let sentences = tune.pattern.sentences.iter();
+        constraint.shape = Some(Shape {
+            opening: tokenizer
+                .encode(&tune_header(&tune.name))
+                .map_err(|_| SampleError::TuneNotLearned(tune.name.clone()))?,
+            sentences: sentences
+                .map(|&(chars, mark)| Ok((chars, id(mark)?)))
+                .collect::<Result<_, SampleError>>()?,
+            name: format!("a ci to the tune {}", tune.name),
+        });
+        Ok(constraint)
     }
 
     /// The same rules, and the tones and rhymes of the form's templates (`--meter`) by `tables`.
@@ -97,31 +173,26 @@ impl PoemConstraint {
         Ok(self)
     }
 
-    /// The (line, column) of the character after `poem` in the form's shape.
+    /// The (line, column) of the character after `poem` in the shape, if it is one of the text.
     fn position(&self, poem: &[u32]) -> Option<(usize, usize)> {
-        let (chars, _) = self.form?.shape();
-        Some((poem.len() / (chars + 1), poem.len() % (chars + 1)))
+        match self.shape.as_ref()?.place(poem.len()) {
+            Place::Text(line, column) => Some((line, column)),
+            _ => None,
+        }
     }
 
     /// The slot for the character after `poem` (the ids after the last newline).
     fn slot(&self, poem: &[u32]) -> Slot {
-        let Some(form) = self.form else {
+        let Some(shape) = &self.shape else {
             return Slot::Free;
         };
-        let (chars, lines) = form.shape();
-        let (line, col) = (poem.len() / (chars + 1), poem.len() % (chars + 1));
-        if line >= lines {
-            Slot::Exactly(self.newline)
-        } else if col == chars {
-            Slot::Exactly(if line % 2 == 0 {
-                self.comma
-            } else {
-                self.period
-            })
-        } else if col == 0 && line < self.acrostic.len() {
-            Slot::Exactly(self.acrostic[line])
-        } else {
-            Slot::Content
+        match shape.place(poem.len()) {
+            Place::Opening(id) | Place::Mark(id) => Slot::Exactly(id),
+            Place::Text(line, 0) if line < self.acrostic.len() => {
+                Slot::Exactly(self.acrostic[line])
+            }
+            Place::Text(..) => Slot::Content,
+            Place::End => Slot::Exactly(self.newline),
         }
     }
 
@@ -129,7 +200,7 @@ impl PoemConstraint {
     fn allows(&self, slot: Slot, next: u32) -> bool {
         match slot {
             Slot::Free => true,
-            Slot::Content => !self.is_mark[next as usize],
+            Slot::Content => self.is_text[next as usize],
             Slot::Exactly(id) => next == id,
         }
     }
@@ -183,7 +254,7 @@ impl PoemConstraint {
                         Slot::Exactly(e) if e == self.newline => "the end of the poem".into(),
                         Slot::Exactly(e) => format!("`{}`", self.names[e as usize]),
                         Slot::Content => match (&self.meter, self.position(&poem[..i])) {
-                            (Some(meter), Some(position)) if !self.is_mark[id as usize] => {
+                            (Some(meter), Some(position)) if self.is_text[id as usize] => {
                                 meter.expected(&poem[..i], position)
                             }
                             _ => "a character of the text, not punctuation".into(),
@@ -193,12 +264,11 @@ impl PoemConstraint {
                 });
             }
         }
-        if let Some(form) = self.form {
-            let (chars, lines) = form.shape();
-            let needed = (chars + 1) * lines + 1 - poem.len();
+        if let Some(shape) = &self.shape {
+            let needed = shape.len() + 1 - poem.len();
             if max_new_tokens < needed {
                 return Err(SampleError::TooFewTokens {
-                    form: form.name(),
+                    shape: shape.name.clone(),
                     needed,
                     given: max_new_tokens,
                 });
@@ -207,8 +277,11 @@ impl PoemConstraint {
         Ok(())
     }
 
-    /// The rules in words, for messages: "wujue, acrostic 春夏秋冬".
+    /// The rules in words, for messages: "wujue, acrostic 春夏秋冬", "a ci to the tune 浣溪沙".
     fn describe(&self) -> String {
+        if let (None, Some(shape)) = (self.form, &self.shape) {
+            return shape.name.clone();
+        }
         let acrostic: String = self
             .acrostic
             .iter()

@@ -14,6 +14,7 @@ use crate::data::{CharTokenizer, DataError};
 use crate::engine::CpuDecoder;
 use crate::model::Gpt;
 use crate::ops::WeightFormat;
+use crate::verse::tunes::{tune_header, Tune};
 use crate::verse::Tables;
 use candle_core::{bail, Result, Tensor};
 use rand_chacha::ChaCha8Rng;
@@ -70,10 +71,10 @@ pub enum SampleError {
         expected: String,
     },
     /// Not enough new tokens to finish the form.
-    #[error("a {form} needs {needed} more characters after the prompt but --max-new-tokens is {given}: raise it to {needed} or more")]
+    #[error("{shape} needs {needed} more characters after the prompt but --max-new-tokens is {given}: raise it to {needed} or more")]
     TooFewTokens {
-        /// The form's name.
-        form: &'static str,
+        /// What is written: "a wujue", "a ci to the tune 浣溪沙".
+        shape: String,
         /// Characters needed, the final newline included.
         needed: usize,
         /// --max-new-tokens.
@@ -90,6 +91,9 @@ pub enum SampleError {
         /// 1-based position in the poem.
         position: usize,
     },
+    /// A tune whose name the model's vocabulary cannot write.
+    #[error("this model cannot write the tune {0}'s name (a character or the brackets 【】 are not in its vocabulary): --tune needs a run trained on the Song ci, e.g. with configs/ci.toml")]
+    TuneNotLearned(String),
     /// A character outside the vocabulary.
     #[error(transparent)]
     Data(#[from] DataError),
@@ -105,12 +109,7 @@ pub fn poem_start(
     (form, acrostic, meter): (Option<Form>, &str, bool),
     max_new_tokens: usize,
 ) -> std::result::Result<(Vec<u32>, Option<PoemConstraint>), SampleError> {
-    one_line(prompt, "the prompt").map_err(SampleError::LineBreak)?;
-    let newline = tokenizer
-        .id(NEWLINE)
-        .ok_or(SampleError::MissingMark(NEWLINE))?;
-    let mut ids = vec![newline];
-    ids.extend(tokenizer.encode(prompt)?);
+    let ids = start_ids(tokenizer, "", prompt)?;
     if form.is_none() && acrostic.is_empty() && !meter {
         return Ok((ids, None));
     }
@@ -120,6 +119,37 @@ pub fn poem_start(
     }
     constraint.check_start(&ids, max_new_tokens)?;
     Ok((ids, Some(constraint)))
+}
+
+/// The start of a ci to `tune` (`--tune`): the newline, the tune's header `【tune】` and the
+/// prompt's tokens, checked against the tune's pattern (and that `max_new_tokens` can finish it),
+/// with the constraint that keeps the pattern while it is written.
+pub fn tune_start(
+    tokenizer: &CharTokenizer,
+    tune: &Tune,
+    prompt: &str,
+    max_new_tokens: usize,
+) -> std::result::Result<(Vec<u32>, PoemConstraint), SampleError> {
+    let constraint = PoemConstraint::for_tune(tokenizer, tune)?;
+    let ids = start_ids(tokenizer, &tune_header(&tune.name), prompt)?;
+    constraint.check_start(&ids, max_new_tokens)?;
+    Ok((ids, constraint))
+}
+
+/// The newline that opens a poem, then the tokens of `opening` and `prompt` (one line).
+fn start_ids(
+    tokenizer: &CharTokenizer,
+    opening: &str,
+    prompt: &str,
+) -> std::result::Result<Vec<u32>, SampleError> {
+    one_line(prompt, "the prompt").map_err(SampleError::LineBreak)?;
+    let newline = tokenizer
+        .id(NEWLINE)
+        .ok_or(SampleError::MissingMark(NEWLINE))?;
+    let mut ids = vec![newline];
+    ids.extend(tokenizer.encode(opening)?);
+    ids.extend(tokenizer.encode(prompt)?);
+    Ok(ids)
 }
 
 /// What to generate and how.

@@ -1,0 +1,245 @@
+//! Song ci by tune: the 词谱 learned from data/ci.txt, and `--tune`'s masking, checked by a
+//! pattern reader written here apart from `verse::tunes`.
+
+use candle_core::Device;
+use rand::SeedableRng;
+use shige::config::ModelConfig;
+use shige::data::CharTokenizer;
+use shige::model::Gpt;
+use shige::sample::{tune_start, Generation, Generator, SampleError, Sampling};
+use shige::verse::tunes::{score_ci, split_tune, TunePattern, Tunes, TUNE_LOST};
+
+fn root_file(name: &str) -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/").to_string() + name).unwrap()
+}
+
+/// (length, mark) of each sentence of `text`, read character by character.
+fn sentences(text: &str) -> Vec<(usize, char)> {
+    let mut out = Vec::new();
+    let mut n = 0;
+    for c in text.chars() {
+        if "，、。".contains(c) {
+            out.push((n, c));
+            n = 0;
+        } else {
+            n += 1;
+        }
+    }
+    assert_eq!(n, 0, "text after the last mark: {text}");
+    out
+}
+
+/// The pattern column of data/cipu.tsv for `tune`, read as (length, mark) pairs.
+fn shipped_pattern(cipu: &str, tune: &str) -> Vec<(usize, char)> {
+    let line = cipu
+        .lines()
+        .find(|l| l.split('\t').next() == Some(tune))
+        .unwrap_or_else(|| panic!("{tune} is in data/cipu.tsv"));
+    let pattern = line.split('\t').nth(3).unwrap();
+    let mut out = Vec::new();
+    let mut digits = String::new();
+    for c in pattern.chars() {
+        match c.to_digit(10) {
+            Some(_) => digits.push(c),
+            None => {
+                out.push((digits.parse().unwrap(), c));
+                digits.clear();
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn patterns_read_print_and_say_where_a_ci_differs() {
+    let text = "一曲新词酒一杯。去年天气旧亭台。夕阳西下几时回。无可奈何花落去，似曾相识燕归来。小园香径独徘徊。";
+    let pattern = TunePattern::of(text).unwrap();
+    assert_eq!(pattern.to_string(), "7。7。7。7，7。7。");
+    assert_eq!(pattern.len(), 48);
+    assert_eq!(
+        "7。7。7。7，7。7。".parse::<TunePattern>().unwrap(),
+        pattern
+    );
+    assert_eq!(pattern.misfit(text), None);
+    let other = "3、4，5。".parse::<TunePattern>().unwrap();
+    assert_eq!(other.sentences, vec![(3, '、'), (4, '，'), (5, '。')]);
+    assert_eq!(
+        pattern.misfit("一曲新词酒一杯。去年天气旧亭。").unwrap(),
+        "sentence 2 is 6 characters and 。 where the tune has 7 and 。"
+    );
+    assert!(pattern
+        .misfit("一曲新词酒一杯。")
+        .unwrap()
+        .contains("1 sentences where the tune has 6"));
+    for bad in ["", "一曲", "一曲，", "，一曲。", "一曲。。"] {
+        assert!(TunePattern::of(bad).is_none(), "{bad:?}");
+    }
+    for bad in ["", "7", "7，", "0。", "7。x", "。"] {
+        assert!(bad.parse::<TunePattern>().is_err(), "{bad:?}");
+    }
+    assert_eq!(split_tune("【浣溪沙】一曲。"), Some(("浣溪沙", "一曲。")));
+    assert_eq!(split_tune("【】一曲。"), None);
+    assert_eq!(split_tune("一曲。"), None);
+}
+
+#[test]
+fn the_learned_cipu_takes_each_tunes_most_common_pattern() {
+    let ci = [
+        ("甲", "一二三。四五。"),
+        ("甲", "一二三，四五。"),
+        ("甲", "一二。三四五。"),
+        ("甲", "一二三，四五。"),
+        ("乙", "一。"),
+        ("乙", "一二。"), // a tie: the first pattern met wins
+        (TUNE_LOST, "一二三。"),
+        ("乙", "not a ci"),
+    ];
+    let tunes = Tunes::learn(ci);
+    let all: Vec<(&str, usize, usize, String)> = tunes
+        .all()
+        .iter()
+        .map(|t| (t.name.as_str(), t.ci, t.fitting, t.pattern.to_string()))
+        .collect();
+    assert_eq!(
+        all,
+        vec![
+            ("甲", 4, 2, "3，2。".to_string()),
+            ("乙", 2, 1, "1。".to_string())
+        ]
+    );
+    let again = Tunes::parse(&tunes.to_tsv()).unwrap();
+    assert_eq!(again.to_tsv(), tunes.to_tsv(), "the table reads back");
+    assert!(Tunes::parse("甲\t1\t1\n").is_err());
+    assert!(Tunes::parse("甲\tx\t1\t1。\n").is_err());
+}
+
+#[test]
+fn the_shipped_cipu_is_the_one_learned_from_the_shipped_ci() {
+    let text = root_file("data/ci.txt");
+    let ci: Vec<(&str, &str)> = text.lines().map(|l| split_tune(l).unwrap()).collect();
+    assert!(ci.len() > 19_000, "{} ci", ci.len());
+    assert_eq!(Tunes::learn(ci).to_tsv(), root_file("data/cipu.tsv"));
+    let shipped = Tunes::shipped();
+    let top: Vec<&str> = shipped.all()[..3].iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(top, ["浣溪沙", "水调歌头", "鹧鸪天"]);
+    assert!(shipped.get(TUNE_LOST).is_err(), "the lost tune is no tune");
+}
+
+#[test]
+fn an_unknown_tune_is_refused_with_the_nearest_names() {
+    let tunes = Tunes::shipped();
+    let err = tunes.get("水调哥头").unwrap_err();
+    assert!(
+        err.contains("no tune 水调哥头") && err.contains("水调歌头"),
+        "{err}"
+    );
+    assert_eq!(tunes.nearest("水调哥头", 1), ["水调歌头"]);
+    assert!(
+        tunes.nearest("忆江南", 5).contains(&"望江南・忆江南"),
+        "an alias pair"
+    );
+    assert_eq!(
+        tunes.nearest("浣西沙", 1),
+        ["浣溪沙"],
+        "a character mistyped"
+    );
+    assert_eq!(
+        tunes.nearest("浣沙溪", 1),
+        ["浣沙溪・浣溪沙"],
+        "a name of an alias pair"
+    );
+}
+
+#[test]
+fn the_real_ci_fit_their_tunes_as_often_as_the_cipu_counts() {
+    let text = root_file("data/ci.txt");
+    let tunes = Tunes::shipped();
+    let fitting = text
+        .lines()
+        .filter(|l| score_ci(l, tunes).unwrap().fits)
+        .count();
+    let counted: usize = tunes.all().iter().map(|t| t.fitting).sum();
+    assert_eq!(fitting, counted);
+}
+
+/// A model of random weights over data/ci.txt's vocabulary: what it would write is noise, so only
+/// the mask can give a ci its tune's shape.
+fn random_model(tokenizer: &CharTokenizer) -> Gpt {
+    let cfg = ModelConfig {
+        vocab_size: tokenizer.vocab_size(),
+        block_size: 64,
+        n_layer: 1,
+        n_head: 2,
+        n_embd: 16,
+        ..Default::default()
+    };
+    Gpt::seeded(&cfg, 3, &Device::Cpu).unwrap().0
+}
+
+#[test]
+fn every_sample_of_the_20_most_common_tunes_has_the_tunes_pattern() {
+    let text = root_file("data/ci.txt");
+    let tokenizer = CharTokenizer::from_text(&text).unwrap();
+    let model = random_model(&tokenizer);
+    let mut generator = Generator::new(&model);
+    let cipu = root_file("data/cipu.tsv");
+    let tunes = Tunes::shipped();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+    let common = tunes.all().iter().take(20);
+    assert!(common.clone().all(|t| t.name != TUNE_LOST));
+    for tune in common {
+        for prompt in ["", "明月"] {
+            let (ids, constraint) = tune_start(&tokenizer, tune, prompt, 300).unwrap();
+            let gen = Generation {
+                constraint: Some(&constraint),
+                ..Generation::new(300, Sampling::with_temperature(1.0), Some(ids[0]))
+            };
+            let new = generator
+                .generate(&ids, &gen, &mut rng, &mut |_| {})
+                .unwrap();
+            assert_eq!(
+                new.last(),
+                Some(&ids[0]),
+                "{}: the ci ends its line",
+                tune.name
+            );
+            let ci = tokenizer
+                .decode(&[&ids[1..], &new[..new.len() - 1]].concat())
+                .unwrap();
+            let body = ci
+                .strip_prefix(&format!("【{}】{prompt}", tune.name))
+                .unwrap_or_else(|| panic!("{ci} begins with its tune and the prompt"));
+            let written = format!("{prompt}{body}");
+            assert_eq!(
+                sentences(&written),
+                shipped_pattern(&cipu, &tune.name),
+                "{ci}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_tune_the_vocabulary_cannot_write_and_a_prompt_that_breaks_the_pattern_are_refused() {
+    let tunes = Tunes::shipped();
+    let verse = CharTokenizer::from_text("白日依山尽，黄河入海流。\n").unwrap();
+    let err = tune_start(&verse, tunes.get("浣溪沙").unwrap(), "", 300)
+        .err()
+        .unwrap();
+    assert!(matches!(err, SampleError::TuneNotLearned(_)), "{err}");
+    assert!(err.to_string().contains("configs/ci.toml"), "{err}");
+
+    let ci = CharTokenizer::from_text(&root_file("data/ci.txt")).unwrap();
+    let tune = tunes.get("浣溪沙").unwrap(); // 7。7。7。7，7。7。
+    let err = tune_start(&ci, tune, "一曲新词，", 300)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("character 10"),
+        "the header's 5 and the prompt's 5th: {err}"
+    );
+    let err = tune_start(&ci, tune, "", 20).err().unwrap().to_string();
+    assert!(err.contains("浣溪沙 needs 49 more"), "{err}");
+    assert!(tune_start(&ci, tune, "一曲新词酒一杯。去年", 300).is_ok());
+}
