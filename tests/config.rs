@@ -152,3 +152,27 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn every_shipped_config_loads_and_its_corpus_ships() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut seen = 0;
+    for entry in std::fs::read_dir(root.join("configs")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "toml") {
+            continue;
+        }
+        let mut cfg = shige::config::RunConfig::load(&path).unwrap();
+        cfg.model.vocab_size = 100; // set from the corpus's tokenizer when a run starts
+        cfg.validate()
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert!(
+            root.join(&cfg.train.corpus).is_file(),
+            "{}: its corpus {} is in the repository",
+            path.display(),
+            cfg.train.corpus
+        );
+        seen += 1;
+    }
+    assert!(seen >= 5, "default, tiny, lesson, shakespeare and ci: {seen}");
+}
