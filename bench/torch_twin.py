@@ -38,6 +38,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from muon_reference import Muon
+
 
 def rotate(x, base=10000.0):
     """RoPE as this project applies it: pairs (2i, 2i+1) of each head turned by m·base^(-2i/D)."""
@@ -134,29 +136,43 @@ def corpus_run(args):
     torch.manual_seed(args.seed)
     model = GPT(len(vocab), block, args.n_layer, args.n_head, args.n_embd, rope=args.position == "rope",
                 dropout=args.dropout, tie_weights=args.tie_weights, bias=not args.no_bias)
-    decay = [p for p in model.parameters() if p.dim() >= 2]
-    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    # Muon takes the blocks' weight matrices (as this project's optim::muon_takes does); AdamW the rest.
+    hidden = [p for n, p in model.named_parameters() if args.optimizer == "muon" and n.startswith("h.") and p.dim() == 2]
+    rest = [p for p in model.parameters() if all(p is not h for h in hidden)]
+    decay = [p for p in rest if p.dim() >= 2]
+    no_decay = [p for p in rest if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=args.learning_rate, betas=(0.9, args.beta2))
+    optimizers = [(opt, args.learning_rate)]
+    if hidden:
+        optimizers.append((Muon(hidden, lr=args.muon_learning_rate, momentum=0.95), args.muon_learning_rate))
 
-    def lr_at(step):
-        peak, warm, total = args.learning_rate, args.warmup_iters, args.max_iters
+    def factor_at(step):
+        """The schedule's factor of the peak: warm-up, then cosine or WSD, to a tenth."""
+        warm, total = args.warmup_iters, args.max_iters
         if step < warm:
-            return peak * (step + 1) / warm
+            return (step + 1) / warm
+        if args.schedule == "wsd":
+            decay_steps = max(min(math.ceil(args.decay_fraction * total), total - warm), 1)
+            progress = min(max(step - (total - decay_steps), 0) / decay_steps, 1.0)
+            return 1.0 - 0.9 * progress
         progress = min((step - warm) / max(total - warm, 1), 1.0)
-        return peak / 10 + 0.5 * (1 + math.cos(math.pi * progress)) * (peak - peak / 10)
+        return 0.1 + 0.5 * (1 + math.cos(math.pi * progress)) * 0.9
 
     start, step = time.perf_counter(), 0
     while step < args.max_iters and time.perf_counter() - start < 60 * args.minutes:
-        for group in opt.param_groups:
-            group["lr"] = lr_at(step)
+        for o, peak in optimizers:
+            for group in o.param_groups:
+                group["lr"] = peak * factor_at(step)
         offsets = torch.randint(0, len(train) - block - 1, (args.batch_size,))
         windows = torch.stack([train[o:o + block + 1] for o in offsets.tolist()])
         loss = model(windows[:, :-1], windows[:, 1:])
-        opt.zero_grad(set_to_none=True)
+        for o, _ in optimizers:
+            o.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        for o, _ in optimizers:
+            o.step()
         step += 1
     train_s = time.perf_counter() - start
     model.eval()
@@ -198,6 +214,11 @@ def main():
     ap.add_argument("--dropout", type=float, default=0.0, help="nanoGPT's: embeddings, attention weights, residual branches")
     ap.add_argument("--tie-weights", action="store_true", help="the output layer shares the embedding's matrix")
     ap.add_argument("--beta2", type=float, default=0.95, help="AdamW's β2 (--corpus runs)")
+    ap.add_argument("--optimizer", choices=["adamw", "muon"], default="adamw",
+                    help="muon: Muon for the blocks' weight matrices, AdamW for the rest (--corpus runs)")
+    ap.add_argument("--muon-learning-rate", type=float, default=0.02)
+    ap.add_argument("--schedule", choices=["cosine", "wsd"], default="cosine", help="--corpus runs")
+    ap.add_argument("--decay-fraction", type=float, default=0.2, help="WSD's share of decaying steps")
     ap.add_argument("--autocast", action="store_true",
                     help="bf16 mixed precision: the forward pass under torch.autocast('cpu', dtype=torch.bfloat16)")
     args = ap.parse_args()

@@ -380,6 +380,67 @@ impl std::str::FromStr for CorpusKind {
     }
 }
 
+/// The optimiser of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OptimizerKind {
+    /// AdamW for every parameter (nanoGPT's).
+    #[default]
+    Adamw,
+    /// Muon for the blocks' weight matrices, AdamW for embeddings, biases and norms.
+    Muon,
+}
+
+impl OptimizerKind {
+    pub const ALL: [OptimizerKind; 2] = [OptimizerKind::Adamw, OptimizerKind::Muon];
+
+    /// The name used in config files and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            OptimizerKind::Adamw => "adamw",
+            OptimizerKind::Muon => "muon",
+        }
+    }
+}
+
+impl std::str::FromStr for OptimizerKind {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
+        by_name(s, OptimizerKind::ALL, OptimizerKind::name, "optimizer")
+    }
+}
+
+/// The learning rate's course after the warm-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ScheduleKind {
+    /// Cosine decay to a tenth of the peak at max_iters (nanoGPT's).
+    #[default]
+    Cosine,
+    /// Warm-up, stable, decay: the peak held, then a linear decay to a tenth of it over the last
+    /// `decay_fraction` of the steps.
+    Wsd,
+}
+
+impl ScheduleKind {
+    pub const ALL: [ScheduleKind; 2] = [ScheduleKind::Cosine, ScheduleKind::Wsd];
+
+    /// The name used in config files and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            ScheduleKind::Cosine => "cosine",
+            ScheduleKind::Wsd => "wsd",
+        }
+    }
+}
+
+impl std::str::FromStr for ScheduleKind {
+    type Err = ConfigError;
+    fn from_str(s: &str) -> Result<Self, ConfigError> {
+        by_name(s, ScheduleKind::ALL, ScheduleKind::name, "schedule")
+    }
+}
+
 /// How to train: data, batch, steps, optimiser and schedule.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -414,6 +475,21 @@ pub struct TrainConfig {
     /// The inputs of the training step's matmuls: "f32", or "bf16" (mixed precision on CPUs with
     /// AMX-BF16 or AVX512-BF16: bf16 products summed in f32, everything else in f32).
     pub dtype: Precision,
+    /// "adamw", or "muon": Muon for the blocks' weight matrices, AdamW for the rest.
+    pub optimizer: OptimizerKind,
+    /// Muon's peak learning rate (on the same schedule as learning_rate).
+    pub muon_learning_rate: f64,
+    /// Muon's momentum.
+    pub muon_momentum: f64,
+    /// After the warm-up: "cosine" (down to a tenth of the peak at max_iters) or "wsd" (the peak
+    /// held, then a linear decay to a tenth over the last decay_fraction of the steps).
+    pub schedule: ScheduleKind,
+    /// The share of the steps over which "wsd" decays.
+    pub decay_fraction: f64,
+    /// Plan max_iters for this many minutes of wall time, from the step rate measured over the
+    /// warm-up steps (whose learning rates do not depend on max_iters); the plan is saved in the
+    /// run's config.toml as its max_iters.
+    pub minutes: Option<f64>,
 }
 
 impl Default for TrainConfig {
@@ -433,6 +509,12 @@ impl Default for TrainConfig {
             grad_clip: 1.0,
             seed: 1337,
             dtype: Precision::F32,
+            optimizer: OptimizerKind::Adamw,
+            muon_learning_rate: 0.02,
+            muon_momentum: 0.95,
+            schedule: ScheduleKind::Cosine,
+            decay_fraction: 0.2,
+            minutes: None,
         }
     }
 }
@@ -499,6 +581,38 @@ impl TrainConfig {
                 ));
             }
         }
+        if !(self.muon_learning_rate.is_finite() && self.muon_learning_rate > 0.0) {
+            return invalid(format!(
+                "muon_learning_rate {} must be a positive number, e.g. 0.02",
+                self.muon_learning_rate
+            ));
+        }
+        if !((0.0..1.0).contains(&self.muon_momentum)) {
+            return invalid(format!(
+                "muon_momentum {} must be in [0, 1), e.g. 0.95",
+                self.muon_momentum
+            ));
+        }
+        if !(self.decay_fraction > 0.0 && self.decay_fraction <= 1.0) {
+            return invalid(format!(
+                "decay_fraction {} must be in (0, 1], e.g. 0.2 (the last fifth of the steps)",
+                self.decay_fraction
+            ));
+        }
+        if let Some(minutes) = self.minutes {
+            if !(minutes.is_finite() && minutes > 0.0) {
+                return invalid(format!(
+                    "minutes {minutes} must be a positive number, e.g. 10"
+                ));
+            }
+            if self.warmup_iters < MIN_PLANNING_STEPS {
+                return invalid(format!(
+                    "minutes plans the run from the step rate of the warm-up, but warmup_iters is {}: \
+                     give --warmup-iters {MIN_PLANNING_STEPS} or more",
+                    self.warmup_iters
+                ));
+            }
+        }
         if self.warmup_iters > self.max_iters {
             return invalid(format!(
                 "warmup_iters {} is more than max_iters {}: the learning rate would never reach its peak; \
@@ -509,6 +623,9 @@ impl TrainConfig {
         Ok(())
     }
 }
+
+/// The fewest warm-up steps over which `minutes` measures the step rate.
+pub const MIN_PLANNING_STEPS: usize = 5;
 
 /// Refuses an integer that a TOML file cannot hold (they are signed 64-bit): saved in a run's
 /// config.toml, it could not be read back.

@@ -15,7 +15,7 @@ pub const CORPUS_LIMIT: u64 = 1 << 30;
 pub const POEMS_LIMIT: u64 = 64 << 20;
 /// The largest tokenizer.json or metrics.csv read.
 pub const SMALL_FILE_LIMIT: u64 = 64 << 20;
-/// The largest safetensors file read (weights, or weights with AdamW's moments).
+/// The largest safetensors file read (weights, or weights with the optimiser's moments).
 pub const WEIGHTS_LIMIT: u64 = 16 << 30;
 
 /// Reads the whole of `path`, which must be a regular file of at most `limit` bytes. The error

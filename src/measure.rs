@@ -6,7 +6,7 @@ use crate::model::{Gpt, Mode};
 use crate::ops::Precision;
 use crate::ops::WeightFormat;
 use crate::sample::{Generation, Generator, Sampling};
-use crate::train::optim::{clip_scale, AdamW, AdamWParams};
+use crate::train::optim::{clip_scale, AdamWParams, Optimizer, Rates};
 use crate::train::shards::Shards;
 use anyhow::Result;
 use candle_core::{Device, Tensor};
@@ -155,7 +155,8 @@ fn train_step_time(
         eps: 1e-8,
         weight_decay: 0.1,
     };
-    let mut opt = AdamW::new(varmap.data().lock().expect("parameter map").clone(), params)?;
+    let vars = varmap.data().lock().expect("parameter map").clone();
+    let mut opt = Optimizer::new(vars, params, None)?;
     let shards = Shards::for_device(model.device())?;
     let mut times = Vec::new();
     for i in 0..steps + 2 {
@@ -163,7 +164,11 @@ fn train_step_time(
         let (x, y) = batches.next()?;
         let dropout = &mut ChaCha8Rng::seed_from_u64(0);
         let (_, grads) = shards.loss_and_gradients((model, &opt), (&x, &y), precision, dropout)?;
-        opt.step(&grads, 1e-4, clip_scale(grads.norm(), 1.0))?;
+        let lr = Rates {
+            adamw: 1e-4,
+            muon: 0.0,
+        };
+        opt.step(&grads, lr, clip_scale(grads.norm(), 1.0))?;
         if i >= 2 {
             times.push(start.elapsed().as_secs_f64());
         }

@@ -174,5 +174,8 @@ fn every_shipped_config_loads_and_its_corpus_ships() {
         );
         seen += 1;
     }
-    assert!(seen >= 5, "default, tiny, lesson, shakespeare and ci: {seen}");
+    assert!(
+        seen >= 5,
+        "default, tiny, lesson, shakespeare and ci: {seen}"
+    );
 }

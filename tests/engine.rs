@@ -14,7 +14,7 @@ use shige::config::{ModelConfig, Position};
 use shige::engine::{self, CpuDecoder};
 use shige::model::{Gpt, Mode};
 use shige::ops::{Kernels, Precision, WeightFormat};
-use shige::train::optim::{AdamW, AdamWParams, Gradients};
+use shige::train::optim::{AdamWParams, Gradients, Optimizer};
 
 const VOCAB: usize = 40;
 /// Several of the attention products' register tiles (6 rows × 16 columns), the last ones
@@ -60,7 +60,7 @@ impl Layout {
     }
 
     /// A 2-layer model of this layout whose biases (zero at initialisation) are made to count.
-    fn model(&self) -> (Gpt, AdamW) {
+    fn model(&self) -> (Gpt, Optimizer) {
         let (model, varmap) = self.model_and_variables();
         let params = AdamWParams {
             beta1: 0.9,
@@ -68,7 +68,7 @@ impl Layout {
             eps: 1e-8,
             weight_decay: 0.1,
         };
-        let opt = AdamW::new(varmap.data().lock().unwrap().clone(), params).unwrap();
+        let opt = Optimizer::new(varmap.data().lock().unwrap().clone(), params, None).unwrap();
         (model, opt)
     }
 
@@ -127,7 +127,7 @@ fn batch() -> (Tensor, Tensor) {
 
 /// The engine's loss and gradients, and autograd's through the candle graph of composite ops,
 /// each with dropout masks drawn from an RNG seeded with `seed`.
-fn both_steps(model: &Gpt, opt: &AdamW, seed: u64) -> ((f64, Gradients), (f64, Gradients)) {
+fn both_steps(model: &Gpt, opt: &Optimizer, seed: u64) -> ((f64, Gradients), (f64, Gradients)) {
     let (x, y) = batch();
     let rng = || ChaCha8Rng::seed_from_u64(seed);
     let (loss, grads) = engine::loss_and_gradients(

@@ -14,7 +14,7 @@ use shige::data::{CharTokenizer, Corpus, Split, Splits};
 use shige::experiments::ablation::{self, AblationOptions, Spec};
 use shige::model::Gpt;
 use shige::ops::{bf16, Precision};
-use shige::train::optim::{clip_scale, AdamW, AdamWParams};
+use shige::train::optim::{clip_scale, AdamWParams, Optimizer, Rates};
 use shige::train::shards::Shards;
 use std::path::Path;
 
@@ -40,7 +40,7 @@ fn losses(precision: Precision) -> Vec<f64> {
         eps: 1e-8,
         weight_decay: 0.1,
     };
-    let mut opt = AdamW::new(varmap.data().lock().unwrap().clone(), params).unwrap();
+    let mut opt = Optimizer::new(varmap.data().lock().unwrap().clone(), params, None).unwrap();
     let shards = Shards::new(2).unwrap();
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     (0..STEPS)
@@ -52,8 +52,15 @@ fn losses(precision: Precision) -> Vec<f64> {
             let (loss, grads) = shards
                 .loss_and_gradients((&model, &opt), (&x, &y), precision, dropout)
                 .unwrap();
-            opt.step(&grads, 3e-3, clip_scale(grads.norm(), 1.0))
-                .unwrap();
+            opt.step(
+                &grads,
+                Rates {
+                    adamw: 3e-3,
+                    muon: 0.0,
+                },
+                clip_scale(grads.norm(), 1.0),
+            )
+            .unwrap();
             loss
         })
         .collect()

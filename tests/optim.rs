@@ -1,11 +1,14 @@
-//! AdamW, the learning-rate schedule and gradient clipping against PyTorch: the expected values
-//! were computed once by `python bench/optim_reference.py` (torch.optim.AdamW with weight decay on
-//! the matrix only, SequentialLR(LinearLR, CosineAnnealingLR), clip_grad_norm_ with max_norm 1, in
-//! float64), for nanoGPT's β2 and the default config's, and are written here.
+//! AdamW, the learning-rate schedules, gradient clipping and Muon against PyTorch: the expected
+//! values were computed once by `python bench/optim_reference.py` (torch.optim.AdamW with weight
+//! decay on the matrix only, SequentialLR(LinearLR, CosineAnnealingLR), clip_grad_norm_ with
+//! max_norm 1, in float64, for nanoGPT's β2 and the default config's; then Muon written out from
+//! its published description beside AdamW, on a LambdaLR of warm-up, stable and decay), and are
+//! written here.
 
 use candle_core::{Device, Tensor, Var};
-use shige::train::optim::{clip_scale, AdamW, AdamWParams};
-use shige::train::schedule::learning_rate;
+use shige::train::muon::{orthogonalise, MuonParams};
+use shige::train::optim::{clip_scale, AdamWParams, Optimizer, Rates};
+use shige::train::schedule::{learning_rate, wsd_learning_rate};
 use std::collections::HashMap;
 
 const PEAK: f64 = 0.01;
@@ -97,7 +100,7 @@ fn follows_pytorch(expected: &Expected) {
         eps: 1e-8,
         weight_decay: 0.1,
     };
-    let mut opt = AdamW::new(vars, params).unwrap();
+    let mut opt = Optimizer::new(vars, params, None).unwrap();
     for step in 0..MAX_ITERS {
         let k = (step + 1) as f64;
         let a =
@@ -118,6 +121,10 @@ fn follows_pytorch(expected: &Expected) {
             (norm - NORMS[step]).abs() < 1e-6 * NORMS[step],
             "step {step}: norm {norm}"
         );
+        let lr = Rates {
+            adamw: lr,
+            muon: 0.0,
+        };
         opt.step(&grads, lr, clip_scale(norm, 1.0)).unwrap();
     }
     assert_close("w", &values(w.as_tensor()), &expected.w);
@@ -132,4 +139,134 @@ fn adamw_schedule_and_clipping_follow_pytorch() {
 #[test]
 fn adamw_with_the_default_beta2_follows_pytorch() {
     follows_pytorch(&BETA2_0999);
+}
+
+/// PyTorch's (Muon, AdamW) learning rates of the six steps: warm-up 2, decay over the last 3.
+const WSD_LRS: [(f64, f64); 6] = [
+    (0.01, 0.005),
+    (0.02, 0.01),
+    (0.02, 0.01),
+    (0.02, 0.01),
+    (0.013999999999999999, 0.006999999999999999),
+    (0.008, 0.004),
+];
+const MUON_TALL: [f64; 12] = [
+    0.45825905092396874,
+    -0.1698273076779079,
+    0.9476198492329356,
+    0.030126409799671485,
+    1.986786190880404,
+    -1.4687071028387395,
+    0.3024709014360439,
+    0.05984378892343391,
+    -0.7928282242043019,
+    1.0722483962968843,
+    -0.3919490819646136,
+    0.17133089176326438,
+];
+const MUON_WIDE: [f64; 6] = [
+    0.17528143464564727,
+    -0.9307583090662622,
+    0.5594584309515961,
+    0.8389623806460098,
+    0.35286069353370436,
+    -0.27637655451672327,
+];
+const MUON_BIAS: [f64; 3] = [
+    0.13240823421161535,
+    -0.23240823825755808,
+    0.2675917612366991,
+];
+/// PyTorch's five Newton–Schulz steps of a 3 × 4 matrix (see `orthogonalisation_follows_pytorch`).
+const NEWTON_SCHULZ_3X4: [f64; 12] = [
+    0.15749561294133696,
+    0.6366690542796636,
+    0.17974495911869848,
+    -0.39748819304496974,
+    0.09070641301955518,
+    -0.19297523568596567,
+    0.9213749703256489,
+    0.5014014629263046,
+    0.7895298105571016,
+    -0.15939361299263782,
+    -0.42437573336393875,
+    0.4214245959096077,
+];
+
+#[test]
+fn orthogonalisation_follows_pytorch_both_ways_round() {
+    let g = [
+        1.0f32, 2.0, 0.5, -1.0, 0.25, -0.5, 3.0, 1.5, 2.0, 0.0, -1.0, 0.75,
+    ]; // (3, 4)
+    assert_close("3 × 4", &orthogonalise(&g, 3, 4), &NEWTON_SCHULZ_3X4);
+    // The transpose (4, 3) goes through the wide orientation and back: the transposed result.
+    let gt: Vec<f32> = (0..12).map(|i| g[(i % 3) * 4 + i / 3]).collect();
+    let expected: Vec<f64> = (0..12)
+        .map(|i| NEWTON_SCHULZ_3X4[(i % 3) * 4 + i / 3])
+        .collect();
+    assert_close("4 × 3", &orthogonalise(&gt, 4, 3), &expected);
+}
+
+/// Six steps of Muon (two block matrices, one tall and one wide) beside AdamW (a norm's bias,
+/// no decay) on the WSD schedule with clipping, checked against PyTorch.
+#[test]
+fn muon_beside_adamw_on_the_wsd_schedule_follows_pytorch() {
+    let dev = Device::Cpu;
+    let tall_init = [
+        [0.5f32, -0.25, 1.0],
+        [0.125, 2.0, -1.5],
+        [0.3, 0.1, -0.7],
+        [1.1, -0.4, 0.2],
+    ];
+    let tall = Var::new(&tall_init, &dev).unwrap();
+    let wide = Var::new(&[[0.2f32, -1.0, 0.6], [0.9, 0.4, -0.3]], &dev).unwrap();
+    let bias = Var::new(&[0.1f32, -0.2, 0.3], &dev).unwrap();
+    let vars = HashMap::from([
+        (
+            "transformer.h.0.attn.c_attn.weight".to_string(),
+            tall.clone(),
+        ),
+        ("transformer.h.0.mlp.c_fc.weight".to_string(), wide.clone()),
+        ("transformer.h.0.ln_1.bias".to_string(), bias.clone()),
+    ]);
+    let adamw = AdamWParams {
+        beta1: 0.9,
+        beta2: 0.999,
+        eps: 1e-8,
+        weight_decay: 0.0,
+    };
+    let muon = MuonParams { momentum: 0.95 };
+    let mut opt = Optimizer::new(vars, adamw, Some(muon)).unwrap();
+    for step in 0..MAX_ITERS {
+        let k = (step + 1) as f64;
+        let a = [
+            [1.0f32, -2.0, 0.5],
+            [3.0, 0.25, -1.0],
+            [-0.5, 1.5, 2.0],
+            [0.7, -0.1, 0.4],
+        ];
+        let a = (Tensor::new(&a, &dev).unwrap() * k).unwrap();
+        let b = (Tensor::new(&[[0.3f32, 1.2, -0.8], [-1.1, 0.6, 0.2]], &dev).unwrap() / k).unwrap();
+        let c = (Tensor::new(&[-0.5f32, 1.5, 2.0], &dev).unwrap() / k).unwrap();
+        let w = wide.as_tensor();
+        let loss = ((tall.as_tensor() * &a).unwrap().sum_all().unwrap()
+            + (w * &b).unwrap().sum_all().unwrap()
+            + ((w * w).unwrap().sum_all().unwrap() * k).unwrap()
+            + (bias.as_tensor() * &c).unwrap().sum_all().unwrap())
+        .unwrap();
+        let grads = opt.gradients(&loss.backward().unwrap()).unwrap();
+        let lr = Rates {
+            muon: wsd_learning_rate(step, 0.02, WARMUP, MAX_ITERS, 0.5),
+            adamw: wsd_learning_rate(step, 0.01, WARMUP, MAX_ITERS, 0.5),
+        };
+        let (muon_lr, adamw_lr) = WSD_LRS[step];
+        assert!(
+            (lr.muon - muon_lr).abs() < 1e-12 && (lr.adamw - adamw_lr).abs() < 1e-12,
+            "step {step}: {lr:?}"
+        );
+        opt.step(&grads, lr, clip_scale(grads.norm(), 1.0)).unwrap();
+    }
+    assert_close("tall", &values(tall.as_tensor()), &MUON_TALL);
+    assert_close("wide", &values(wide.as_tensor()), &MUON_WIDE);
+    assert_close("bias", &values(bias.as_tensor()), &MUON_BIAS);
 }

@@ -8,7 +8,7 @@ use rand_chacha::ChaCha8Rng;
 use shige::config::{ModelConfig, Position};
 use shige::model::Gpt;
 use shige::ops::Precision;
-use shige::train::optim::{AdamW, AdamWParams, Gradients};
+use shige::train::optim::{AdamWParams, Gradients, Optimizer};
 use shige::train::shards::Shards;
 
 const PARAMS: AdamWParams = AdamWParams {
@@ -28,7 +28,7 @@ fn batch(rows: usize) -> (Tensor, Tensor) {
     )
 }
 
-fn loss_and_gradients(model: &Gpt, opt: &AdamW, shards: usize, rows: usize) -> (f64, Gradients) {
+fn loss_and_gradients(model: &Gpt, opt: &Optimizer, shards: usize, rows: usize) -> (f64, Gradients) {
     let (x, y) = batch(rows);
     Shards::new(shards)
         .unwrap()
@@ -42,9 +42,9 @@ fn loss_and_gradients(model: &Gpt, opt: &AdamW, shards: usize, rows: usize) -> (
 }
 
 /// A seeded model of `cfg` and an optimiser over its parameters.
-fn model_and_optimiser(cfg: &ModelConfig) -> (Gpt, AdamW) {
+fn model_and_optimiser(cfg: &ModelConfig) -> (Gpt, Optimizer) {
     let (model, varmap) = Gpt::seeded(cfg, 3, &Device::Cpu).unwrap();
-    let opt = AdamW::new(varmap.data().lock().unwrap().clone(), PARAMS).unwrap();
+    let opt = Optimizer::new(varmap.data().lock().unwrap().clone(), PARAMS, None).unwrap();
     (model, opt)
 }
 

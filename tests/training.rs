@@ -4,7 +4,7 @@
 mod common;
 
 use common::{curve, run, tiny_config};
-use shige::config::RunConfig;
+use shige::config::{OptimizerKind, RunConfig, ScheduleKind};
 use shige::data::CharTokenizer;
 use shige::model::{Gpt, Mode};
 use shige::train::checkpoint::*;
@@ -212,4 +212,79 @@ fn a_run_on_the_shipped_corpus_needs_no_memory_per_character_of_it() {
     } else {
         eprintln!("note: peak memory is read on Linux only: not checked here");
     }
+}
+
+#[test]
+fn muon_on_the_wsd_schedule_learns_and_resumes_exactly() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cfg = tiny_config();
+    cfg.train.optimizer = OptimizerKind::Muon;
+    cfg.train.schedule = ScheduleKind::Wsd;
+    let (whole, half, adamw) = (
+        tmp.path().join("whole"),
+        tmp.path().join("half"),
+        tmp.path().join("adamw"),
+    );
+    run(&cfg, &whole, false, None).unwrap();
+    run(&cfg, &half, false, Some(30)).unwrap();
+    run(&cfg, &half, true, None).unwrap();
+    assert_eq!(
+        curve(&whole),
+        curve(&half),
+        "a resumed Muon run trains as an uninterrupted one"
+    );
+    let (tensors, _) = read_safetensors(&whole.join(STATE_FILE)).unwrap();
+    let names: Vec<&String> = tensors.keys().collect();
+    assert!(
+        names
+            .iter()
+            .any(|n| n.starts_with("momentum.transformer.h.0.mlp.c_fc"))
+            && names.iter().any(|n| *n == "m.transformer.wte.weight"),
+        "Muon's buffers for the blocks' matrices, AdamW's moments for the embedding: {names:?}"
+    );
+    let losses = curve(&whole);
+    assert!(
+        losses.last().unwrap().2 < losses[0].2 - 0.3,
+        "the loss falls: {losses:?}"
+    );
+
+    cfg.train.optimizer = OptimizerKind::Adamw;
+    run(&cfg, &adamw, false, None).unwrap();
+    assert_ne!(curve(&adamw), losses, "the optimizer changes the run");
+    // A resume keeps its optimizer (its moments are of one kind).
+    let err = error_of(run(&cfg, &half, true, Some(59)));
+    assert!(err.contains("keeps its optimizer"), "{err}");
+}
+
+#[test]
+fn minutes_plans_a_step_count_that_the_run_saves_and_keeps() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cfg = tiny_config();
+    cfg.train.minutes = Some(0.05); // 3 seconds
+    let planned_dir = tmp.path().join("planned");
+    let summary = run(&cfg, &planned_dir, false, None).unwrap();
+    let saved = RunConfig::load(&planned_dir.join(CONFIG_FILE)).unwrap();
+    assert_eq!(
+        saved.train.max_iters, summary.steps,
+        "the plan is saved as max_iters"
+    );
+    assert_eq!(saved.train.minutes, Some(0.05));
+    assert!(summary.steps >= cfg.train.warmup_iters);
+
+    // The plan is nothing but a step count: the same run with that max_iters trains alike.
+    let mut fixed = cfg.clone();
+    (fixed.train.minutes, fixed.train.max_iters) = (None, summary.steps);
+    let fixed_dir = tmp.path().join("fixed");
+    run(&fixed, &fixed_dir, false, None).unwrap();
+    assert_eq!(curve(&planned_dir), curve(&fixed_dir));
+
+    // A resume keeps the plan: another budget is refused.
+    let mut other = saved.clone();
+    other.train.minutes = Some(1.0);
+    let err = error_of(run(&other, &planned_dir, true, None));
+    assert!(err.contains("keeps its plan"), "{err}");
+    let mut short = tiny_config();
+    (short.train.minutes, short.train.warmup_iters) = (Some(1.0), 2);
+    let err = error_of(run(&short, &tmp.path().join("short"), false, None));
+    assert!(err.contains("--warmup-iters 5 or more"), "{err}");
 }

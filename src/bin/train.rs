@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use shige::config::{CorpusKind, Position, RunConfig};
+use shige::config::{CorpusKind, OptimizerKind, Position, RunConfig, ScheduleKind};
 use shige::train::{checkpoint::RunDir, train, TrainOptions};
 use std::path::PathBuf;
 
@@ -88,6 +88,20 @@ struct Args {
     /// Use candle's composite ops instead of the fused CPU kernels (the path GPUs take; slower).
     #[arg(long)]
     no_fused: bool,
+    /// Optimiser: adamw, or muon (Muon for the blocks' weight matrices, AdamW for the rest).
+    #[arg(long)]
+    optimizer: Option<OptimizerKind>,
+    /// Muon's peak learning rate.
+    #[arg(long)]
+    muon_learning_rate: Option<f64>,
+    /// Learning-rate schedule after the warm-up: cosine, or wsd (held, then a linear decay over
+    /// the last decay_fraction of the steps).
+    #[arg(long)]
+    schedule: Option<ScheduleKind>,
+    /// Train for this many minutes of wall time: the step count is planned from the step rate of
+    /// the warm-up (and saved in the run as its max_iters).
+    #[arg(long, conflicts_with = "max_iters")]
+    minutes: Option<f64>,
 }
 
 /// Replaces `target` with `value` when the flag was given.
@@ -205,6 +219,12 @@ fn config_with_flags(path: &std::path::Path, args: &Args) -> Result<RunConfig> {
     set(&mut m.n_embd, args.n_embd);
     set(&mut m.position, args.position);
     set(&mut m.dropout, args.dropout);
+    set(&mut t.optimizer, args.optimizer);
+    set(&mut t.muon_learning_rate, args.muon_learning_rate);
+    set(&mut t.schedule, args.schedule);
+    if args.minutes.is_some() {
+        t.minutes = args.minutes;
+    }
     Ok(cfg)
 }
 

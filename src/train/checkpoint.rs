@@ -1,7 +1,7 @@
 //! The run directory: atomic writes of the model, the training state, the config and the
 //! tokenizer, and their loading for resumption and sampling.
 //!
-//! `train_state.safetensors` holds everything a resume needs (weights, AdamW moments, step, RNG
+//! `train_state.safetensors` holds everything a resume needs (weights, the optimiser's moments, step, RNG
 //! positions) in ONE file, so that a single rename commits it: a kill at any moment leaves either
 //! the previous state or the new one, never a mix. `model.safetensors` holds the best weights
 //! (nanoGPT's names; `lm_head.weight` written too when tied) for sampling.

@@ -3,6 +3,7 @@
 pub mod checkpoint;
 pub mod interrupt;
 pub mod metrics;
+pub mod muon;
 pub mod optim;
 pub mod schedule;
 pub mod shards;

@@ -1,6 +1,8 @@
-//! AdamW with decoupled weight decay on matrices only, global gradient-norm clipping, and state
-//! that can be saved and restored for exact resumption.
+//! The optimiser: AdamW with decoupled weight decay on matrices only, or Muon for the blocks' weight
+//! matrices with AdamW for the rest (embeddings, biases, norms); global gradient-norm clipping, and
+//! state that can be saved and restored for exact resumption.
 
+use super::muon::{self, MuonParams};
 use crate::engine::ParamGrads;
 use candle_core::{backprop::GradStore, Result, Tensor, Var};
 use rayon::prelude::*;
@@ -22,21 +24,49 @@ pub struct AdamWParams {
     pub weight_decay: f64,
 }
 
+/// How a parameter is updated.
+#[derive(Debug, Clone, Copy)]
+enum Rule {
+    /// AdamW, with weight decay or without.
+    AdamW { decay: bool },
+    /// Muon: a weight matrix of the blocks, of `rows` × `cols`.
+    Muon {
+        rows: usize,
+        cols: usize,
+        params: MuonParams,
+    },
+}
+
 /// One parameter with its moments, kept as plain vectors so that an update is one fused pass.
+/// Under Muon `m` is the momentum buffer and `v` is empty.
 struct Slot {
     name: String,
     var: Var,
     m: Vec<f32>,
     v: Vec<f32>,
-    decay: bool,
+    rule: Rule,
 }
 
-/// AdamW over named variables, in name order (so that its state is stable across runs).
-pub struct AdamW {
+/// The learning rates of one step: AdamW's, and Muon's for the matrices it updates.
+#[derive(Debug, Clone, Copy)]
+pub struct Rates {
+    pub adamw: f64,
+    pub muon: f64,
+}
+
+/// The optimiser over named variables, in name order (so that its state is stable across runs).
+pub struct Optimizer {
     slots: Vec<Slot>,
     params: AdamWParams,
     /// Steps taken so far.
     pub step: usize,
+}
+
+/// Whether Muon updates the parameter `name` of `rank` dimensions: the weight matrices inside the
+/// blocks (`transformer.h.*`), as modded-nanogpt gives it the hidden layers; embeddings and the
+/// output layer stay with AdamW.
+pub fn muon_takes(name: &str, rank: usize) -> bool {
+    rank == 2 && name.starts_with("transformer.h.")
 }
 
 /// The gradient of each slot as a flat vector (zeros where a parameter got none).
@@ -97,25 +127,42 @@ impl Gradients {
     }
 }
 
-impl AdamW {
-    /// An optimiser for `vars`; tensors with 2 or more dimensions get weight decay.
-    pub fn new(vars: HashMap<String, Var>, params: AdamWParams) -> Result<Self> {
+impl Optimizer {
+    /// An optimiser for `vars`: AdamW (tensors with 2 or more dimensions get weight decay), and
+    /// with `muon`, Muon for the blocks' weight matrices ([`muon_takes`]).
+    pub fn new(
+        vars: HashMap<String, Var>,
+        params: AdamWParams,
+        muon: Option<MuonParams>,
+    ) -> Result<Self> {
         let mut named: Vec<(String, Var)> = vars.into_iter().collect();
         named.sort_by(|a, b| a.0.cmp(&b.0));
         let slots = named
             .into_iter()
             .map(|(name, var)| {
                 let n = var.elem_count();
+                let rule = match (muon, var.dims()) {
+                    (Some(params), &[rows, cols]) if muon_takes(&name, 2) => {
+                        Rule::Muon { rows, cols, params }
+                    }
+                    _ => Rule::AdamW {
+                        decay: var.rank() >= 2,
+                    },
+                };
+                let v = match rule {
+                    Rule::Muon { .. } => Vec::new(),
+                    Rule::AdamW { .. } => vec![0.0; n],
+                };
                 Slot {
                     name,
-                    decay: var.rank() >= 2,
+                    rule,
                     m: vec![0.0; n],
-                    v: vec![0.0; n],
+                    v,
                     var,
                 }
             })
             .collect();
-        Ok(AdamW {
+        Ok(Optimizer {
             slots,
             params,
             step: 0,
@@ -148,43 +195,19 @@ impl AdamW {
         )
     }
 
-    /// One update at learning rate `lr`, with gradients multiplied by `grad_scale` (clipping).
-    pub fn step(&mut self, grads: &Gradients, lr: f64, grad_scale: f64) -> Result<()> {
+    /// One update at the learning rates `lr`, with gradients multiplied by `grad_scale` (clipping).
+    /// The parameters are updated side by side on the thread pool (each on its own: the result
+    /// does not depend on the threads).
+    pub fn step(&mut self, grads: &Gradients, lr: Rates, grad_scale: f64) -> Result<()> {
         self.step += 1;
-        let p = self.params;
-        let bias1 = 1.0 - p.beta1.powi(self.step as i32);
-        let bias2 = 1.0 - p.beta2.powi(self.step as i32);
-        let (b1, b2, eps, scale) = (
-            p.beta1 as f32,
-            p.beta2 as f32,
-            p.eps as f32,
-            grad_scale as f32,
-        );
-        let (step_size, v_corr) = ((lr / bias1) as f32, (1.0 / bias2) as f32);
-        for (slot, g) in self.slots.iter_mut().zip(&grads.0) {
-            let keep = if slot.decay {
-                (1.0 - lr * p.weight_decay) as f32
-            } else {
-                1.0
-            };
-            let mut theta = slot.var.as_tensor().flatten_all()?.to_vec1::<f32>()?;
-            // Element by element, so chunks on different threads give the same result.
-            theta
-                .par_chunks_mut(UPDATE_CHUNK)
-                .zip(slot.m.par_chunks_mut(UPDATE_CHUNK))
-                .zip(slot.v.par_chunks_mut(UPDATE_CHUNK))
-                .zip(g.par_chunks(UPDATE_CHUNK))
-                .for_each(|(((theta, m), v), g)| {
-                    crate::ops::isa::widest(|| {
-                        for i in 0..theta.len() {
-                            let gi = g[i] * scale;
-                            m[i] = b1 * m[i] + (1.0 - b1) * gi;
-                            v[i] = b2 * v[i] + (1.0 - b2) * gi * gi;
-                            theta[i] =
-                                theta[i] * keep - step_size * m[i] / ((v[i] * v_corr).sqrt() + eps);
-                        }
-                    })
-                });
+        let (params, step) = (self.params, self.step);
+        let updated: Vec<Vec<f32>> = self
+            .slots
+            .par_iter_mut()
+            .zip(grads.0.par_iter())
+            .map(|(slot, g)| slot.updated(g, lr, grad_scale, (params, step)))
+            .collect::<Result<_>>()?;
+        for (slot, theta) in self.slots.iter().zip(updated) {
             let shape = slot.var.shape().clone();
             slot.var
                 .set(&Tensor::from_vec(theta, shape, slot.var.device())?)?;
@@ -192,11 +215,12 @@ impl AdamW {
         Ok(())
     }
 
-    /// The moments as named tensors (`m.<param>`, `v.<param>`), for a checkpoint.
+    /// The moments as named tensors (`m.<param>`, `v.<param>`; Muon's momentum buffer
+    /// `momentum.<param>`), for a checkpoint.
     pub fn state(&self) -> Result<Vec<(String, Tensor)>> {
         let mut out = Vec::with_capacity(2 * self.slots.len());
         for s in &self.slots {
-            for (prefix, values) in [("m", &s.m), ("v", &s.v)] {
+            for (prefix, values) in s.moments() {
                 let t = Tensor::from_slice(values, s.var.shape(), s.var.device())?;
                 out.push((format!("{prefix}.{}", s.name), t));
             }
@@ -204,10 +228,14 @@ impl AdamW {
         Ok(out)
     }
 
-    /// Restores the moments saved by [`AdamW::state`] and the step count.
+    /// Restores the moments saved by [`Optimizer::state`] and the step count.
     pub fn load_state(&mut self, tensors: &HashMap<String, Tensor>, step: usize) -> Result<()> {
         for slot in &mut self.slots {
-            for (prefix, target) in [("m", &mut slot.m), ("v", &mut slot.v)] {
+            let prefixes: &[&str] = match slot.rule {
+                Rule::Muon { .. } => &[MOMENTUM],
+                Rule::AdamW { .. } => &["m", "v"],
+            };
+            for (&prefix, target) in prefixes.iter().zip([&mut slot.m, &mut slot.v]) {
                 let key = format!("{prefix}.{}", slot.name);
                 let t = tensors.get(&key).ok_or_else(|| {
                     candle_core::Error::Msg(format!("optimiser state has no {key}"))
@@ -225,6 +253,84 @@ impl AdamW {
         self.step = step;
         Ok(())
     }
+}
+
+/// The key prefix of Muon's momentum buffers in a checkpoint.
+const MOMENTUM: &str = "momentum";
+
+impl Slot {
+    /// The parameter's values after one update with gradient `g` (see [`Optimizer::step`]);
+    /// AdamW's parameters and step count (1-based).
+    fn updated(
+        &mut self,
+        g: &[f32],
+        lr: Rates,
+        grad_scale: f64,
+        (p, step): (AdamWParams, usize),
+    ) -> Result<Vec<f32>> {
+        let mut theta = self.var.as_tensor().flatten_all()?.to_vec1::<f32>()?;
+        match self.rule {
+            Rule::Muon { rows, cols, params } => {
+                let g: Vec<f32> = g.iter().map(|&g| g * grad_scale as f32).collect();
+                muon::update(&mut theta, &mut self.m, &g, (rows, cols), lr.muon, params);
+            }
+            Rule::AdamW { decay } => {
+                let keep = if decay {
+                    1.0 - lr.adamw * p.weight_decay
+                } else {
+                    1.0
+                };
+                let moments = (&mut self.m[..], &mut self.v[..]);
+                adamw_update(&mut theta, moments, g, (lr.adamw, keep, grad_scale), p, step);
+            }
+        }
+        Ok(theta)
+    }
+
+    /// The moments to save, each with its key prefix.
+    fn moments(&self) -> Vec<(&'static str, &Vec<f32>)> {
+        match self.rule {
+            Rule::Muon { .. } => vec![(MOMENTUM, &self.m)],
+            Rule::AdamW { .. } => vec![("m", &self.m), ("v", &self.v)],
+        }
+    }
+}
+
+/// One AdamW update of `theta` with moments (m, v) and gradient `g` at step `step` (1-based):
+/// `lr`, the factor `keep` of the weight decay and the clipping's `grad_scale`.
+fn adamw_update(
+    theta: &mut [f32],
+    (m, v): (&mut [f32], &mut [f32]),
+    g: &[f32],
+    (lr, keep, grad_scale): (f64, f64, f64),
+    p: AdamWParams,
+    step: usize,
+) {
+    let bias1 = 1.0 - p.beta1.powi(step as i32);
+    let bias2 = 1.0 - p.beta2.powi(step as i32);
+    let (b1, b2, eps, scale) = (
+        p.beta1 as f32,
+        p.beta2 as f32,
+        p.eps as f32,
+        grad_scale as f32,
+    );
+    let (step_size, v_corr, keep) = ((lr / bias1) as f32, (1.0 / bias2) as f32, keep as f32);
+    // Element by element, so chunks on different threads give the same result.
+    theta
+        .par_chunks_mut(UPDATE_CHUNK)
+        .zip(m.par_chunks_mut(UPDATE_CHUNK))
+        .zip(v.par_chunks_mut(UPDATE_CHUNK))
+        .zip(g.par_chunks(UPDATE_CHUNK))
+        .for_each(|(((theta, m), v), g)| {
+            crate::ops::isa::widest(|| {
+                for i in 0..theta.len() {
+                    let gi = g[i] * scale;
+                    m[i] = b1 * m[i] + (1.0 - b1) * gi;
+                    v[i] = b2 * v[i] + (1.0 - b2) * gi * gi;
+                    theta[i] = theta[i] * keep - step_size * m[i] / ((v[i] * v_corr).sqrt() + eps);
+                }
+            })
+        });
 }
 
 /// The factor that brings a gradient norm down to `max_norm` (1 when it is below, or clipping is off).

@@ -11,7 +11,7 @@
 //! draws its masks from its own seed, taken from the step's RNG. It depends on the number of
 //! shards (the threads), never on timing.
 
-use super::optim::{AdamW, Gradients};
+use super::optim::{Gradients, Optimizer};
 use crate::engine;
 use crate::model::{Gpt, Mode};
 use crate::ops::Precision;
@@ -71,7 +71,7 @@ impl Shards {
     /// parameters, with the CPU engine's matmuls in `precision` and dropout masks drawn from `rng`.
     pub fn loss_and_gradients(
         &self,
-        (model, opt): (&Gpt, &AdamW),
+        (model, opt): (&Gpt, &Optimizer),
         (x, y): (&Tensor, &Tensor),
         precision: Precision,
         rng: &mut ChaCha8Rng,

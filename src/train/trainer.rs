@@ -1,6 +1,7 @@
-//! The training loop: batches, loss, backward, clipping, AdamW, evaluation, checkpoints, progress.
+//! The training loop: batches, loss, backward, clipping, the optimiser (AdamW, or Muon with AdamW),
+//! evaluation, checkpoints, progress, and the step count planned for `--minutes`.
 
-use crate::config::{CorpusKind, RunConfig};
+use crate::config::{CorpusKind, OptimizerKind, RunConfig};
 use crate::data::error::describe_char;
 use crate::data::{tokenizer::NEWLINE, CharTokenizer, Corpus, DataError, Split, Splits};
 use crate::files::atomic_write;
@@ -10,8 +11,9 @@ use crate::sample::{generate, Generation, Sampling};
 use crate::train::checkpoint::*;
 use crate::train::interrupt;
 use crate::train::metrics::{plot_losses, read_metrics, to_csv, MetricRow};
-use crate::train::optim::{clip_scale, AdamW, AdamWParams};
-use crate::train::schedule::learning_rate;
+use crate::train::muon::MuonParams;
+use crate::train::optim::{clip_scale, AdamWParams, Optimizer, Rates};
+use crate::train::schedule::rate_at;
 use crate::train::shards::Shards;
 use crate::train::state::{Interval, SavedState};
 use anyhow::{bail, Context, Result};
@@ -82,7 +84,7 @@ struct Setup {
     splits: Splits,
     model: Gpt,
     varmap: candle_nn::VarMap,
-    opt: AdamW,
+    opt: Optimizer,
     shards: Shards,
     device: Device,
 }
@@ -165,6 +167,23 @@ fn check_resume(run: &RunDir, cfg: &RunConfig, progress: bool) -> Result<()> {
                 run.path.display()
             );
         }
+    }
+    if saved.optimizer != t.optimizer {
+        bail!(
+            "the optimizer is {} but the run in {} was trained with {}: a resumed run keeps its optimizer, \
+             whose moments it saved; leave --optimizer out (or start a new run with --out)",
+            t.optimizer.name(),
+            run.path.display(),
+            saved.optimizer.name()
+        );
+    }
+    if saved.minutes != t.minutes {
+        bail!(
+            "--minutes: the run in {} planned its steps when it started (max_iters {}): a resumed run keeps its plan; \
+             leave --minutes out, and give --max-iters to train longer",
+            run.path.display(),
+            saved.max_iters
+        );
     }
     if saved.trained_kind() != t.corpus_kind {
         bail!(
@@ -253,7 +272,11 @@ fn set_up(opts: &TrainOptions) -> Result<Setup> {
         eps: 1e-8,
         weight_decay: t.weight_decay,
     };
-    let opt = AdamW::new(varmap.data().lock().expect("parameter map").clone(), params)?;
+    let muon = (t.optimizer == OptimizerKind::Muon).then_some(MuonParams {
+        momentum: t.muon_momentum,
+    });
+    let vars = varmap.data().lock().expect("parameter map").clone();
+    let opt = Optimizer::new(vars, params, muon)?;
     Ok(Setup {
         shards: Shards::for_device(&opts.device)?,
         device: opts.device.clone(),
@@ -388,7 +411,10 @@ fn what_is_kept(s: &Setup, p: &Progress) -> String {
 /// One optimiser step; returns its training loss.
 fn train_step(s: &mut Setup, p: &mut Progress) -> Result<f64> {
     let t = &s.cfg.train;
-    let lr = learning_rate(p.step, t.learning_rate, t.warmup_iters, t.max_iters);
+    let lr = Rates {
+        adamw: rate_at(t, p.step, t.learning_rate),
+        muon: rate_at(t, p.step, t.muon_learning_rate),
+    };
     let (x, y) = s.splits.batch(
         Split::Train,
         t.batch_size,
@@ -492,7 +518,7 @@ fn evaluate_and_save(s: &Setup, p: &mut Progress, bar: &ProgressBar) -> Result<(
         return save_checkpoint(s, p, None);
     };
     let t = &s.cfg.train;
-    let lr = learning_rate(p.step - 1, t.learning_rate, t.warmup_iters, t.max_iters);
+    let lr = rate_at(t, p.step - 1, t.learning_rate);
     let tokens = (t.batch_size * s.cfg.model.block_size * p.interval.steps) as f64;
     p.rows.push(MetricRow {
         step: p.step,
@@ -592,7 +618,7 @@ fn train_locked(opts: &TrainOptions) -> Result<TrainSummary> {
     let mut s = set_up(opts)?;
     let mut p = restore(&mut s, opts.resume)?;
     let max_iters = s.cfg.train.max_iters;
-    let end = opts.stop_at.map_or(max_iters, |stop| stop.min(max_iters));
+    let mut end = opts.stop_at.map_or(max_iters, |stop| stop.min(max_iters));
     if let Some(stop) = opts.stop_at.filter(|&stop| stop <= p.step) {
         bail!(
             "--stop-at {stop}: the run is already at step {}; give a later step",
@@ -619,6 +645,7 @@ fn train_locked(opts: &TrainOptions) -> Result<TrainSummary> {
     }
     let tokens_per_step = (s.cfg.train.batch_size * s.cfg.model.block_size) as f64;
     let (mut run_tokens, mut run_time) = (0.0, 0.0);
+    let mut warmup_seconds = Vec::new(); // each warm-up step's time, for --minutes's plan
     while p.step < end {
         let step_start = Instant::now();
         let loss = train_step(&mut s, &mut p)?;
@@ -627,6 +654,23 @@ fn train_locked(opts: &TrainOptions) -> Result<TrainSummary> {
         (i.loss, i.steps, i.seconds) = (i.loss + loss, i.steps + 1, i.seconds + dt);
         (run_tokens, run_time) = (run_tokens + tokens_per_step, run_time + dt);
         p.elapsed_s += dt;
+        if let Some(minutes) = s
+            .cfg
+            .train
+            .minutes
+            .filter(|_| p.step <= s.cfg.train.warmup_iters)
+        {
+            warmup_seconds.push(dt);
+            if p.step == s.cfg.train.warmup_iters {
+                // The wall time of this process, and the training time of the runs it resumes.
+                let spent = started.elapsed().as_secs_f64() + p.elapsed_s - run_time;
+                let plan = plan_steps(&s, p.step, minutes * 60.0 - spent, &warmup_seconds);
+                bar.suspend(|| crate::note!("{}", plan.describe(minutes)));
+                s.cfg.train.max_iters = plan.steps;
+                end = opts.stop_at.map_or(plan.steps, |stop| stop.min(plan.steps));
+                bar.set_length(plan.steps as u64);
+            }
+        }
         bar.set_position(p.step as u64);
         bar.set_message(format!(
             "loss {loss:.3} | {:.0} tok/s",
@@ -664,6 +708,52 @@ fn train_locked(opts: &TrainOptions) -> Result<TrainSummary> {
         peak_memory_bytes: crate::machine::peak_memory(),
         step_path: path,
     })
+}
+
+/// A run's step count planned for the time it has (`--minutes`).
+struct Plan {
+    steps: usize,
+    /// Seconds per training step, per evaluation (spread over its interval), and for the final
+    /// pass over the whole validation split.
+    step_s: f64,
+    eval_s: f64,
+    whole_split_s: f64,
+}
+
+impl Plan {
+    fn describe(&self, minutes: f64) -> String {
+        format!(
+            "planned {} steps for {minutes} minutes: the warm-up ran at {:.3} s a step, evaluations add \
+             {:.3} s a step and the whole validation split {:.0} s at the end (saved as max_iters in the run's config.toml)",
+            self.steps, self.step_s, self.eval_s, self.whole_split_s
+        )
+    }
+}
+
+/// The step count that fills `seconds_left` (after `done` steps) at the step rate of the warm-up
+/// (`warmup_seconds`, each step's time; the first two left out when there are five or more, as
+/// they include one-time costs). An evaluation forwards eval_iters batches, about a third of a
+/// step each (no backward pass); so does the final pass over the whole validation split, per
+/// batch of the split. Never fewer steps than are done.
+fn plan_steps(s: &Setup, done: usize, seconds_left: f64, warmup_seconds: &[f64]) -> Plan {
+    let t = &s.cfg.train;
+    let timed = match warmup_seconds.len() {
+        n if n >= 5 => &warmup_seconds[2..],
+        _ => warmup_seconds,
+    };
+    let step_s = timed.iter().sum::<f64>() / timed.len().max(1) as f64;
+    let forward_s = step_s / 3.0;
+    let eval_s = t.eval_iters as f64 * forward_s / t.eval_interval as f64;
+    let val_batches =
+        s.splits.tokens(Split::Val).len() as f64 / (t.batch_size * s.cfg.model.block_size) as f64;
+    let whole_split_s = val_batches * forward_s;
+    let more = ((seconds_left - whole_split_s) / (step_s + eval_s)).max(0.0);
+    Plan {
+        steps: done + more as usize,
+        step_s,
+        eval_s,
+        whole_split_s,
+    }
 }
 
 /// What runs the training step: the CPU engine with the kernels chosen for this CPU (its model
