@@ -237,7 +237,7 @@ fn muon_beside_adamw_on_the_wsd_schedule_follows_pytorch() {
     };
     let muon = MuonParams { momentum: 0.95 };
     let mut opt = Optimizer::new(vars, adamw, Some(muon)).unwrap();
-    for step in 0..MAX_ITERS {
+    for (step, &(muon_lr, adamw_lr)) in WSD_LRS.iter().enumerate() {
         let k = (step + 1) as f64;
         let a = [
             [1.0f32, -2.0, 0.5],
@@ -259,7 +259,6 @@ fn muon_beside_adamw_on_the_wsd_schedule_follows_pytorch() {
             muon: wsd_learning_rate(step, 0.02, WARMUP, MAX_ITERS, 0.5),
             adamw: wsd_learning_rate(step, 0.01, WARMUP, MAX_ITERS, 0.5),
         };
-        let (muon_lr, adamw_lr) = WSD_LRS[step];
         assert!(
             (lr.muon - muon_lr).abs() < 1e-12 && (lr.adamw - adamw_lr).abs() < 1e-12,
             "step {step}: {lr:?}"

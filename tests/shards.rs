@@ -28,7 +28,12 @@ fn batch(rows: usize) -> (Tensor, Tensor) {
     )
 }
 
-fn loss_and_gradients(model: &Gpt, opt: &Optimizer, shards: usize, rows: usize) -> (f64, Gradients) {
+fn loss_and_gradients(
+    model: &Gpt,
+    opt: &Optimizer,
+    shards: usize,
+    rows: usize,
+) -> (f64, Gradients) {
     let (x, y) = batch(rows);
     Shards::new(shards)
         .unwrap()

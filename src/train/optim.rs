@@ -281,7 +281,14 @@ impl Slot {
                     1.0
                 };
                 let moments = (&mut self.m[..], &mut self.v[..]);
-                adamw_update(&mut theta, moments, g, (lr.adamw, keep, grad_scale), p, step);
+                adamw_update(
+                    &mut theta,
+                    moments,
+                    g,
+                    (lr.adamw, keep, grad_scale),
+                    p,
+                    step,
+                );
             }
         }
         Ok(theta)
