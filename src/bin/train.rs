@@ -222,9 +222,7 @@ fn config_with_flags(path: &std::path::Path, args: &Args) -> Result<RunConfig> {
     set(&mut t.optimizer, args.optimizer);
     set(&mut t.muon_learning_rate, args.muon_learning_rate);
     set(&mut t.schedule, args.schedule);
-    if args.minutes.is_some() {
-        t.minutes = args.minutes;
-    }
+    set(&mut t.minutes, args.minutes.map(Some));
     Ok(cfg)
 }
 

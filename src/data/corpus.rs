@@ -163,13 +163,15 @@ impl Corpus {
 
     /// One line for `train`'s start: the kind, why, and how to choose another.
     pub fn describe(&self, path: &str) -> String {
+        let what = match self.kind {
+            CorpusKind::Verse => {
+                format!("regular verse, one poem per line, every {VAL_EVERY}th held out")
+            }
+            CorpusKind::Lines => format!("one item per line, every {VAL_EVERY}th held out"),
+            _ => "running text, one token stream, its last tenth held out".to_string(),
+        };
         format!(
-            "corpus {path}: {} ({}); another kind: corpus_kind = \"verse\", \"lines\" or \"text\" in [train], or --corpus-kind",
-            match self.kind {
-                CorpusKind::Verse => "regular verse, one poem per line, every 20th held out",
-                CorpusKind::Lines => "one item per line, every 20th held out",
-                _ => "running text, one token stream, its last tenth held out",
-            },
+            "corpus {path}: {what} ({}); another kind: corpus_kind = \"verse\", \"lines\" or \"text\" in [train], or --corpus-kind",
             self.why
         )
     }

@@ -89,13 +89,13 @@ fn transpose(x: &[f32], rows: usize, cols: usize) -> Vec<f32> {
     out
 }
 
-/// One Muon update of a weight `theta` (rows × cols) with gradient `g` (already scaled by the
-/// clipping) and momentum buffer `buffer`, at learning rate `lr`:
+/// One Muon update of a weight `theta` (rows × cols) with gradient `g` times `scale` (the
+/// clipping's factor) and momentum buffer `buffer`, at learning rate `lr`:
 /// buffer ← μ·buffer + (1 − μ)·g; u = (1 − μ)·g + μ·buffer; θ ← θ − lr·√max(1, rows/cols)·NS(u).
 pub fn update(
     theta: &mut [f32],
     buffer: &mut [f32],
-    g: &[f32],
+    (g, scale): (&[f32], f32),
     (rows, cols): (usize, usize),
     lr: f64,
     params: MuonParams,
@@ -103,6 +103,7 @@ pub fn update(
     let mu = params.momentum as f32;
     let mut u = vec![0.0; g.len()];
     for ((b, u), &g) in buffer.iter_mut().zip(&mut u).zip(g) {
+        let g = g * scale;
         *b = mu * *b + (1.0 - mu) * g;
         *u = (1.0 - mu) * g + mu * *b;
     }

@@ -62,11 +62,11 @@ pub struct Optimizer {
     pub step: usize,
 }
 
-/// Whether Muon updates the parameter `name` of `rank` dimensions: the weight matrices inside the
-/// blocks (`transformer.h.*`), as modded-nanogpt gives it the hidden layers; embeddings and the
-/// output layer stay with AdamW.
-pub fn muon_takes(name: &str, rank: usize) -> bool {
-    rank == 2 && name.starts_with("transformer.h.")
+/// Whether Muon updates the parameter `name` when it is a matrix: those inside the blocks
+/// (`transformer.h.*`), as modded-nanogpt gives it the hidden layers; embeddings and the output
+/// layer stay with AdamW.
+pub fn muon_takes(name: &str) -> bool {
+    name.starts_with("transformer.h.")
 }
 
 /// The gradient of each slot as a flat vector (zeros where a parameter got none).
@@ -142,7 +142,7 @@ impl Optimizer {
             .map(|(name, var)| {
                 let n = var.elem_count();
                 let rule = match (muon, var.dims()) {
-                    (Some(params), &[rows, cols]) if muon_takes(&name, 2) => {
+                    (Some(params), &[rows, cols]) if muon_takes(&name) => {
                         Rule::Muon { rows, cols, params }
                     }
                     _ => Rule::AdamW {
@@ -231,10 +231,7 @@ impl Optimizer {
     /// Restores the moments saved by [`Optimizer::state`] and the step count.
     pub fn load_state(&mut self, tensors: &HashMap<String, Tensor>, step: usize) -> Result<()> {
         for slot in &mut self.slots {
-            let prefixes: &[&str] = match slot.rule {
-                Rule::Muon { .. } => &[MOMENTUM],
-                Rule::AdamW { .. } => &["m", "v"],
-            };
+            let prefixes = slot.prefixes();
             for (&prefix, target) in prefixes.iter().zip([&mut slot.m, &mut slot.v]) {
                 let key = format!("{prefix}.{}", slot.name);
                 let t = tensors.get(&key).ok_or_else(|| {
@@ -271,8 +268,8 @@ impl Slot {
         let mut theta = self.var.as_tensor().flatten_all()?.to_vec1::<f32>()?;
         match self.rule {
             Rule::Muon { rows, cols, params } => {
-                let g: Vec<f32> = g.iter().map(|&g| g * grad_scale as f32).collect();
-                muon::update(&mut theta, &mut self.m, &g, (rows, cols), lr.muon, params);
+                let g = (g, grad_scale as f32);
+                muon::update(&mut theta, &mut self.m, g, (rows, cols), lr.muon, params);
             }
             Rule::AdamW { decay } => {
                 let keep = if decay {
@@ -294,12 +291,17 @@ impl Slot {
         Ok(theta)
     }
 
-    /// The moments to save, each with its key prefix.
-    fn moments(&self) -> Vec<(&'static str, &Vec<f32>)> {
+    /// The key prefixes of the moments in a checkpoint: of `m`, then of `v` (AdamW's).
+    fn prefixes(&self) -> &'static [&'static str] {
         match self.rule {
-            Rule::Muon { .. } => vec![(MOMENTUM, &self.m)],
-            Rule::AdamW { .. } => vec![("m", &self.m), ("v", &self.v)],
+            Rule::Muon { .. } => &[MOMENTUM],
+            Rule::AdamW { .. } => &["m", "v"],
         }
+    }
+
+    /// The moments to save, each with its key prefix.
+    fn moments(&self) -> impl Iterator<Item = (&'static str, &Vec<f32>)> {
+        self.prefixes().iter().copied().zip([&self.m, &self.v])
     }
 }
 

@@ -654,14 +654,10 @@ fn train_locked(opts: &TrainOptions) -> Result<TrainSummary> {
         (i.loss, i.steps, i.seconds) = (i.loss + loss, i.steps + 1, i.seconds + dt);
         (run_tokens, run_time) = (run_tokens + tokens_per_step, run_time + dt);
         p.elapsed_s += dt;
-        if let Some(minutes) = s
-            .cfg
-            .train
-            .minutes
-            .filter(|_| p.step <= s.cfg.train.warmup_iters)
-        {
+        let warmup = s.cfg.train.warmup_iters;
+        if let (Some(minutes), true) = (s.cfg.train.minutes, p.step <= warmup) {
             warmup_seconds.push(dt);
-            if p.step == s.cfg.train.warmup_iters {
+            if p.step == warmup {
                 // The wall time of this process, and the training time of the runs it resumes.
                 let spent = started.elapsed().as_secs_f64() + p.elapsed_s - run_time;
                 let plan = plan_steps(&s, p.step, minutes * 60.0 - spent, &warmup_seconds);

@@ -179,17 +179,16 @@ impl Tunes {
         }
         let mut tunes: Vec<Tune> = counts
             .into_iter()
-            .map(|(name, patterns)| {
+            .filter_map(|(name, patterns)| {
                 let ci = patterns.iter().map(|(_, n)| n).sum();
                 // max_by_key keeps the last of equals: reversed, the first met.
-                let (pattern, fitting) =
-                    patterns.into_iter().rev().max_by_key(|(_, n)| *n).unwrap();
-                Tune {
+                let (pattern, fitting) = patterns.into_iter().rev().max_by_key(|(_, n)| *n)?;
+                Some(Tune {
                     name: name.to_string(),
                     ci,
                     fitting,
                     pattern,
-                }
+                })
             })
             .collect();
         tunes.sort_by(|a, b| b.ci.cmp(&a.ci).then_with(|| a.name.cmp(&b.name)));
@@ -298,13 +297,13 @@ pub struct CiScore {
 /// The score of `line` if it is a ci (begins with a tune's header), by `tunes`.
 pub fn score_ci(line: &str, tunes: &Tunes) -> Option<CiScore> {
     let (tune, text) = split_tune(line)?;
-    let misfit = match tunes.get(tune) {
-        Ok(known) => known.pattern.misfit(text),
-        Err(unknown) => Some(unknown),
+    let (known_tune, misfit) = match tunes.get(tune) {
+        Ok(known) => (true, known.pattern.misfit(text)),
+        Err(unknown) => (false, Some(unknown)),
     };
     Some(CiScore {
         tune: tune.to_string(),
-        known_tune: tunes.by_name.contains_key(tune),
+        known_tune,
         fits: misfit.is_none(),
         misfit,
     })
