@@ -3,7 +3,7 @@
 
 use shige::data::poem::Form;
 use shige::data::verse_tables::ToneCounts;
-use shige::verse::{score_poem, templates, Novelty, Summary, Tables, Tone};
+use shige::verse::{mark_poem, score_poem, templates, Novelty, Summary, Tables, Tone};
 
 #[test]
 fn each_form_has_its_four_templates() {
@@ -134,6 +134,84 @@ fn well_known_poems_score_as_they_should() {
     // Traditional characters of the right shape: the simplified tables know few of them.
     let s = score_poem("白日依山盡，黃河入海流。欲窮千里目，更上一層樓。", tables);
     assert!(s.tones_unknown > 0 || s.fits_template(), "{s:?}");
+}
+
+/// A poem's marks written line by line: each character's slot (○ free), then its tone.
+fn written_marks(poem: &str) -> (Vec<String>, Vec<String>) {
+    let marked = mark_poem(poem, Tables::shipped());
+    let slots = marked
+        .lines
+        .iter()
+        .map(|l| l.chars.iter().map(|c| c.slot.unwrap_or("○")).collect());
+    let tones = marked
+        .lines
+        .iter()
+        .map(|l| l.chars.iter().map(|c| c.tone.unwrap_or("?")).collect());
+    (slots.collect(), tones.collect())
+}
+
+#[test]
+fn a_poem_is_set_line_by_line_with_its_tones_against_its_template() {
+    // 《登鹳雀楼》 against 仄起首句不入韵, as the templates' table writes it (A B C D, the first
+    // character of a five-character line free), rhyming in 尤 on its even lines.
+    let poem = "白日依山尽，黄河入海流。欲穷千里目，更上一层楼。";
+    let marked = mark_poem(poem, Tables::shipped());
+    assert_eq!(marked.template.as_deref(), Some("仄起首句不入韵"));
+    let (slots, tones) = written_marks(poem);
+    assert_eq!(slots, ["○仄平平仄", "○平仄仄平", "○平平仄仄", "○仄仄平平"]);
+    assert_eq!(&tones[..2], ["仄仄平平仄", "平平仄仄平"]);
+    let ends: Vec<&str> = marked.lines.iter().map(|l| l.end.as_str()).collect();
+    assert_eq!(ends, ["，", "。", "，", "。"]);
+    let rhymes: Vec<Option<&Vec<String>>> = marked
+        .lines
+        .iter()
+        .map(|l| l.chars.last().unwrap().rhyme.as_ref())
+        .collect();
+    assert!(rhymes[0].is_none() && rhymes[2].is_none(), "{rhymes:?}");
+    for groups in [rhymes[1], rhymes[3]] {
+        assert!(
+            groups.is_some_and(|g| g.iter().any(|g| g.ends_with("尤"))),
+            "{rhymes:?}"
+        );
+    }
+    let checked: Vec<Option<bool>> = marked
+        .lines
+        .iter()
+        .flat_map(|l| l.chars.iter().map(|c| c.fits))
+        .collect();
+    assert!(checked.iter().all(|&f| f != Some(false)), "{checked:?}");
+    assert_eq!(checked.iter().filter(|f| f.is_some()).count(), 16);
+
+    // 《静夜思》 breaks its best template: some checked tones do not fit, and 床 (平) stands free.
+    let marked = mark_poem(
+        "床前明月光，疑是地上霜。举头望明月，低头思故乡。",
+        Tables::shipped(),
+    );
+    let misfits = marked
+        .lines
+        .iter()
+        .flat_map(|l| &l.chars)
+        .filter(|c| c.fits == Some(false))
+        .count();
+    assert!(misfits >= 2, "{marked:?}");
+    let first = &marked.lines[0].chars[0];
+    assert_eq!(
+        (first.c, first.tone, first.slot, first.fits),
+        ('床', Some("平"), None, None)
+    );
+
+    // No regular form: the sentences are still set one under another, with tones and no slots.
+    let marked = mark_poem("明月几时有？把酒问青天。不知", Tables::shipped());
+    assert_eq!(marked.template, None);
+    let ends: Vec<&str> = marked.lines.iter().map(|l| l.end.as_str()).collect();
+    assert_eq!(ends, ["？", "。", ""]);
+    assert_eq!(marked.lines[0].chars.len(), 5);
+    assert!(marked
+        .lines
+        .iter()
+        .flat_map(|l| &l.chars)
+        .all(|c| c.slot.is_none() && c.fits.is_none() && c.rhyme.is_none()));
+    assert_eq!(marked.lines[1].chars[4].tone, Some("平")); // 天
 }
 
 #[test]

@@ -2,14 +2,16 @@
 //! character's tone (平 level, 仄 oblique) and 平水韵 rhyme groups ([`tables`]), the forms' tonal
 //! templates ([`templates()`]), and a scorer for any poem: its best template, the share of its tones
 //! that fit, whether its rhyme positions share a group, and how much of it is copied from the
-//! training text ([`score`]). Song ci (宋词) and the 词谱 of their tunes learned from the corpus
-//! ([`tunes`]).
+//! training text ([`score`]); a poem laid out line by line with those marks ([`marks`]). Song ci
+//! (宋词) and the 词谱 of their tunes learned from the corpus ([`tunes`]).
 
+pub mod marks;
 pub mod score;
 pub mod tables;
 pub mod templates;
 pub mod tunes;
 
+pub use marks::{mark_poem, MarkedPoem};
 pub use score::{score_poem, Novelty, Summary, VerseScore};
 pub use tables::{Tables, Tone};
 pub use templates::{templates, Slot, Template};

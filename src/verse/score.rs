@@ -4,7 +4,7 @@
 
 use super::tables::Tables;
 use super::templates::{templates, Slot, Template};
-use crate::data::poem::{is_cjk_ideograph, regular_form, PUNCTUATION};
+use crate::data::poem::{is_cjk_ideograph, regular_form, Form, PUNCTUATION};
 use serde::Serialize;
 use std::collections::HashSet;
 
@@ -98,6 +98,28 @@ fn fit(lines: &[Vec<char>], template: &Template, tables: &Tables) -> Fit {
     }
 }
 
+/// The template of `form` that `lines` fit best (the largest share of tones fitting, then
+/// rhyme; the first wins ties), and how they fit it.
+fn best_template(form: Form, lines: &[Vec<char>], tables: &Tables) -> Option<(Fit, Template)> {
+    templates(form)
+        .into_iter()
+        .map(|t| (fit(lines, &t, tables), t))
+        .max_by(|(a, _), (b, _)| {
+            // Fit share a.fitting/a.checked against b's without division, then rhyme; the first
+            // wins ties.
+            (a.fitting * b.checked.max(1))
+                .cmp(&(b.fitting * a.checked.max(1)))
+                .then((!a.groups.is_empty()).cmp(&!b.groups.is_empty()))
+                .then(std::cmp::Ordering::Greater)
+        })
+}
+
+/// The template a regular poem's lines fit best, or `None` for a poem of no regular form.
+pub fn best_fitting_template(poem: &str, tables: &Tables) -> Option<Template> {
+    let form = regular_form(poem)?;
+    best_template(form, &lines(poem), tables).map(|(_, template)| template)
+}
+
 /// Scores `poem` (one poem, lines ended by ，。？！；) with `tables`.
 pub fn score_poem(poem: &str, tables: &Tables) -> VerseScore {
     let form = regular_form(poem);
@@ -115,18 +137,7 @@ pub fn score_poem(poem: &str, tables: &Tables) -> VerseScore {
         return score;
     };
     let lines = lines(poem);
-    let best = templates(form)
-        .into_iter()
-        .map(|t| (fit(&lines, &t, tables), t))
-        .max_by(|(a, _), (b, _)| {
-            // Fit share a.fitting/a.checked against b's without division, then rhyme; the first
-            // wins ties.
-            (a.fitting * b.checked.max(1))
-                .cmp(&(b.fitting * a.checked.max(1)))
-                .then((!a.groups.is_empty()).cmp(&!b.groups.is_empty()))
-                .then(std::cmp::Ordering::Greater)
-        });
-    if let Some((fit, template)) = best {
+    if let Some((fit, template)) = best_template(form, &lines, tables) {
         score.template = Some(template.name);
         score.tones_checked = fit.checked;
         score.tones_fitting = fit.fitting;

@@ -1,0 +1,115 @@
+//! A poem set as a poem: its sentences one under another, each character's tone (平, 仄, or 两
+//! for a character of both readings) against the slot of the template the poem fits best, and
+//! the rhyme positions with their characters' 平声 groups. The page draws what this gives.
+
+use super::score::best_fitting_template;
+use super::tables::{Tables, Tone};
+use super::templates::Slot;
+use crate::data::poem::PUNCTUATION;
+use serde::Serialize;
+
+/// A poem's lines and the template they were marked against.
+#[derive(Debug, Clone, Serialize)]
+pub struct MarkedPoem {
+    /// The best-fitting template's name (e.g. 仄起首句入韵); `None` for a poem of no regular form.
+    pub template: Option<String>,
+    pub lines: Vec<MarkedLine>,
+}
+
+/// One sentence of a poem.
+#[derive(Debug, Clone, Serialize)]
+pub struct MarkedLine {
+    pub chars: Vec<MarkedChar>,
+    /// The punctuation that ends it ("" for a last sentence without one).
+    pub end: String,
+}
+
+/// One character and what the tables and the template say of it.
+#[derive(Debug, Clone, Serialize)]
+pub struct MarkedChar {
+    pub c: char,
+    /// 平, 仄 or 两 (both readings); `None` where the tone table does not know the character.
+    pub tone: Option<&'static str>,
+    /// What the template asks here, 平 or 仄; `None` at a free position or without a template.
+    pub slot: Option<&'static str>,
+    /// Whether the character's tone fits the slot; `None` where nothing is checked (no slot, or
+    /// an unknown tone).
+    pub fits: Option<bool>,
+    /// At a rhyme position of the template: the character's 平声 groups (empty for none).
+    pub rhyme: Option<Vec<String>>,
+}
+
+/// `poem` (one poem, sentences ended by ，。？！；) split into its sentences and marked.
+pub fn mark_poem(poem: &str, tables: &Tables) -> MarkedPoem {
+    let template = best_fitting_template(poem, tables);
+    let lines = sentences(poem)
+        .into_iter()
+        .enumerate()
+        .map(|(i, (chars, end))| {
+            let slots = template.as_ref().and_then(|t| t.lines.get(i));
+            let rhymes = template
+                .as_ref()
+                .is_some_and(|t| t.rhyming_lines.contains(&i));
+            let last = chars.len().saturating_sub(1);
+            let chars = chars
+                .iter()
+                .enumerate()
+                .map(|(j, &c)| {
+                    let slot = slots.and_then(|s| s.get(j)).copied();
+                    mark_char(c, slot, rhymes && j == last, tables)
+                })
+                .collect();
+            MarkedLine { chars, end }
+        })
+        .collect();
+    MarkedPoem {
+        template: template.map(|t| t.name),
+        lines,
+    }
+}
+
+/// The sentences of `poem`: each one's characters and the punctuation that ends it.
+fn sentences(poem: &str) -> Vec<(Vec<char>, String)> {
+    let mut all = Vec::new();
+    let mut current = Vec::new();
+    for c in poem.chars() {
+        if PUNCTUATION.contains(&c) {
+            all.push((std::mem::take(&mut current), c.to_string()));
+        } else {
+            current.push(c);
+        }
+    }
+    if !current.is_empty() {
+        all.push((current, String::new()));
+    }
+    all
+}
+
+/// `c` at a position of slot `slot` (`None`: no template), a rhyme position or not.
+fn mark_char(c: char, slot: Option<Slot>, rhyme_position: bool, tables: &Tables) -> MarkedChar {
+    let tone = tables.tone(c);
+    let asked = match slot {
+        Some(Slot::Ping) => Some("平"),
+        Some(Slot::Ze) => Some("仄"),
+        Some(Slot::Free) | None => None,
+    };
+    MarkedChar {
+        c,
+        tone: tone.map(|t| match t {
+            Tone::Ping => "平",
+            Tone::Ze => "仄",
+            Tone::Both => "两",
+        }),
+        slot: asked,
+        fits: slot
+            .filter(|_| asked.is_some() && tone.is_some())
+            .map(|s| s.admits(tone)),
+        rhyme: rhyme_position.then(|| {
+            tables
+                .rhyme_groups(c)
+                .iter()
+                .map(|&g| tables.group_name(g).to_string())
+                .collect()
+        }),
+    }
+}
