@@ -4,6 +4,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod data;
 pub mod device;

@@ -114,26 +114,8 @@ fn set<T>(target: &mut T, value: Option<T>) {
 /// A run name from the config file's stem and the current UTC time: `default-20261129-130501`.
 fn default_run_dir(config: &std::path::Path) -> PathBuf {
     let stem = config.file_stem().and_then(|s| s.to_str()).unwrap_or("run");
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    PathBuf::from("checkpoints").join(format!(
-        "{stem}-{year:04}{month:02}{day:02}-{:02}{:02}{:02}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    ))
+    let now = shige::clock::UtcTime::now().compact();
+    PathBuf::from("checkpoints").join(format!("{stem}-{now}"))
 }
 
 fn main() -> std::process::ExitCode {

@@ -25,6 +25,10 @@ pub const TOKENIZER_FILE: &str = "tokenizer.json";
 pub const METRICS_FILE: &str = "metrics.csv";
 /// The loss curves.
 pub const PLOT_FILE: &str = "loss.svg";
+/// A poem drawn at each evaluation, one JSON object a line.
+pub const SAMPLES_FILE: &str = "samples.jsonl";
+/// What the run's last invocation ended with ([`crate::train::TrainSummary`] as JSON).
+pub const SUMMARY_FILE: &str = "summary.json";
 
 /// Serialises named tensors with string metadata into safetensors bytes.
 pub fn to_safetensors(
@@ -156,13 +160,15 @@ pub fn load_params(
 pub const LOCK_FILE: &str = ".lock";
 
 /// Every file a run writes.
-pub const RUN_FILES: [&str; 6] = [
+pub const RUN_FILES: [&str; 8] = [
     MODEL_FILE,
     STATE_FILE,
     CONFIG_FILE,
     TOKENIZER_FILE,
     METRICS_FILE,
     PLOT_FILE,
+    SAMPLES_FILE,
+    SUMMARY_FILE,
 ];
 
 /// A run directory.

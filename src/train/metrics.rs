@@ -1,11 +1,12 @@
-//! Per-evaluation metrics: the CSV file and the SVG plot of the loss curves.
+//! Per-evaluation metrics: the CSV file, the SVG plot of the loss curves, and the poem drawn at
+//! each evaluation.
 
 use anyhow::{Context, Result};
 use plotters::prelude::*;
 use std::path::Path;
 
 /// One evaluation.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct MetricRow {
     /// Steps done.
     pub step: usize,
@@ -69,6 +70,40 @@ pub fn from_csv(text: &str) -> Result<Vec<MetricRow>> {
             })
         })
         .collect()
+}
+
+/// A poem (or a stretch of running text) drawn at an evaluation.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct EvalSample {
+    /// Steps done.
+    pub step: usize,
+    pub text: String,
+}
+
+/// The JSON-lines text of `samples`.
+pub fn samples_to_jsonl(samples: &[EvalSample]) -> Result<String> {
+    let mut text = String::new();
+    for sample in samples {
+        text += &serde_json::to_string(sample)?;
+        text.push('\n');
+    }
+    Ok(text)
+}
+
+/// Reads a run's samples.jsonl; the error names the file.
+pub fn read_samples(path: &Path) -> Result<Vec<EvalSample>> {
+    let text = crate::files::read_text_limited(path, crate::files::SMALL_FILE_LIMIT)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| serde_json::from_str(line).with_context(|| format!("bad sample line: {line}")))
+        .collect::<Result<_>>()
+        .with_context(|| {
+            format!(
+                "{} is damaged: delete it (the run's samples are then listed from here on)",
+                path.display()
+            )
+        })
 }
 
 /// One named curve of (step, loss) points.

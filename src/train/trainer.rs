@@ -10,7 +10,9 @@ use crate::ops::Precision;
 use crate::sample::{generate, Generation, Sampling};
 use crate::train::checkpoint::*;
 use crate::train::interrupt;
-use crate::train::metrics::{plot_losses, read_metrics, to_csv, MetricRow};
+use crate::train::metrics::{
+    plot_losses, read_metrics, read_samples, samples_to_jsonl, to_csv, EvalSample, MetricRow,
+};
 use crate::train::muon::MuonParams;
 use crate::train::optim::{clip_scale, AdamWParams, Optimizer, Rates};
 use crate::train::schedule::rate_at;
@@ -54,6 +56,10 @@ pub struct TrainSummary {
     pub peak_memory_bytes: u64,
     /// What ran the training steps (see [`step_path`]), so that `tokens_per_s` names its machine.
     pub step_path: String,
+    /// The machine (CPU model, cores, instruction sets), for the same reason.
+    pub machine: String,
+    /// When this invocation ended.
+    pub finished: String,
 }
 
 /// How a run is started.
@@ -98,6 +104,8 @@ struct Progress {
     dropout_rng: ChaCha8Rng,
     interval: Interval,
     rows: Vec<MetricRow>,
+    /// The poem drawn at each evaluation.
+    samples: Vec<EvalSample>,
     /// The step of the checkpoint in the run directory, if there is one.
     saved_step: Option<usize>,
 }
@@ -303,6 +311,7 @@ fn restore(s: &mut Setup, resume: bool) -> Result<Progress> {
         dropout_rng: rng(seed, 2),
         interval: Interval::default(),
         rows: Vec::new(),
+        samples: Vec::new(),
         saved_step: None,
     };
     if !resume {
@@ -345,6 +354,10 @@ fn restore(s: &mut Setup, resume: bool) -> Result<Progress> {
     if s.run.file(METRICS_FILE).exists() {
         p.rows = read_metrics(&s.run.file(METRICS_FILE))?;
         p.rows.retain(|r| r.step <= p.step);
+    }
+    if s.run.file(SAMPLES_FILE).exists() {
+        p.samples = read_samples(&s.run.file(SAMPLES_FILE))?;
+        p.samples.retain(|r| r.step <= p.step);
     }
     Ok(p)
 }
@@ -476,6 +489,8 @@ fn save_checkpoint(s: &Setup, p: &mut Progress, val: Option<f64>) -> Result<()> 
             )?;
         }
         atomic_write(&s.run.file(METRICS_FILE), to_csv(&p.rows).as_bytes())?;
+        let samples = samples_to_jsonl(&p.samples)?;
+        atomic_write(&s.run.file(SAMPLES_FILE), samples.as_bytes())?;
     }
     if !s.run.file(TOKENIZER_FILE).exists() {
         atomic_write(
@@ -529,37 +544,66 @@ fn evaluate_and_save(s: &Setup, p: &mut Progress, bar: &ProgressBar) -> Result<(
         elapsed_s: p.elapsed_s,
     });
     p.interval = Interval::default();
+    // Its own seed per step, so that a resumed run draws what an uninterrupted one does.
+    let text = eval_sample(s, &mut rng(s.cfg.train.seed.wrapping_add(p.step as u64), 5))?;
+    p.samples.push(EvalSample { step: p.step, text });
     save_checkpoint(s, p, Some(val))?;
-    let row = &p.rows[p.rows.len() - 1];
+    let (row, sample) = (&p.rows[p.rows.len() - 1], &p.samples[p.samples.len() - 1]);
     bar.suspend(|| {
         crate::note!(
-            "step {:>6}: train {:.4}, val {val:.4}, lr {lr:.2e}",
+            "step {:>6}: train {:.4}, val {val:.4}, lr {lr:.2e}  {}",
             p.step,
-            row.train_loss
+            row.train_loss,
+            shortened(&sample.text.replace('\n', " "), SHOWN_SAMPLE_CHARS)
         )
     });
     Ok(())
 }
 
-/// Three poems drawn at temperature 0.8 from the final weights.
-fn final_samples(s: &Setup) -> Result<Vec<String>> {
+/// The most characters of an evaluation's sample shown on its progress line.
+const SHOWN_SAMPLE_CHARS: usize = 64;
+
+/// `text` cut to `n` characters, with … where it was cut.
+fn shortened(text: &str, n: usize) -> String {
+    match text.char_indices().nth(n) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_string(),
+    }
+}
+
+/// The sample of an evaluation: the first of up to three draws that is not empty (an early
+/// model often ends its poem at once).
+fn eval_sample(s: &Setup, rng: &mut ChaCha8Rng) -> Result<String> {
+    let mut text = String::new();
+    for _ in 0..3 {
+        text = draw_sample(s, rng)?;
+        if !text.is_empty() {
+            break;
+        }
+    }
+    Ok(text)
+}
+
+/// A poem drawn at temperature 0.8 from the model as it is (a poem or a line ends at its
+/// newline; running text goes on for a few lines).
+fn draw_sample(s: &Setup, rng: &mut ChaCha8Rng) -> Result<String> {
     let newline = s
         .tokenizer
         .id(NEWLINE)
         .context("the tokenizer has no newline token")?;
-    let mut sample_rng = rng(s.cfg.train.seed, 4);
-    // A poem or a line ends at its newline; running text goes on for a few lines.
     let (length, stop) = match s.cfg.train.corpus_kind {
         CorpusKind::Text => (200, None),
         _ => (100, Some(newline)),
     };
-    (0..3)
-        .map(|_| -> Result<String> {
-            let gen = Generation::new(length, Sampling::with_temperature(0.8), stop);
-            let ids = generate(&s.model, &[newline], &gen, &mut sample_rng, &mut |_| {})?;
-            Ok(s.tokenizer.decode(&ids)?.trim_end().to_string())
-        })
-        .collect()
+    let gen = Generation::new(length, Sampling::with_temperature(0.8), stop);
+    let ids = generate(&s.model, &[newline], &gen, rng, &mut |_| {})?;
+    Ok(s.tokenizer.decode(&ids)?.trim_end().to_string())
+}
+
+/// Three poems drawn at temperature 0.8 from the final weights.
+fn final_samples(s: &Setup) -> Result<Vec<String>> {
+    let mut sample_rng = rng(s.cfg.train.seed, 4);
+    (0..3).map(|_| draw_sample(s, &mut sample_rng)).collect()
 }
 
 fn progress_bar(show: bool, len: usize, position: usize) -> ProgressBar {
@@ -683,7 +727,7 @@ fn train_locked(opts: &TrainOptions) -> Result<TrainSummary> {
     }
     bar.finish_and_clear();
     let last = p.rows.last();
-    Ok(TrainSummary {
+    let summary = TrainSummary {
         steps: p.step,
         train_loss: match p.interval.steps {
             0 => last.map_or(f64::NAN, |r| r.train_loss),
@@ -703,7 +747,12 @@ fn train_locked(opts: &TrainOptions) -> Result<TrainSummary> {
         interrupted: p.step < end || evaluation_pending(&s, &p),
         peak_memory_bytes: crate::machine::peak_memory(),
         step_path: path,
-    })
+        machine: crate::machine::Machine::detect().describe(),
+        finished: crate::clock::UtcTime::now().to_string(),
+    };
+    let json = serde_json::to_string_pretty(&summary)?;
+    atomic_write(&s.run.file(SUMMARY_FILE), json.as_bytes())?;
+    Ok(summary)
 }
 
 /// A run's step count planned for the time it has (`--minutes`).
