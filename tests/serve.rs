@@ -11,11 +11,10 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use shige::data::poem::Form;
 use shige::sample::{generate, poem_start, Generation, Sampling};
-use shige::serve::{http::Deadlines, serve, Limits, Served};
+use shige::serve::{http::Deadlines, Limits, ServeOptions};
 use shige::train::checkpoint::load_run;
 use std::io::{BufRead, Read, Write};
 use std::net::TcpStream;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// A tiny trained run in `dir`.
@@ -27,19 +26,12 @@ fn train_tiny(dir: &std::path::Path) {
 
 /// The run in `dir` served on 127.0.0.1 at an ephemeral port; its base URL.
 fn serve_run(dir: &std::path::Path, limits: Limits) -> String {
-    let served = Served::with_limits(load_run(dir).unwrap(), "tiny".into(), limits).unwrap();
-    let served = Arc::new(served);
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let address = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Runtime::new().unwrap();
-        runtime.block_on(async {
-            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-            serve(listener, served).await.unwrap();
-        })
-    });
-    format!("http://{address}")
+    common::serve_in_thread(ServeOptions {
+        root: dir.parent().unwrap().to_path_buf(),
+        default_run: Some(dir.to_path_buf()),
+        limits,
+        train_exe: None,
+    })
 }
 
 /// A tiny trained run served on 127.0.0.1 at an ephemeral port; its base URL.
@@ -384,9 +376,9 @@ fn every_refusal_has_a_json_body() {
         (
             request("POST /api/info HTTP/1.1", "Content-Length: 0\r\n"),
             405,
-            "GET only",
+            "the page's API answers GET /api/info",
         ),
-        (request("DELETE / HTTP/1.1", ""), 405, "GET only"),
+        (request("DELETE / HTTP/1.1", ""), 405, "POST /api/train"),
         (request(&long_target, ""), 414, "more than 8192"),
         (
             request(

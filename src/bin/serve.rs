@@ -1,16 +1,17 @@
-//! A local web page to write poems and look inside the model:
-//! `cargo run --release --bin serve -- --checkpoint checkpoints/<run>`.
+//! A local web page to watch runs train and compare them, write poems and look inside the model:
+//! `cargo run --release --bin serve` (from the repository, so that the page can train).
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use shige::serve::{serve, Served};
+use shige::serve::{serve, training::CONFIGS_DIR, Limits, ServeOptions, Served};
 use shige::train::checkpoint::{load_run, MODEL_FILE};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// Serve a page on this machine: write poems (streamed as they are drawn) and see what every
-/// head of every layer looks at.
+/// Serve a page on this machine: the runs under checkpoints/ with their curves side by side,
+/// training started, watched and stopped from the page, poems written (streamed as they are
+/// drawn) and set line by line with their tones, and what every head of every layer looks at.
 #[derive(Parser)]
 #[command(
     allow_negative_numbers = true,
@@ -18,9 +19,13 @@ use std::sync::Arc;
   cargo run --release --bin serve -- --checkpoint checkpoints/<run>   # then open http://127.0.0.1:8080/"
 )]
 struct Args {
-    /// Run directory written by `train` (default: the newest run under checkpoints/).
+    /// Run directory written by `train` to write with first (default: the newest run under
+    /// --runs).
     #[arg(long)]
     checkpoint: Option<PathBuf>,
+    /// The folder of runs: listed by the page, and where the page's training writes.
+    #[arg(long, default_value = "checkpoints")]
+    runs: PathBuf,
     /// Port (0: any free one).
     #[arg(long, default_value_t = 8080)]
     port: u16,
@@ -36,30 +41,40 @@ fn main() -> std::process::ExitCode {
     shige::cli::report(run())
 }
 
-/// The run directory under `root` whose weights were written last.
-fn newest_run(root: &Path) -> Result<PathBuf> {
-    let none = || {
-        anyhow::anyhow!(
-            "no trained run under {}/: train one with `cargo run --release --bin train`, or pass --checkpoint",
-            root.display()
-        )
-    };
-    let entries = std::fs::read_dir(root).map_err(|_| {
-        anyhow::anyhow!(
-            "no folder {}{}: train a run with `cargo run --release --bin train`, or pass --checkpoint",
-            root.display(),
-            shige::files::where_missing(root)
-        )
-    })?;
-    entries
-        .filter_map(|e| e.ok())
-        .filter_map(|e| {
-            let modified = e.path().join(MODEL_FILE).metadata().ok()?.modified().ok()?;
-            Some((modified, e.path()))
+/// The run under `root` whose weights were written last; `None` when it holds none and the
+/// page can train one (the server runs in the repository, beside its configs/); an error when
+/// neither.
+fn newest_run(root: &Path) -> Result<Option<PathBuf>> {
+    let newest = shige::serve::runs::list_runs(root)
+        .into_iter()
+        .filter_map(|run| {
+            let dir = shige::serve::runs::run_dir(root, &run.name).ok()?;
+            let modified = dir.join(MODEL_FILE).metadata().ok()?.modified().ok()?;
+            Some((modified, dir))
         })
         .max()
-        .map(|(_, path)| path)
-        .ok_or_else(none)
+        .map(|(_, dir)| dir);
+    if newest.is_some() || Path::new(CONFIGS_DIR).is_dir() {
+        return Ok(newest);
+    }
+    match root.is_dir() {
+        true => bail!(
+            "no trained run under {}/: train one with `cargo run --release --bin train`, pass --checkpoint, or start the server in the repository to train from the page",
+            root.display()
+        ),
+        false => bail!(
+            "no folder {}{}: train a run with `cargo run --release --bin train`, pass --checkpoint, or start the server in the repository to train from the page",
+            root.display(),
+            shige::files::where_missing(root)
+        ),
+    }
+}
+
+/// The `train` program beside this one (cargo builds both into target/release/).
+fn train_beside_this() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let train = exe.with_file_name(format!("train{}", std::env::consts::EXE_SUFFIX));
+    train.is_file().then_some(train)
 }
 
 /// Whether `host` is reachable from this machine only: a loopback address, IPv4's written as
@@ -92,12 +107,26 @@ fn run() -> Result<()> {
             args.host
         );
     }
-    let dir = match args.checkpoint {
-        Some(dir) => dir,
-        None => newest_run(Path::new("checkpoints"))?,
+    let default_run = match args.checkpoint {
+        Some(dir) => {
+            load_run(&dir)?; // refused at once, with the reason, if it cannot be written with
+            Some(dir)
+        }
+        None => newest_run(&args.runs)?,
     };
-    let run = load_run(&dir)?;
-    let name = dir.display().to_string();
+    let what = match &default_run {
+        Some(dir) => dir.display().to_string(),
+        None => format!(
+            "no run yet (train one from the page; runs go to {}/)",
+            args.runs.display()
+        ),
+    };
+    let served = Served::new(ServeOptions {
+        root: args.runs,
+        default_run,
+        limits: Limits::default(),
+        train_exe: train_beside_this(),
+    });
     let runtime = tokio::runtime::Runtime::new().context("cannot start the server's runtime")?;
     runtime.block_on(async {
         let address = SocketAddr::new(args.host, args.port);
@@ -106,10 +135,10 @@ fn run() -> Result<()> {
             .map_err(|e| cannot_listen(address, e))?;
         // The line is a courtesy: where stdout is gone (`serve | true`), the page is still served.
         shige::say!(
-            "serving {name} on http://{}/ (Ctrl-C stops)",
+            "serving {what} on http://{}/ (Ctrl-C stops)",
             listener.local_addr()?
         );
-        serve(listener, Arc::new(Served::new(run, name)?)).await?;
+        serve(listener, Arc::new(served)).await?;
         Ok(())
     })
 }

@@ -1,51 +1,39 @@
-//! The local web page (`cargo run --release --bin serve`): write poems and look inside the model.
+//! The local web page (`cargo run --release --bin serve`): watch runs train and compare them,
+//! write poems and look inside the model.
 //!
 //! One axum router: the page itself (HTML, CSS and JS compiled into the binary, nothing fetched
-//! from elsewhere), a poem streamed as server-sent events while it is drawn, each head's attention
-//! and the next-character probabilities for a text, and the order experiment of `heads_positions`
-//! for the loaded model and for untrained ones. Generation runs on blocking threads, one per
-//! poem, at most [`Limits::poems`] at once; a client that goes away stops its poem. Bad
-//! parameters get a 400 with a JSON error. Who may be answered, and for how long a connection
-//! may hold its place, is [`http`]'s.
+//! from elsewhere); the runs under the folder of runs with their curves ([`runs`]), and a run
+//! trained by `train` started, watched and stopped from the page ([`training`]); for any run with
+//! weights ([`open`]), a poem streamed as server-sent events while it is drawn, each head's
+//! attention and the next-character probabilities for a text, and the order experiment of
+//! `heads_positions` for it and for untrained models; a poem scored and set line by line with
+//! its tones. Generation runs on blocking threads, one per poem, at most [`Limits::poems`] at
+//! once; a client that goes away stops its poem. Bad parameters get a 4xx with a JSON error. Who
+//! may be answered, and for how long a connection may hold its place, is [`http`]'s.
 
 pub mod http;
+mod open;
+pub mod runs;
+pub mod training;
+mod write;
 
-use crate::config::CorpusKind;
-use crate::data::poem::{one_line, Form};
-use crate::data::tokenizer::NEWLINE;
-use crate::experiments::attention_maps::attention_weights;
-use crate::experiments::lesson::{self, order_diff, Report};
-use crate::model::Mode;
-use crate::sample::{context_start, poem_start, Generation, Generator, PoemConstraint, Sampling};
-use crate::train::checkpoint::LoadedRun;
-use crate::verse::{score_poem, Tables};
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Query, State};
+use crate::train::checkpoint::MODEL_FILE;
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::Query;
 use axum::http::StatusCode;
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{Html, IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Json, Router};
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
+use open::{OpenRun, Shelf};
 use serde::Deserialize;
-use serde_json::{json, Value};
-use std::convert::Infallible;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use serde_json::json;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
-use tokio_stream::wrappers::ReceiverStream;
-use tokio_stream::{Stream, StreamExt};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use training::Trainer;
 
-/// The most characters one poem may ask for.
-pub const MAX_NEW_TOKENS: usize = 1_000;
-/// The longest prompt, and the longest text to inspect, in characters.
-pub const MAX_TEXT_CHARS: usize = 200;
-// A text to inspect is drawn with the newline that opens it.
-const _: () = assert!(MAX_TEXT_CHARS < crate::experiments::attention_maps::MAX_CHARS);
-/// Next characters listed per position.
-const TOP_NEXT: usize = 8;
+pub use write::{MAX_NEW_TOKENS, MAX_TEXT_CHARS};
 
 /// How much work the server takes on at once, and how long connections may take.
 #[derive(Debug, Clone, Copy)]
@@ -72,15 +60,25 @@ impl Default for Limits {
     }
 }
 
-/// What the server holds: one trained run, for the rest of the process, and one generator for
-/// it, whose packed weights and threads every poem shares.
+/// Where the server finds runs, and how much it takes on.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// The folder of runs (checkpoints/): listed, opened by name, and where runs trained from
+    /// the page go.
+    pub root: PathBuf,
+    /// The run the page writes with when it names none (`--checkpoint`, else the newest).
+    pub default_run: Option<PathBuf>,
+    pub limits: Limits,
+    /// The `train` program that the page's training runs; `None`: the page cannot train.
+    pub train_exe: Option<PathBuf>,
+}
+
+/// What the server holds: the runs it has open, its one training, and its places for work.
 pub struct Served {
-    pub run: &'static LoadedRun,
-    generator: &'static Generator<'static>,
-    /// The run's name, shown on the page.
-    pub name: String,
-    /// The order experiment on untrained models, computed on first request.
-    untrained: OnceLock<Report>,
+    root: PathBuf,
+    default_run: Option<PathBuf>,
+    shelf: Shelf,
+    trainer: Trainer,
     limits: Limits,
     /// A permit per poem being written, and per look.
     poems: Arc<Semaphore>,
@@ -88,28 +86,48 @@ pub struct Served {
 }
 
 impl Served {
-    /// `run` served with the default [`Limits`].
-    pub fn new(run: LoadedRun, name: String) -> anyhow::Result<Self> {
-        Self::with_limits(run, name, Limits::default())
-    }
-
-    /// `run` served within `limits`, its weights packed for generation once. The run and its
-    /// generator are kept until the process ends (a server serves one run for its whole life),
-    /// so that the generator can borrow the run and every poem's thread can borrow both.
-    pub fn with_limits(run: LoadedRun, name: String, limits: Limits) -> anyhow::Result<Self> {
-        let run: &'static LoadedRun = Box::leak(Box::new(run));
-        let mut generator = Generator::new(&run.model);
-        generator.prepare()?;
-        let generator = Box::leak(Box::new(generator));
-        Ok(Served {
-            run,
-            generator,
-            name,
-            untrained: OnceLock::new(),
+    pub fn new(options: ServeOptions) -> Self {
+        let limits = options.limits;
+        Served {
+            trainer: Trainer::new(options.train_exe, options.root.clone()),
+            root: options.root,
+            default_run: options.default_run,
+            shelf: Shelf::default(),
             poems: Arc::new(Semaphore::new(limits.poems)),
             looks: Arc::new(Semaphore::new(limits.looks)),
             limits,
-        })
+        }
+    }
+
+    /// The run named `name` (the default run when `None`), loaded or taken from the shelf; a
+    /// 400 for a name that is no run with weights.
+    async fn open(self: &Arc<Self>, name: Option<String>) -> Result<Arc<OpenRun>, ApiError> {
+        let (name, dir) = match name.filter(|n| !n.is_empty()) {
+            Some(name) => {
+                let dir = runs::run_dir(&self.root, &name).map_err(ApiError::bad)?;
+                (name, dir)
+            }
+            None => {
+                let dir = self.default_run.clone().ok_or_else(|| {
+                    ApiError::bad("there is no run to write with yet: train one (the page's Runs view), or name one with run=")
+                })?;
+                let name = match dir.strip_prefix(&self.root) {
+                    Ok(inside) => inside.to_string_lossy().replace('\\', "/"),
+                    Err(_) => dir.display().to_string(),
+                };
+                (name, dir)
+            }
+        };
+        if !dir.join(MODEL_FILE).is_file() {
+            return Err(ApiError::bad(format!(
+                "run {name} has no weights to write with (yet: its first evaluation writes them): choose a run the list shows with a loss"
+            )));
+        }
+        let served = self.clone();
+        let load = move || served.shelf.get(&name, &dir).map_err(ApiError::bad);
+        tokio::task::spawn_blocking(load)
+            .await
+            .map_err(ApiError::internal)?
     }
 
     /// A place among the poems being written, or a 503 that says the server is full.
@@ -145,32 +163,38 @@ impl Served {
 pub fn router(served: Arc<Served>) -> Router {
     Router::new()
         .route("/", get(page))
-        .route("/api/info", get(info))
-        .route("/api/generate", get(generate))
-        .route("/api/inspect", get(inspect))
-        .route("/api/order", get(order))
+        .route("/api/info", get(write::info))
+        .route("/api/generate", get(write::generate))
+        .route("/api/inspect", get(write::inspect))
+        .route("/api/order", get(write::order))
+        .route("/api/score", get(write::score))
+        .route("/api/runs", get(runs::list))
+        .route("/api/run", get(runs::detail))
+        .route("/api/train", get(training::status).post(training::start))
+        .route("/api/train/stop", post(training::stop))
+        .route("/api/train/events", get(training::events))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(served)
 }
 
-/// A method other than GET on one of the page's paths.
+/// What the API answers: shown by the 404 and the 405.
+const API: &str = "GET /api/info, /api/generate, /api/inspect, /api/order, /api/score, /api/runs, /api/run, /api/train and /api/train/events; POST /api/train and /api/train/stop";
+
+/// A method a path does not take.
 async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
     ApiError(
         StatusCode::METHOD_NOT_ALLOWED,
-        format!(
-            "{method} {}: the page and its API answer GET only",
-            uri.path()
-        ),
+        format!("{method} {}: the page's API answers {API}", uri.path()),
     )
 }
 
-/// Any other path or method: a 404 that names what there is.
+/// Any other path: a 404 that names what there is.
 async fn not_found(uri: axum::http::Uri) -> ApiError {
     ApiError(
         StatusCode::NOT_FOUND,
         format!(
-            "nothing at {}: the page is at / and its API at GET /api/info, /api/generate, /api/inspect and /api/order",
+            "nothing at {}: the page is at / and its API at {API}",
             uri.path()
         ),
     )
@@ -213,6 +237,16 @@ fn params<T>(query: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
     })
 }
 
+/// A JSON body, or a 400 (415 without the JSON content type) that says what is wrong with it.
+fn body<T>(body: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
+    body.map(|Json(b)| b).map_err(|e| {
+        ApiError(
+            e.status(),
+            format!("the request's body is not valid: {}", e.body_text()),
+        )
+    })
+}
+
 /// A message of the sampling rules as the API gives it: their command-line flags (`--top-k`)
 /// named as the query's parameters (`top_k`).
 fn as_parameters(message: impl std::fmt::Display) -> ApiError {
@@ -246,266 +280,15 @@ fn yes_or_no<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
 
 /// Runs `work` on a blocking thread (model work is CPU-bound) once a look's place is free.
 async fn blocking<T: Send + 'static>(
-    served: Arc<Served>,
-    work: impl FnOnce(&Served) -> Result<T, ApiError> + Send + 'static,
+    served: &Served,
+    work: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
     let permit = served.look_permit().await?;
-    let outcome = tokio::task::spawn_blocking(move || work(&served)).await;
+    let outcome = tokio::task::spawn_blocking(work).await;
     drop(permit);
     outcome.map_err(ApiError::internal)?
 }
 
 async fn page() -> Html<&'static str> {
     Html(include_str!("page.html"))
-}
-
-async fn info(State(served): State<Arc<Served>>) -> Json<Value> {
-    let cfg = &served.run.config.model;
-    Json(json!({
-        "run": served.name,
-        "model": cfg,
-        "corpus_kind": served.run.config.train.trained_kind(),
-        "forms": Form::ALL.map(Form::name),
-    }))
-}
-
-/// What a poem is asked for with.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PoemParams {
-    #[serde(default)]
-    prompt: String,
-    /// wujue, qijue, wulv or qilv; empty for none.
-    #[serde(default)]
-    form: String,
-    #[serde(default)]
-    acrostic: String,
-    #[serde(default = "default_temperature")]
-    temperature: f64,
-    top_k: Option<usize>,
-    top_p: Option<f64>,
-    #[serde(default)]
-    seed: u64,
-    #[serde(default, deserialize_with = "yes_or_no")]
-    meter: bool,
-    #[serde(default = "default_max_new_tokens")]
-    max_new_tokens: usize,
-}
-
-fn default_temperature() -> f64 {
-    0.8
-}
-
-fn default_max_new_tokens() -> usize {
-    120
-}
-
-/// A poem checked and ready to be drawn.
-struct PoemRequest {
-    prompt: String,
-    ids: Vec<u32>,
-    constraint: Option<PoemConstraint>,
-    sampling: Sampling,
-    seed: u64,
-    max_new_tokens: usize,
-}
-
-/// Checks `p` against the run's vocabulary and the rules of form, acrostic and meter.
-fn poem_request(served: &Served, p: PoemParams) -> Result<PoemRequest, ApiError> {
-    let sampling = Sampling {
-        temperature: p.temperature,
-        top_k: p.top_k,
-        top_p: p.top_p,
-    };
-    sampling.validate().map_err(as_parameters)?;
-    if !(1..=MAX_NEW_TOKENS).contains(&p.max_new_tokens) {
-        return Err(ApiError::bad(format!(
-            "max_new_tokens must be 1 to {MAX_NEW_TOKENS} (a poem is under 100 characters)"
-        )));
-    }
-    if p.prompt.chars().count() > MAX_TEXT_CHARS {
-        return Err(ApiError::bad(format!(
-            "the prompt has more than {MAX_TEXT_CHARS} characters: give the beginning of one poem"
-        )));
-    }
-    let form = match p.form.as_str() {
-        "" => None,
-        name => Some(name.parse::<Form>().map_err(as_parameters)?),
-    };
-    if form.is_some() || !p.acrostic.is_empty() || p.meter {
-        let train = &served.run.config.train;
-        train
-            .check_verse("form, acrostic and meter write regulated verse")
-            .map_err(ApiError::bad)?;
-    }
-    let rules = (form, p.acrostic.as_str(), p.meter);
-    let (ids, constraint) = poem_start(&served.run.tokenizer, &p.prompt, rules, p.max_new_tokens)
-        .map_err(as_parameters)?;
-    Ok(PoemRequest {
-        prompt: p.prompt,
-        ids,
-        constraint,
-        sampling,
-        seed: p.seed,
-        max_new_tokens: p.max_new_tokens,
-    })
-}
-
-/// `GET /api/generate?prompt=…&form=…`: the poem as server-sent events, `token` (one character)
-/// as each is drawn, then `done` (`{"text", "verse"}`, the whole poem and its score) or `error`.
-/// The same parameters and seed give what `sample` gives.
-async fn generate(
-    State(served): State<Arc<Served>>,
-    query: Result<Query<PoemParams>, QueryRejection>,
-) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    let request = poem_request(&served, params(query)?)?;
-    let permit = served.poem_permit()?;
-    let (events, received) = mpsc::channel(64);
-    tokio::task::spawn_blocking(move || {
-        write_poem(&served, request, events);
-        drop(permit);
-    });
-    let stream = ReceiverStream::new(received).map(Ok);
-    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
-}
-
-/// Draws the poem of `request`, sending each character to `events`; stops when nobody listens.
-fn write_poem(served: &Served, request: PoemRequest, events: mpsc::Sender<Event>) {
-    let (run, cancel) = (&served.run, AtomicBool::new(false));
-    let verse = run.config.train.trained_kind() == CorpusKind::Verse;
-    // Running text goes on past its newlines, which are part of it.
-    let running = run.config.train.trained_kind() == CorpusKind::Text;
-    let newline = request.ids[0];
-    let stop = (!running).then_some(newline);
-    let gen = Generation {
-        constraint: request.constraint.as_ref(),
-        cancel: Some(&cancel),
-        ..Generation::new(request.max_new_tokens, request.sampling, stop)
-    };
-    let mut rng = ChaCha8Rng::seed_from_u64(request.seed);
-    let send = |event: Event| {
-        if events.blocking_send(event).is_err() {
-            cancel.store(true, Ordering::Relaxed);
-        }
-    };
-    let mut on_token = |id: u32| {
-        if Some(id) != stop {
-            send(
-                Event::default()
-                    .event("token")
-                    .data(run.tokenizer.decode(&[id]).unwrap_or_default()),
-            );
-        }
-    };
-    let drawn = served
-        .generator
-        .generate_prepared(&request.ids, &gen, &mut rng, &mut on_token);
-    let last = drawn.map_err(|e| e.to_string()).and_then(|ids| {
-        let new = run.tokenizer.decode(&ids).map_err(|e| e.to_string())?;
-        let text = format!("{}{}", request.prompt, new.trim_end_matches(NEWLINE));
-        let verse = verse.then(|| score_poem(&text, Tables::shipped()));
-        Event::default()
-            .event("done")
-            .json_data(json!({ "text": text, "verse": verse }))
-            .map_err(|e| e.to_string())
-    });
-    send(last.unwrap_or_else(|message| Event::default().event("error").data(message)));
-}
-
-/// A text to look inside.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct InspectParams {
-    text: String,
-}
-
-/// `GET /api/inspect?text=…`: for the text after the newline that opens a poem, every layer's and
-/// head's attention weights (`attention[layer][head][row]`, rows of the text's length + 1, zero
-/// after the row's own position) and the most likely next characters at each position. Where a
-/// text outgrows the block and generation crops the context, they are those of the context in which
-/// generation from the opening newline reads the text's last character: `chars` from the text's
-/// character `offset` on (0: the newline).
-async fn inspect(
-    State(served): State<Arc<Served>>,
-    query: Result<Query<InspectParams>, QueryRejection>,
-) -> Result<Json<Value>, ApiError> {
-    let p = params(query)?;
-    blocking(served, move |served| look_inside(served, &p.text))
-        .await
-        .map(Json)
-}
-
-fn look_inside(served: &Served, text: &str) -> Result<Value, ApiError> {
-    let (model, tokenizer) = (&served.run.model, &served.run.tokenizer);
-    let length = text.chars().count();
-    if !(1..=MAX_TEXT_CHARS).contains(&length) {
-        return Err(ApiError::bad(format!(
-            "text must have 1 to {MAX_TEXT_CHARS} characters, not {length}"
-        )));
-    }
-    one_line(text, "text").map_err(ApiError::bad)?;
-    let offset = context_start(model, length + 1);
-    let full: String = std::iter::once(NEWLINE)
-        .chain(text.chars())
-        .skip(offset)
-        .collect();
-    let ids = tokenizer.encode(&full).map_err(ApiError::bad)?;
-    let layers = attention_weights(model, tokenizer, &full).map_err(ApiError::bad)?;
-    let t = ids.len();
-    let n_head = model.config().n_head;
-    let attention: Vec<Vec<Vec<&[f32]>>> = layers
-        .iter()
-        .map(|w| {
-            (0..n_head)
-                .map(|h| w[h * t * t..(h + 1) * t * t].chunks(t).collect())
-                .collect()
-        })
-        .collect();
-    let next = next_characters(served, &ids).map_err(ApiError::internal)?;
-    let chars: Vec<String> = full.chars().map(|c| c.to_string()).collect();
-    Ok(json!({ "chars": chars, "offset": offset, "attention": attention, "next": next }))
-}
-
-/// The [`TOP_NEXT`] most likely next characters after each position of `ids`, with their
-/// probabilities.
-fn next_characters(served: &Served, ids: &[u32]) -> anyhow::Result<Vec<Vec<(String, f32)>>> {
-    let model = &served.run.model;
-    let idx = candle_core::Tensor::new(ids, model.device())?.unsqueeze(0)?; // (1, T)
-    let logits = model.forward(&idx, &mut Mode::Eval)?; // (1, T, V)
-    let probs = candle_nn::ops::softmax_last_dim(&logits)?
-        .squeeze(0)?
-        .to_vec2::<f32>()?; // (T, V)
-    probs
-        .iter()
-        .map(|row| {
-            let mut order: Vec<usize> = (0..row.len()).collect();
-            order.sort_by(|&a, &b| row[b].total_cmp(&row[a]));
-            order
-                .into_iter()
-                .take(TOP_NEXT)
-                .map(|id| Ok((served.run.tokenizer.decode(&[id as u32])?, row[id])))
-                .collect()
-        })
-        .collect()
-}
-
-/// `GET /api/order`: the lesson's question, does a model tell 白日依山尽 from 山依日白尽, for the
-/// loaded model and for untrained models of 1–3 layers and every positional scheme.
-async fn order(State(served): State<Arc<Served>>) -> Result<Json<Value>, ApiError> {
-    blocking(served, |served| {
-        let (model, tokenizer) = (&served.run.model, &served.run.tokenizer);
-        let loaded = order_diff(model, tokenizer).map_err(ApiError::bad)?;
-        let (sentence, shuffled) = lesson::order_pair(tokenizer).map_err(ApiError::bad)?;
-        if served.untrained.get().is_none() {
-            let report = lesson::run(tokenizer, 1337).map_err(ApiError::internal)?;
-            let _ = served.untrained.set(report);
-        }
-        Ok(Json(json!({
-            "sentence": sentence,
-            "shuffled": shuffled,
-            "loaded": { "layers": model.config().n_layer, "position": model.config().position, "diff": loaded },
-            "untrained": served.untrained.get().map(|r| &r.order_leak),
-        })))
-    })
-    .await
 }

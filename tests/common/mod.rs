@@ -103,3 +103,20 @@ pub fn full_logits(model: &shige::model::Gpt, ids: &[u32]) -> Vec<Vec<f32>> {
     let logits = model.forward(&idx, &mut shige::model::Mode::Eval).unwrap(); // (1, T, V)
     logits.squeeze(0).unwrap().to_vec2().unwrap()
 }
+
+/// A server with `options` on 127.0.0.1 at an ephemeral port, on a thread of its own; its base
+/// URL.
+pub fn serve_in_thread(options: shige::serve::ServeOptions) -> String {
+    let served = std::sync::Arc::new(shige::serve::Served::new(options));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let address = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        runtime.block_on(async {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            shige::serve::serve(listener, served).await.unwrap();
+        })
+    });
+    format!("http://{address}")
+}

@@ -1,0 +1,420 @@
+//! Training from the page: `train` itself, run as a child process of the server, one run at a
+//! time; its progress is read from the files it writes (the runs list) and from its messages;
+//! stopping it sends the signal Ctrl-C sends, so it saves a checkpoint that `--resume` (or the
+//! page's resume) continues exactly. A run keeps training when its tab closes, as it would in
+//! a terminal; any tab of the page sees it and can stop it.
+
+use super::runs::{run_detail, run_dir, MAX_NAME_CHARS};
+use super::{body, ApiError, Served};
+use crate::clock::UtcTime;
+use crate::config::{Position, RunConfig};
+use crate::train::checkpoint::{RunDir, STATE_FILE};
+use axum::extract::rejection::JsonRejection;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::Json;
+use serde_json::json;
+use std::convert::Infallible;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::{Stream, StreamExt};
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+
+/// Where the shipped configs are, relative to the server's working directory (the repository).
+pub const CONFIGS_DIR: &str = "configs";
+/// Lines of a run's messages kept for the page.
+const LOG_LINES: usize = 100;
+
+/// What the page asks to train: a new run from a shipped config with a few overrides, or the
+/// resumption of a run.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainRequest {
+    /// A config of configs/, by name (`tiny` for configs/tiny.toml), for a new run.
+    pub config: Option<String>,
+    /// The run to continue, by its name in the runs list.
+    pub resume: Option<String>,
+    /// The new run's name (default: the config's name and the time, as `train` names runs).
+    pub run: Option<String>,
+    pub n_layer: Option<usize>,
+    pub n_head: Option<usize>,
+    pub position: Option<String>,
+    /// Total steps (for a resumed run too: more steps than it was planned for).
+    pub max_iters: Option<usize>,
+}
+
+/// The training of this server: the current (or last) run and its messages.
+#[derive(Debug, Clone, Serialize)]
+pub struct TrainStatus {
+    /// The run's name; `None` before any run was started here.
+    pub run: Option<String>,
+    pub running: bool,
+    /// Whether a stop was asked for and the run is saving its checkpoint.
+    pub stopping: bool,
+    /// The exit code of a run that ended (130 when stopped).
+    pub exit: Option<i32>,
+    /// The last lines of its messages (stderr and stdout).
+    pub log: Vec<String>,
+}
+
+/// A `train` process started by the server.
+struct Job {
+    run: String,
+    child: Child,
+    log: Arc<Mutex<VecDeque<String>>>,
+    stopping: bool,
+    exit: Option<i32>,
+}
+
+/// Starts, watches and stops the server's one training process.
+pub struct Trainer {
+    /// The `train` executable; `None` where it was not found beside the server.
+    exe: Option<PathBuf>,
+    /// The folder of runs, where new runs go.
+    root: PathBuf,
+    job: Mutex<Option<Job>>,
+}
+
+impl Trainer {
+    pub fn new(exe: Option<PathBuf>, root: PathBuf) -> Self {
+        Trainer {
+            exe,
+            root,
+            job: Mutex::new(None),
+        }
+    }
+
+    /// Starts `request`, unless a run is training already (409) or the request is not valid
+    /// (400: a config that is not shipped, a name taken, a run that cannot be resumed).
+    pub fn start(&self, request: TrainRequest) -> Result<TrainStatus, ApiError> {
+        let mut job = self.job.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(running) = running(&mut job) {
+            return Err(ApiError(
+                StatusCode::CONFLICT,
+                format!(
+                    "run {} is training already, and the server trains one run at a time: stop it first, or wait for it to end",
+                    running.run
+                ),
+            ));
+        }
+        let exe = self.exe.as_ref().ok_or_else(|| {
+            ApiError(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the train program was not found beside the server: build it with `cargo build --release --bin train`, then start the server again".into(),
+            )
+        })?;
+        let (run, args) = self.arguments(&request)?;
+        let mut child = Command::new(exe)
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| ApiError::internal(format!("cannot start {}: {e}", exe.display())))?;
+        let log = Arc::new(Mutex::new(VecDeque::new()));
+        for out in [
+            child
+                .stdout
+                .take()
+                .map(|o| Box::new(o) as Box<dyn Read + Send>),
+            child
+                .stderr
+                .take()
+                .map(|e| Box::new(e) as Box<dyn Read + Send>),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let log = log.clone();
+            std::thread::spawn(move || keep_lines(out, &log));
+        }
+        *job = Some(Job {
+            run,
+            child,
+            log,
+            stopping: false,
+            exit: None,
+        });
+        Ok(status_of(job.as_mut()))
+    }
+
+    /// The run's name and `train`'s arguments for `request`, checked.
+    fn arguments(&self, request: &TrainRequest) -> Result<(String, Vec<String>), ApiError> {
+        let mut args = Vec::new();
+        let run = match (&request.config, &request.resume) {
+            (Some(config), None) => {
+                let path = shipped_config(config)?;
+                let run = match &request.run {
+                    Some(run) => run.clone(),
+                    None => format!("{config}-{}", UtcTime::now().compact()),
+                };
+                let dir = run_dir(&self.root, &run).map_err(ApiError::bad)?;
+                RunDir::new(&dir).check_fresh().map_err(|e| {
+                    ApiError(
+                        StatusCode::CONFLICT,
+                        format!("{e:#}").replace("--out", "another name"),
+                    )
+                })?;
+                check_overrides(&path, request)?;
+                args.extend(["--config".into(), path.display().to_string()]);
+                args.extend(["--out".into(), dir.display().to_string()]);
+                run
+            }
+            (None, Some(run)) => {
+                let dir = run_dir(&self.root, run).map_err(ApiError::bad)?;
+                if !dir.join(STATE_FILE).is_file() {
+                    return Err(ApiError::bad(format!(
+                        "run {run} holds no checkpoint to resume: choose a run the list marks resumable"
+                    )));
+                }
+                let others = [&request.run, &request.position]
+                    .iter()
+                    .any(|o| o.is_some())
+                    || request.n_layer.is_some()
+                    || request.n_head.is_some();
+                if others {
+                    return Err(ApiError::bad(
+                        "a resumed run keeps its model and name: give resume alone, or with max_iters",
+                    ));
+                }
+                args.extend(["--resume".into(), dir.display().to_string()]);
+                run.clone()
+            }
+            _ => {
+                return Err(ApiError::bad(
+                    "give either config (a new run from configs/) or resume (a run of the list)",
+                ))
+            }
+        };
+        let flags = [
+            ("--n-layer", request.n_layer.map(|v| v.to_string())),
+            ("--n-head", request.n_head.map(|v| v.to_string())),
+            ("--position", request.position.clone()),
+            ("--max-iters", request.max_iters.map(|v| v.to_string())),
+        ];
+        for (flag, value) in flags {
+            if let Some(value) = value {
+                args.extend([flag.to_string(), value]);
+            }
+        }
+        Ok((run, args))
+    }
+
+    /// Asks the running run to stop: it saves a checkpoint and ends (409 when none runs).
+    pub fn stop(&self) -> Result<TrainStatus, ApiError> {
+        let mut job = self.job.lock().unwrap_or_else(|e| e.into_inner());
+        match running(&mut job) {
+            Some(running) => {
+                running.interrupt();
+                Ok(status_of(Some(running)))
+            }
+            None => Err(ApiError(
+                StatusCode::CONFLICT,
+                "no run is training: there is nothing to stop".into(),
+            )),
+        }
+    }
+
+    pub fn status(&self) -> TrainStatus {
+        let mut job = self.job.lock().unwrap_or_else(|e| e.into_inner());
+        status_of(job.as_mut())
+    }
+
+    /// Whether the run named `name` is the one this server is training.
+    pub fn is_training(&self, name: &str) -> bool {
+        let mut job = self.job.lock().unwrap_or_else(|e| e.into_inner());
+        job.as_mut().is_some_and(|j| j.run == name && j.poll())
+    }
+}
+
+impl Drop for Trainer {
+    /// A server that ends stops its run the way Ctrl-C would, so that it is saved.
+    fn drop(&mut self) {
+        let job = self.job.get_mut().unwrap_or_else(|e| e.into_inner());
+        if let Some(job) = running(job) {
+            job.interrupt();
+            let _ = job.child.wait();
+        }
+    }
+}
+
+impl Job {
+    /// Whether the process still runs (its exit code noted once it ended).
+    fn poll(&mut self) -> bool {
+        if self.exit.is_none() {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                self.exit = Some(status.code().unwrap_or(-1));
+            }
+        }
+        self.exit.is_none()
+    }
+
+    /// Sends SIGINT, which `train` takes as Ctrl-C.
+    fn interrupt(&mut self) {
+        #[cfg(unix)]
+        // SAFETY: kill() only sends a signal, to our own child, which has not been waited for
+        // (poll() saw it running), so its pid is not reused.
+        unsafe {
+            libc::kill(self.child.id() as libc::pid_t, libc::SIGINT);
+        }
+        #[cfg(not(unix))]
+        let _ = self.child.kill();
+        self.stopping = true;
+    }
+}
+
+/// The job in `slot` if its process still runs.
+fn running(slot: &mut Option<Job>) -> Option<&mut Job> {
+    let job = slot.as_mut()?;
+    job.poll().then_some(job)
+}
+
+fn status_of(job: Option<&mut Job>) -> TrainStatus {
+    match job {
+        None => TrainStatus {
+            run: None,
+            running: false,
+            stopping: false,
+            exit: None,
+            log: Vec::new(),
+        },
+        Some(job) => {
+            let running = job.poll();
+            let log = job.log.lock().unwrap_or_else(|e| e.into_inner());
+            TrainStatus {
+                run: Some(job.run.clone()),
+                running,
+                stopping: running && job.stopping,
+                exit: job.exit,
+                log: log.iter().cloned().collect(),
+            }
+        }
+    }
+}
+
+/// `GET /api/train`: the server's training, running or last run.
+pub async fn status(State(served): State<Arc<Served>>) -> Json<TrainStatus> {
+    Json(served.trainer.status())
+}
+
+/// `POST /api/train` with a JSON [`TrainRequest`]: starts `train`; 409 while a run trains.
+pub async fn start(
+    State(served): State<Arc<Served>>,
+    request: Result<Json<TrainRequest>, JsonRejection>,
+) -> Result<Json<TrainStatus>, ApiError> {
+    let request = body(request)?;
+    served.trainer.start(request).map(Json)
+}
+
+/// `POST /api/train/stop`: stops the running run as Ctrl-C would (it saves a checkpoint first).
+pub async fn stop(State(served): State<Arc<Served>>) -> Result<Json<TrainStatus>, ApiError> {
+    served.trainer.stop().map(Json)
+}
+
+/// How often a training's stream looks at its files.
+const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// `GET /api/train/events`: the server's training as server-sent events: `progress` (`{status,
+/// run}`: the [`TrainStatus`] and the run's curves and samples) whenever its files or messages
+/// change, then `end` once the process has ended. A client that goes away ends its stream.
+pub async fn events(
+    State(served): State<Arc<Served>>,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let (sender, received) = mpsc::channel(8);
+    tokio::spawn(async move {
+        let mut last = None;
+        loop {
+            let status = served.trainer.status();
+            let (root, name) = (served.root.clone(), status.run.clone());
+            let run = tokio::task::spawn_blocking(move || {
+                name.and_then(|name| run_detail(&root, &name).ok())
+            })
+            .await
+            .ok()
+            .flatten();
+            let seen = (
+                status.running,
+                status.stopping,
+                status.log.len(),
+                status.log.last().cloned(),
+                run.as_ref().map(|r| (r.rows.len(), r.samples.len())),
+            );
+            if last.as_ref() != Some(&seen) {
+                let event = Event::default().event("progress").json_data(json!({ "status": status, "run": run }));
+                if sender.send(event.unwrap_or_default()).await.is_err() {
+                    return; // nobody listens
+                }
+                last = Some(seen);
+            }
+            if !status.running {
+                // (An event without data is not dispatched by browsers.)
+                let _ = sender.send(Event::default().event("end").data("ended")).await;
+                return;
+            }
+            tokio::time::sleep(WATCH_EVERY).await;
+        }
+    });
+    Sse::new(ReceiverStream::new(received).map(Ok)).keep_alive(KeepAlive::default())
+}
+
+/// Keeps the last [`LOG_LINES`] lines of `out` in `log` (a progress bar's `\r` ends a line too).
+fn keep_lines(out: Box<dyn Read + Send>, log: &Mutex<VecDeque<String>>) {
+    for line in BufReader::new(out).split(b'\n').map_while(Result::ok) {
+        let text = String::from_utf8_lossy(&line);
+        let last = text.rsplit('\r').find(|part| !part.trim().is_empty());
+        let mut log = log.lock().unwrap_or_else(|e| e.into_inner());
+        log.push_back(last.unwrap_or("").trim_end().to_string());
+        while log.len() > LOG_LINES {
+            log.pop_front();
+        }
+    }
+}
+
+/// The configs of configs/, by name, sorted.
+pub fn shipped_configs() -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(CONFIGS_DIR)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.strip_suffix(".toml").map(str::to_string)
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// The path of the shipped config `name`, or a 400 that lists them.
+fn shipped_config(name: &str) -> Result<PathBuf, ApiError> {
+    let names = shipped_configs();
+    if name.chars().count() > MAX_NAME_CHARS || !names.iter().any(|n| n == name) {
+        return Err(ApiError::bad(format!(
+            "config must be one of configs/: {}",
+            names.join(", ")
+        )));
+    }
+    Ok(Path::new(CONFIGS_DIR).join(format!("{name}.toml")))
+}
+
+/// Checks the config at `path` with `request`'s overrides as `train` will, so that a bad
+/// combination (heads that do not divide the width) is a 400 now, not a failed run.
+fn check_overrides(path: &Path, request: &TrainRequest) -> Result<(), ApiError> {
+    let mut config = RunConfig::load(path).map_err(ApiError::bad)?;
+    let (m, t) = (&mut config.model, &mut config.train);
+    if let Some(position) = &request.position {
+        m.position = position.parse::<Position>().map_err(ApiError::bad)?;
+    }
+    m.n_layer = request.n_layer.unwrap_or(m.n_layer);
+    m.n_head = request.n_head.unwrap_or(m.n_head);
+    t.max_iters = request.max_iters.unwrap_or(t.max_iters);
+    // The corpus decides the vocabulary when the run starts; any size checks the rest.
+    m.vocab_size = m.vocab_size.max(1);
+    config.validate().map_err(ApiError::bad)
+}

@@ -1,0 +1,430 @@
+//! The page's runs and training over HTTP: the runs list is the folder's runs (an ablation's
+//! variants too, nothing else), a run trained from the page appears and updates while it trains,
+//! a second training is refused while one runs, stopping saves a checkpoint whose resumption ends
+//! with the metrics of an uninterrupted run, bad training requests get a 4xx with a JSON error,
+//! and a pasted poem is scored and set line by line.
+
+mod common;
+
+use serde_json::{json, Value};
+use shige::serve::{Limits, ServeOptions};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const TRAIN: &str = env!("CARGO_BIN_EXE_train");
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into()
+}
+
+/// GET `path`: (status, JSON body).
+fn get(base: &str, path: &str) -> (u16, Value) {
+    let mut response = agent().get(format!("{base}{path}")).call().unwrap();
+    let status = response.status().as_u16();
+    let text = response.body_mut().read_to_string().unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or_else(|_| panic!("{path}: {text}")),
+    )
+}
+
+/// POST `body` as JSON to `path`: (status, JSON body).
+fn post(base: &str, path: &str, body: &Value) -> (u16, Value) {
+    let mut response = agent()
+        .post(format!("{base}{path}"))
+        .header("Content-Type", "application/json")
+        .send(body.to_string())
+        .unwrap();
+    let status = response.status().as_u16();
+    let text = response.body_mut().read_to_string().unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or_else(|_| panic!("{path}: {text}")),
+    )
+}
+
+/// A server for the runs under `root`, able to train with the `train` binary.
+fn serve_runs(root: &Path) -> String {
+    common::serve_in_thread(ServeOptions {
+        root: root.to_path_buf(),
+        default_run: None,
+        limits: Limits::default(),
+        train_exe: Some(TRAIN.into()),
+    })
+}
+
+/// `train` on the tiny config into `dir` with `flags`; fails the test if it fails.
+fn train_cli(dir: &Path, flags: &[&str]) {
+    let out = Command::new(TRAIN)
+        .args([
+            "--config",
+            "configs/tiny.toml",
+            "--out",
+            dir.to_str().unwrap(),
+        ])
+        .args(flags)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The runs list's names.
+fn names(base: &str) -> Vec<String> {
+    let (status, list) = get(base, "/api/runs");
+    assert_eq!(status, 200, "{list}");
+    list["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Step, train loss and val loss of each row of a run's metrics.csv.
+fn metric_rows(dir: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(dir.join("metrics.csv")).unwrap();
+    text.lines()
+        .map(|l| l.split(',').take(3).collect::<Vec<_>>().join(","))
+        .collect()
+}
+
+/// Polls `ready` every 20 ms until it holds, for at most a minute.
+fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !ready() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "waited a minute for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn the_runs_list_is_the_folders_runs_with_their_curves() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    train_cli(&root.join("alpha"), &["--max-iters", "40"]);
+    train_cli(
+        &root.join("ablations/heads/h1"),
+        &["--max-iters", "20", "--n-head", "1"],
+    );
+    // Not runs: an empty folder, a folder of other files, a hidden run, a run four levels deep.
+    std::fs::create_dir_all(root.join("empty")).unwrap();
+    std::fs::create_dir_all(root.join("notes")).unwrap();
+    std::fs::write(root.join("notes/todo.txt"), "x").unwrap();
+    train_cli(&root.join(".hidden"), &["--max-iters", "20"]);
+    train_cli(&root.join("a/b/c/d"), &["--max-iters", "20"]);
+    let base = serve_runs(root);
+    assert_eq!(names(&base), ["ablations/heads/h1", "alpha"]);
+
+    let (_, list) = get(&base, "/api/runs");
+    let alpha = &list["runs"][1];
+    let summary: Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("alpha/summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(alpha["step"], 40);
+    assert_eq!(alpha["max_iters"], 40);
+    assert_eq!(alpha["val_loss_whole"], summary["val_loss_whole"]);
+    assert_eq!(alpha["machine"], summary["machine"]);
+    assert_eq!(alpha["has_model"], true);
+    assert_eq!(alpha["active"], false);
+    assert_eq!(alpha["config"]["model"]["n_head"], 2);
+    assert_eq!(list["runs"][0]["config"]["model"]["n_head"], 1);
+    assert!(
+        alpha["line"]
+            .as_str()
+            .unwrap()
+            .starts_with("2 layers × 2 heads × 32, learned"),
+        "{alpha}"
+    );
+
+    let (status, detail) = get(&base, "/api/run?name=alpha");
+    assert_eq!(status, 200, "{detail}");
+    let steps = |key: &str| -> Vec<u64> {
+        detail[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["step"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(steps("rows"), [20, 40]);
+    assert_eq!(steps("samples"), [20, 40]);
+    let last_val = detail["rows"][1]["val_loss"].as_f64().unwrap();
+    assert_eq!(Some(last_val), alpha["val_loss"].as_f64());
+
+    for (name, status) in [
+        ("../alpha", 404),
+        ("notes", 404),
+        ("nothing", 404),
+        ("a/b/c/d", 404),
+    ] {
+        let (got, error) = get(&base, &format!("/api/run?name={name}"));
+        assert_eq!(got, status, "{name}: {error}");
+        assert!(error["error"].is_string(), "{error}");
+    }
+}
+
+#[test]
+fn a_run_trained_from_the_page_updates_stops_and_resumes_as_if_never_stopped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = serve_runs(tmp.path());
+    assert_eq!(get(&base, "/api/train").1["running"], false);
+    let request = json!({ "config": "tiny", "run": "page", "max_iters": 2000, "position": "rope" });
+    let (status, started) = post(&base, "/api/train", &request);
+    assert_eq!(status, 200, "{started}");
+    assert_eq!(
+        (started["run"].as_str(), &started["running"]),
+        (Some("page"), &json!(true))
+    );
+
+    // It appears in the list, marked active, and its step grows.
+    let step = |base: &str| -> Option<u64> {
+        let (_, list) = get(base, "/api/runs");
+        let run = list["runs"]
+            .as_array()?
+            .iter()
+            .find(|r| r["name"] == "page")?
+            .clone();
+        assert_eq!(run["active"], true, "{run}");
+        run["step"].as_u64()
+    };
+    wait_for("a first evaluation", || {
+        step(&base).is_some_and(|s| s >= 20)
+    });
+    let first = step(&base).unwrap();
+    wait_for("a later evaluation", || {
+        step(&base).is_some_and(|s| s > first)
+    });
+
+    // One training at a time.
+    let (status, refused) = post(
+        &base,
+        "/api/train",
+        &json!({ "config": "tiny", "run": "second" }),
+    );
+    assert_eq!(status, 409, "{refused}");
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap()
+            .contains("page is training already"),
+        "{refused}"
+    );
+    assert!(!tmp.path().join("second").exists());
+
+    // Stopping saves a checkpoint: the run ends as Ctrl-C ends it.
+    let (status, stopping) = post(&base, "/api/train/stop", &json!({}));
+    assert_eq!(status, 200, "{stopping}");
+    wait_for("the run to stop", || {
+        get(&base, "/api/train").1["running"] == false
+    });
+    let (_, stopped) = get(&base, "/api/train");
+    assert_eq!(stopped["exit"], 130, "{stopped}");
+    let log = stopped["log"].to_string();
+    assert!(
+        log.contains("interrupted at step") && log.contains("--resume"),
+        "{log}"
+    );
+    let (_, detail) = get(&base, "/api/run?name=page");
+    assert!(detail["step"].as_u64().unwrap() < 2000, "{detail:.300}");
+    assert_eq!(detail["resumable"], true);
+    assert_eq!(detail["config"]["model"]["position"], "rope");
+    let samples = detail["samples"].as_array().unwrap();
+    assert!(
+        samples.len() >= 2
+            && samples
+                .iter()
+                .any(|s| s["text"].as_str().is_some_and(|t| !t.is_empty()))
+    );
+    assert_eq!(post(&base, "/api/train/stop", &json!({})).0, 409);
+
+    // Resumed from the page, it ends with the metrics of a run that was never stopped.
+    let (status, resumed) = post(&base, "/api/train", &json!({ "resume": "page" }));
+    assert_eq!(status, 200, "{resumed}");
+    wait_for("the resumed run to end", || {
+        get(&base, "/api/train").1["running"] == false
+    });
+    assert_eq!(get(&base, "/api/train").1["exit"], 0);
+    let whole = tmp.path().join("whole");
+    train_cli(&whole, &["--max-iters", "2000", "--position", "rope"]);
+    assert_eq!(metric_rows(&tmp.path().join("page")), metric_rows(&whole));
+}
+
+#[test]
+fn bad_training_requests_get_a_json_error_and_start_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    train_cli(&tmp.path().join("done"), &["--max-iters", "20"]);
+    std::fs::create_dir_all(tmp.path().join("other")).unwrap();
+    std::fs::write(tmp.path().join("other/notes.txt"), "mine").unwrap();
+    let base = serve_runs(tmp.path());
+    let cases = [
+        (
+            json!({ "config": "nope" }),
+            400,
+            "config must be one of configs/: ci, default",
+        ),
+        (
+            json!({ "config": "tiny", "run": "../outside" }),
+            400,
+            "is not a run's name",
+        ),
+        (
+            json!({ "config": "tiny", "run": "a/b/c/d" }),
+            400,
+            "is not a run's name",
+        ),
+        (
+            json!({ "config": "tiny", "run": "done" }),
+            409,
+            "already holds a run",
+        ),
+        (
+            json!({ "config": "tiny", "run": "other" }),
+            409,
+            "holds files that are not a run's (notes.txt)",
+        ),
+        (json!({ "config": "tiny", "n_head": 3 }), 400, "n_head"),
+        (
+            json!({ "config": "tiny", "position": "sideways" }),
+            400,
+            "sideways",
+        ),
+        (
+            json!({ "config": "tiny", "resume": "done" }),
+            400,
+            "either config",
+        ),
+        (json!({ "resume": "other" }), 400, "no checkpoint to resume"),
+        (
+            json!({ "resume": "done", "n_layer": 3 }),
+            400,
+            "keeps its model",
+        ),
+        (
+            json!({ "config": "tiny", "epochs": 3 }),
+            422,
+            "unknown field `epochs`",
+        ),
+        (json!({}), 400, "either config"),
+    ];
+    for (request, status, piece) in cases {
+        let (got, error) = post(&base, "/api/train", &request);
+        assert_eq!(got, status, "{request}: {error}");
+        assert!(
+            error["error"].as_str().unwrap().contains(piece),
+            "{request}: {error}"
+        );
+    }
+    // Another site's page cannot start a run.
+    let mut answer = agent()
+        .post(format!("{base}/api/train"))
+        .header("Content-Type", "application/json")
+        .header("Origin", "http://evil.example")
+        .send(json!({ "config": "tiny", "run": "theirs" }).to_string())
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 403);
+    assert!(answer
+        .body_mut()
+        .read_to_string()
+        .unwrap()
+        .contains("no other site's page can use it"));
+    // Not JSON.
+    let mut answer = agent()
+        .post(format!("{base}/api/train"))
+        .send("config=tiny")
+        .unwrap();
+    assert_eq!(answer.status().as_u16(), 415);
+    let text = answer.body_mut().read_to_string().unwrap();
+    assert!(
+        serde_json::from_str::<Value>(&text).unwrap()["error"].is_string(),
+        "{text}"
+    );
+    // Nothing was started, nothing written.
+    assert_eq!(get(&base, "/api/train").1["run"], Value::Null);
+    assert_eq!(names(&base), ["done"]);
+    assert_eq!(
+        std::fs::read_dir(tmp.path().join("other")).unwrap().count(),
+        1
+    );
+
+    // A server without the train program says how to get it.
+    let without = common::serve_in_thread(ServeOptions {
+        root: tmp.path().to_path_buf(),
+        default_run: None,
+        limits: Limits::default(),
+        train_exe: None,
+    });
+    let (status, error) = post(&without, "/api/train", &json!({ "config": "tiny" }));
+    assert_eq!(status, 503, "{error}");
+    assert!(error["error"]
+        .as_str()
+        .unwrap()
+        .contains("cargo build --release --bin train"));
+}
+
+#[test]
+fn any_run_of_the_list_writes_and_a_pasted_poem_is_set_line_by_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    train_cli(&tmp.path().join("one"), &["--max-iters", "20"]);
+    std::fs::create_dir_all(tmp.path().join("bare")).unwrap();
+    std::fs::copy(
+        tmp.path().join("one/config.toml"),
+        tmp.path().join("bare/config.toml"),
+    )
+    .unwrap();
+    let base = serve_runs(tmp.path());
+    // No default run: the page opens, to train.
+    let (status, info) = get(&base, "/api/info");
+    assert_eq!((status, &info["run"]), (200, &Value::Null), "{info}");
+    assert!(info["configs"].as_array().unwrap().contains(&json!("tiny")));
+    let (status, info) = get(&base, "/api/info?run=one");
+    assert_eq!(
+        (status, info["run"]["name"].as_str()),
+        (200, Some("one")),
+        "{info}"
+    );
+    let (status, inside) = get(&base, "/api/inspect?run=one&text=%E7%99%BD%E6%97%A5");
+    assert_eq!(status, 200, "{inside}");
+    for (query, piece) in [
+        ("/api/info?run=../one", "is not a run's name"),
+        ("/api/inspect?run=bare&text=%E7%99%BD", "has no weights"),
+        ("/api/inspect?text=%E7%99%BD", "no run to write with yet"),
+    ] {
+        let (status, error) = get(&base, query);
+        assert_eq!(status, 400, "{query}: {error}");
+        assert!(
+            error["error"].as_str().unwrap().contains(piece),
+            "{query}: {error}"
+        );
+    }
+
+    let poem = "白日依山尽，黄河入海流。欲穷千里目，更上一层楼。";
+    let mut response = agent()
+        .get(format!("{base}/api/score"))
+        .query("text", poem)
+        .call()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let scored: Value =
+        serde_json::from_str(&response.body_mut().read_to_string().unwrap()).unwrap();
+    assert_eq!(scored["verse"]["form"], "wujue");
+    let lines = scored["marks"]["lines"].as_array().unwrap();
+    assert_eq!(lines.len(), 4);
+    assert_eq!(lines[1]["chars"][4]["c"], "流");
+    assert!(lines[1]["chars"][4]["rhyme"]
+        .as_array()
+        .is_some_and(|g| !g.is_empty()));
+    let (status, error) = get(&base, "/api/score?text=");
+    assert_eq!(status, 400, "{error}");
+}
