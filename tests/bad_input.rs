@@ -2,6 +2,8 @@
 //! one line `error: …` on stderr saying what is wrong, no panic or backtrace, and no file of an
 //! existing run changed.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -126,16 +128,7 @@ fn tiny_run(dir: &Path, extra: &[&str]) {
         dir.to_str().unwrap(),
     ];
     args.extend(extra);
-    let out = Command::new(TRAIN)
-        .args(&args)
-        .current_dir(root())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::train_ok(&args);
 }
 
 const BASE_CONFIG: &str = r#"[model]
@@ -1476,6 +1469,14 @@ fn the_page_and_the_scorer_refuse_what_cannot_work() {
         SERVE,
         &["--checkpoint", missing],
         &["no run directory", "train"],
+    );
+    let file = tmp.path().join("runs.txt");
+    std::fs::write(&file, "not a folder").unwrap();
+    fails(
+        "serve runs from a file",
+        SERVE,
+        &["--runs", file.to_str().unwrap()],
+        &["is a file", "give the folder"],
     );
     // Without --checkpoint, in a directory with no checkpoints/ at all.
     let out = Command::new(SERVE)

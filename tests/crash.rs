@@ -1,6 +1,8 @@
 //! Crash safety: training killed with SIGKILL at random moments always leaves a loadable
 //! checkpoint and resumes to the same final loss; Ctrl-C (SIGINT) saves a checkpoint first.
 
+mod common;
+
 use rand::{Rng, SeedableRng};
 use shige::train::checkpoint::{load_run, read_safetensors, STATE_FILE};
 use std::path::Path;
@@ -286,24 +288,10 @@ fn ctrl_c_during_an_evaluation_ends_it_and_the_resumed_run_evaluates_there() {
         2,
         "a header and step 10: the cut evaluation wrote no row"
     );
-    train_ok(&["--resume", cut.to_str().unwrap()]);
+    common::train_ok(&["--resume", cut.to_str().unwrap()]);
     let twin: Vec<String> = args(&whole);
-    train_ok(&twin.iter().map(String::as_str).collect::<Vec<_>>());
+    common::train_ok(&twin.iter().map(String::as_str).collect::<Vec<_>>());
     assert_eq!(metric_rows(&cut), metric_rows(&whole));
-}
-
-/// Runs `train` with `args` to the end; panics with its stderr if it fails.
-fn train_ok(args: &[&str]) {
-    let out = Command::new(TRAIN)
-        .args(args)
-        .current_dir(root())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 #[test]
@@ -321,12 +309,12 @@ fn a_run_stopped_between_evaluations_resumes_to_the_same_metrics() {
     ];
     let mut whole_args = tiny.to_vec();
     whole_args.extend(["--out", whole_arg]);
-    train_ok(&whole_args);
+    common::train_ok(&whole_args);
     let mut stopped_args = tiny.to_vec();
     stopped_args.extend(["--out", stopped_arg, "--stop-at", "95"]);
-    train_ok(&stopped_args);
+    common::train_ok(&stopped_args);
     assert_eq!(state_step(&stopped), 95);
-    train_ok(&["--resume", stopped.to_str().unwrap()]);
+    common::train_ok(&["--resume", stopped.to_str().unwrap()]);
     assert_eq!(metric_rows(&stopped), metric_rows(&whole));
 }
 
@@ -335,7 +323,7 @@ fn a_save_that_fails_midway_leaves_the_previous_checkpoint() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("run");
     let dir_arg = dir.to_str().unwrap();
-    train_ok(&[
+    common::train_ok(&[
         "--config",
         "configs/tiny.toml",
         "--stop-at",
@@ -379,6 +367,6 @@ fn a_save_that_fails_midway_leaves_the_previous_checkpoint() {
         .collect();
     assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
     assert!(load_run(&dir).is_ok());
-    train_ok(&["--resume", dir_arg]);
+    common::train_ok(&["--resume", dir_arg]);
     assert_eq!(last_metrics(&dir).0, 60);
 }

@@ -399,9 +399,11 @@ fn every_refusal_has_a_json_body() {
 #[test]
 fn the_page_answers_while_the_poems_are_at_their_bound() {
     let tmp = tempfile::tempdir().unwrap();
-    // No place for a poem: every poem is at its bound from the start.
+    // No place for a poem, nor for a page following the training: every bound is reached from
+    // the start.
     let limits = Limits {
         poems: 0,
+        watchers: 0,
         ..Limits::default()
     };
     let base = start_server_with(tmp.path(), limits);
@@ -413,6 +415,12 @@ fn the_page_answers_while_the_poems_are_at_their_bound() {
             .as_str()
             .unwrap()
             .contains("try again when one ends"),
+        "{body}"
+    );
+    let (status, body) = get(&base, "/api/train/events", &[]);
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body.contains("pages are following the training already"),
         "{body}"
     );
     assert_eq!(get(&base, "/", &[]).0, 200);

@@ -9,7 +9,6 @@ mod common;
 use serde_json::{json, Value};
 use shige::serve::{Limits, ServeOptions};
 use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 const TRAIN: &str = env!("CARGO_BIN_EXE_train");
@@ -59,22 +58,9 @@ fn serve_runs(root: &Path) -> String {
 
 /// `train` on the tiny config into `dir` with `flags`; fails the test if it fails.
 fn train_cli(dir: &Path, flags: &[&str]) {
-    let out = Command::new(TRAIN)
-        .args([
-            "--config",
-            "configs/tiny.toml",
-            "--out",
-            dir.to_str().unwrap(),
-        ])
-        .args(flags)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = dir.to_str().unwrap();
+    let args = ["--config", "configs/tiny.toml", "--out", out];
+    common::train_ok(&[&args[..], flags].concat());
 }
 
 /// The runs list's names.
@@ -283,6 +269,11 @@ fn bad_training_requests_get_a_json_error_and_start_nothing() {
             json!({ "config": "tiny", "run": "a/b/c/d" }),
             400,
             "is not a run's name",
+        ),
+        (
+            json!({ "config": "tiny", "run": "done/inside" }),
+            400,
+            "one folder name",
         ),
         (
             json!({ "config": "tiny", "run": "done" }),

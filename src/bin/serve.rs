@@ -107,6 +107,12 @@ fn run() -> Result<()> {
             args.host
         );
     }
+    if args.runs.exists() && !args.runs.is_dir() {
+        bail!(
+            "--runs {} is a file: give the folder that holds the runs (checkpoints by default)",
+            args.runs.display()
+        );
+    }
     let default_run = match args.checkpoint {
         Some(dir) => {
             load_run(&dir)?; // refused at once, with the reason, if it cannot be written with

@@ -43,6 +43,8 @@ pub struct Limits {
     /// Looks inside the model (`/api/inspect`, `/api/order`) at once, apart from the poems, so
     /// that the page still answers while the poems are at their bound.
     pub looks: usize,
+    /// Pages following the training at once (`/api/train/events`); one more is answered 503.
+    pub watchers: usize,
     /// How long a look waits for its turn before a 503.
     pub queue: Duration,
     /// Deadlines of every connection.
@@ -54,6 +56,7 @@ impl Default for Limits {
         Limits {
             poems: 4,
             looks: 2,
+            watchers: 8,
             queue: Duration::from_secs(10),
             deadlines: http::Deadlines::default(),
         }
@@ -83,6 +86,7 @@ pub struct Served {
     /// A permit per poem being written, and per look.
     poems: Arc<Semaphore>,
     looks: Arc<Semaphore>,
+    watchers: Arc<Semaphore>,
 }
 
 impl Served {
@@ -95,6 +99,7 @@ impl Served {
             shelf: Shelf::default(),
             poems: Arc::new(Semaphore::new(limits.poems)),
             looks: Arc::new(Semaphore::new(limits.looks)),
+            watchers: Arc::new(Semaphore::new(limits.watchers)),
             limits,
         }
     }
@@ -138,6 +143,19 @@ impl Served {
                 format!(
                     "the server is writing {} poems already, as many as it writes at once: try again when one ends",
                     self.limits.poems
+                ),
+            )
+        })
+    }
+
+    /// A place among the pages following the training, or a 503 that says the server is full.
+    fn watcher_permit(&self) -> Result<OwnedSemaphorePermit, ApiError> {
+        self.watchers.clone().try_acquire_owned().map_err(|_| {
+            ApiError(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "{} pages are following the training already, as many as the server streams it to: close one",
+                    self.limits.watchers
                 ),
             )
         })

@@ -14,17 +14,17 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::Json;
-use serde_json::json;
-use std::convert::Infallible;
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
-use tokio_stream::{Stream, StreamExt};
 use serde::{Deserialize, Serialize};
+use serde_json::json;
 use std::collections::VecDeque;
+use std::convert::Infallible;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::{Stream, StreamExt};
 
 /// Where the shipped configs are, relative to the server's working directory (the repository).
 pub const CONFIGS_DIR: &str = "configs";
@@ -146,52 +146,14 @@ impl Trainer {
 
     /// The run's name and `train`'s arguments for `request`, checked.
     fn arguments(&self, request: &TrainRequest) -> Result<(String, Vec<String>), ApiError> {
-        let mut args = Vec::new();
-        let run = match (&request.config, &request.resume) {
-            (Some(config), None) => {
-                let path = shipped_config(config)?;
-                let run = match &request.run {
-                    Some(run) => run.clone(),
-                    None => format!("{config}-{}", UtcTime::now().compact()),
-                };
-                let dir = run_dir(&self.root, &run).map_err(ApiError::bad)?;
-                RunDir::new(&dir).check_fresh().map_err(|e| {
-                    ApiError(
-                        StatusCode::CONFLICT,
-                        format!("{e:#}").replace("--out", "another name"),
-                    )
-                })?;
-                check_overrides(&path, request)?;
-                args.extend(["--config".into(), path.display().to_string()]);
-                args.extend(["--out".into(), dir.display().to_string()]);
-                run
-            }
-            (None, Some(run)) => {
-                let dir = run_dir(&self.root, run).map_err(ApiError::bad)?;
-                if !dir.join(STATE_FILE).is_file() {
-                    return Err(ApiError::bad(format!(
-                        "run {run} holds no checkpoint to resume: choose a run the list marks resumable"
-                    )));
-                }
-                let others = [&request.run, &request.position]
-                    .iter()
-                    .any(|o| o.is_some())
-                    || request.n_layer.is_some()
-                    || request.n_head.is_some();
-                if others {
-                    return Err(ApiError::bad(
-                        "a resumed run keeps its model and name: give resume alone, or with max_iters",
-                    ));
-                }
-                args.extend(["--resume".into(), dir.display().to_string()]);
-                run.clone()
-            }
-            _ => {
-                return Err(ApiError::bad(
+        let (run, mut args) =
+            match (&request.config, &request.resume) {
+                (Some(config), None) => self.new_run(config, request)?,
+                (None, Some(run)) => self.resumed_run(run, request)?,
+                _ => return Err(ApiError::bad(
                     "give either config (a new run from configs/) or resume (a run of the list)",
-                ))
-            }
-        };
+                )),
+            };
         let flags = [
             ("--n-layer", request.n_layer.map(|v| v.to_string())),
             ("--n-head", request.n_head.map(|v| v.to_string())),
@@ -204,6 +166,57 @@ impl Trainer {
             }
         }
         Ok((run, args))
+    }
+
+    /// A new run from the shipped config `config`: its name, one folder directly under the
+    /// folder of runs that is new or empty, and `train`'s first arguments.
+    fn new_run(
+        &self,
+        config: &str,
+        request: &TrainRequest,
+    ) -> Result<(String, Vec<String>), ApiError> {
+        let path = shipped_config(config)?;
+        let run = match &request.run {
+            Some(run) => run.clone(),
+            None => format!("{config}-{}", UtcTime::now().compact()),
+        };
+        let dir = run_dir(&self.root, &run).map_err(ApiError::bad)?;
+        if run.contains('/') {
+            return Err(ApiError::bad(format!(
+                "`{run}`: a new run's name is one folder name, without /"
+            )));
+        }
+        RunDir::new(&dir).check_fresh().map_err(|e| {
+            let message = format!("{e:#}").replace("--out", "another name");
+            ApiError(StatusCode::CONFLICT, message)
+        })?;
+        check_overrides(&path, request)?;
+        let (path, dir) = (path.display().to_string(), dir.display().to_string());
+        Ok((run, vec!["--config".into(), path, "--out".into(), dir]))
+    }
+
+    /// The resumption of the listed run `run`: `train`'s first arguments.
+    fn resumed_run(
+        &self,
+        run: &str,
+        request: &TrainRequest,
+    ) -> Result<(String, Vec<String>), ApiError> {
+        let dir = run_dir(&self.root, run).map_err(ApiError::bad)?;
+        if !dir.join(STATE_FILE).is_file() {
+            return Err(ApiError::bad(format!(
+                "run {run} holds no checkpoint to resume: choose a run the list marks resumable"
+            )));
+        }
+        let r = request;
+        if r.run.is_some() || r.position.is_some() || r.n_layer.is_some() || r.n_head.is_some() {
+            return Err(ApiError::bad(
+                "a resumed run keeps its model and name: give resume alone, or with max_iters",
+            ));
+        }
+        Ok((
+            run.to_string(),
+            vec!["--resume".into(), dir.display().to_string()],
+        ))
     }
 
     /// Asks the running run to stop: it saves a checkpoint and ends (409 when none runs).
@@ -224,12 +237,6 @@ impl Trainer {
     pub fn status(&self) -> TrainStatus {
         let mut job = self.job.lock().unwrap_or_else(|e| e.into_inner());
         status_of(job.as_mut())
-    }
-
-    /// Whether the run named `name` is the one this server is training.
-    pub fn is_training(&self, name: &str) -> bool {
-        let mut job = self.job.lock().unwrap_or_else(|e| e.into_inner());
-        job.as_mut().is_some_and(|j| j.run == name && j.poll())
     }
 }
 
@@ -322,12 +329,15 @@ const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// `GET /api/train/events`: the server's training as server-sent events: `progress` (`{status,
 /// run}`: the [`TrainStatus`] and the run's curves and samples) whenever its files or messages
-/// change, then `end` once the process has ended. A client that goes away ends its stream.
+/// change, then `end` once the process has ended. A client that goes away ends its stream; at
+/// most [`super::Limits::watchers`] streams at once (then 503).
 pub async fn events(
     State(served): State<Arc<Served>>,
-) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let permit = served.watcher_permit()?;
     let (sender, received) = mpsc::channel(8);
     tokio::spawn(async move {
+        let _permit = permit; // held while the stream runs
         let mut last = None;
         loop {
             let status = served.trainer.status();
@@ -346,7 +356,9 @@ pub async fn events(
                 run.as_ref().map(|r| (r.rows.len(), r.samples.len())),
             );
             if last.as_ref() != Some(&seen) {
-                let event = Event::default().event("progress").json_data(json!({ "status": status, "run": run }));
+                let event = Event::default()
+                    .event("progress")
+                    .json_data(json!({ "status": status, "run": run }));
                 if sender.send(event.unwrap_or_default()).await.is_err() {
                     return; // nobody listens
                 }
@@ -354,13 +366,15 @@ pub async fn events(
             }
             if !status.running {
                 // (An event without data is not dispatched by browsers.)
-                let _ = sender.send(Event::default().event("end").data("ended")).await;
+                let _ = sender
+                    .send(Event::default().event("end").data("ended"))
+                    .await;
                 return;
             }
             tokio::time::sleep(WATCH_EVERY).await;
         }
     });
-    Sse::new(ReceiverStream::new(received).map(Ok)).keep_alive(KeepAlive::default())
+    Ok(Sse::new(ReceiverStream::new(received).map(Ok)).keep_alive(KeepAlive::default()))
 }
 
 /// Keeps the last [`LOG_LINES`] lines of `out` in `log` (a progress bar's `\r` ends a line too).

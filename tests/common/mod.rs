@@ -120,3 +120,18 @@ pub fn serve_in_thread(options: shige::serve::ServeOptions) -> String {
     });
     format!("http://{address}")
 }
+
+/// Runs the `train` binary with `args` in the repository to its end; panics with its stderr if
+/// it fails.
+pub fn train_ok(args: &[&str]) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_train"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
