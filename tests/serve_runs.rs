@@ -379,6 +379,8 @@ fn any_run_of_the_list_writes_and_a_pasted_poem_is_set_line_by_line() {
     let (status, info) = get(&base, "/api/info");
     assert_eq!((status, &info["run"]), (200, &Value::Null), "{info}");
     assert!(info["configs"].as_array().unwrap().contains(&json!("tiny")));
+    let why = info["no_run"].as_str().unwrap();
+    assert!(why.contains("no run to write with yet"), "{info}");
     let (status, info) = get(&base, "/api/info?run=one");
     assert_eq!(
         (status, info["run"]["name"].as_str()),

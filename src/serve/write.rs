@@ -42,18 +42,19 @@ pub struct RunParams {
     run: Option<String>,
 }
 
-/// `GET /api/info?run=…`: the run the page writes with (`run` null when the server has none
-/// yet), the forms, and the configs the page can train from.
+/// `GET /api/info?run=…`: the run the page writes with (`run` null and `no_run` saying why when
+/// the server has none), the forms, the positional schemes and the configs the page can train
+/// from.
 pub async fn info(
     State(served): State<Arc<Served>>,
     query: Result<Query<RunParams>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
     let name = params(query)?.run;
     let asked = name.as_ref().is_some_and(|n| !n.is_empty());
-    let open = match served.open(name).await {
-        Ok(open) => Some(open),
-        // Without a run asked for, the page still opens: to train one.
-        Err(_) if !asked => None,
+    // Without a run asked for, the page still opens (to train one), saying why it has none.
+    let (open, why_none) = match served.open(name).await {
+        Ok(open) => (Some(open), None),
+        Err(e) if !asked => (None, Some(e.1)),
         Err(e) => return Err(e),
     };
     let run = open.as_ref().map(|o| {
@@ -65,6 +66,7 @@ pub async fn info(
     });
     Ok(Json(json!({
         "run": run,
+        "no_run": why_none,
         "forms": Form::ALL.map(Form::name),
         "positions": Position::ALL.map(Position::name),
         "configs": training::shipped_configs(),
