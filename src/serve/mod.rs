@@ -116,11 +116,7 @@ impl Served {
                 let dir = self.default_run.clone().ok_or_else(|| {
                     ApiError::bad("there is no run to write with yet: train one (the page's Runs view), or name one with run=")
                 })?;
-                let name = match dir.strip_prefix(&self.root) {
-                    Ok(inside) => inside.to_string_lossy().replace('\\', "/"),
-                    Err(_) => dir.display().to_string(),
-                };
-                (name, dir)
+                (runs::run_name(&self.root, &dir), dir)
             }
         };
         if !dir.join(MODEL_FILE).is_file() {
@@ -137,26 +133,20 @@ impl Served {
 
     /// A place among the poems being written, or a 503 that says the server is full.
     fn poem_permit(&self) -> Result<OwnedSemaphorePermit, ApiError> {
-        self.poems.clone().try_acquire_owned().map_err(|_| {
-            ApiError(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!(
-                    "the server is writing {} poems already, as many as it writes at once: try again when one ends",
-                    self.limits.poems
-                ),
+        place_now(&self.poems, || {
+            format!(
+                "the server is writing {} poems already, as many as it writes at once: try again when one ends",
+                self.limits.poems
             )
         })
     }
 
     /// A place among the pages following the training, or a 503 that says the server is full.
     fn watcher_permit(&self) -> Result<OwnedSemaphorePermit, ApiError> {
-        self.watchers.clone().try_acquire_owned().map_err(|_| {
-            ApiError(
-                StatusCode::SERVICE_UNAVAILABLE,
-                format!(
-                    "{} pages are following the training already, as many as the server streams it to: close one",
-                    self.limits.watchers
-                ),
+        place_now(&self.watchers, || {
+            format!(
+                "{} pages are following the training already, as many as the server streams it to: close one",
+                self.limits.watchers
             )
         })
     }
@@ -175,6 +165,17 @@ impl Served {
             )),
         }
     }
+}
+
+/// A place of `places` at once, or a 503 with `message`.
+fn place_now(
+    places: &Arc<Semaphore>,
+    message: impl FnOnce() -> String,
+) -> Result<OwnedSemaphorePermit, ApiError> {
+    places
+        .clone()
+        .try_acquire_owned()
+        .map_err(|_| ApiError(StatusCode::SERVICE_UNAVAILABLE, message()))
 }
 
 /// The page and its API.

@@ -124,13 +124,17 @@ pub fn run_dir(root: &Path, name: &str) -> Result<PathBuf, String> {
 
 /// The list's entry of the run in `dir`.
 fn entry(root: &Path, dir: &Path) -> anyhow::Result<RunEntry> {
+    Ok(entry_and_rows(root, dir)?.0)
+}
+
+/// The list's entry of the run in `dir`, and its metrics rows.
+fn entry_and_rows(root: &Path, dir: &Path) -> anyhow::Result<(RunEntry, Vec<MetricRow>)> {
     let config = RunConfig::load(&dir.join(CONFIG_FILE))?;
     let rows = match dir.join(METRICS_FILE).exists() {
         true => read_metrics(&dir.join(METRICS_FILE))?,
         false => Vec::new(),
     };
-    let summary = read_summary(dir);
-    let field = |key: &str| summary.as_ref().and_then(|s| s.get(key).cloned());
+    let ended = read_summary(dir).unwrap_or_default();
     let changed = |file: &str| dir.join(file).metadata().and_then(|m| m.modified()).ok();
     let last_write = [METRICS_FILE, STATE_FILE]
         .iter()
@@ -143,32 +147,49 @@ fn entry(root: &Path, dir: &Path) -> anyhow::Result<RunEntry> {
             .map_or(true, |age| age < ACTIVE_WITHIN);
         recent && summarised.is_none_or(|s| s < written)
     });
-    let name = dir
-        .strip_prefix(root)
-        .unwrap_or(dir)
-        .components()
-        .map(|c| c.as_os_str().to_string_lossy())
-        .collect::<Vec<_>>()
-        .join("/");
-    Ok(RunEntry {
-        name,
+    let entry = RunEntry {
+        name: run_name(root, dir),
         line: one_line(&config),
         step: rows.last().map_or(0, |r| r.step),
         max_iters: config.train.max_iters,
         val_loss: rows.last().map(|r| r.val_loss),
-        val_loss_whole: field("val_loss_whole").and_then(|v| v.as_f64()),
-        tokens_per_s: field("tokens_per_s").and_then(|v| v.as_f64()),
-        machine: field("machine").and_then(|v| v.as_str().map(str::to_string)),
-        finished: field("finished").and_then(|v| v.as_str().map(str::to_string)),
+        val_loss_whole: ended.val_loss_whole,
+        tokens_per_s: ended.tokens_per_s,
+        machine: ended.machine,
+        finished: ended.finished,
         has_model: dir.join(MODEL_FILE).is_file(),
         resumable: dir.join(STATE_FILE).is_file(),
         active,
         config,
-    })
+    };
+    Ok((entry, rows))
+}
+
+/// The name of the run in `dir`: its path under `root`, `/`-separated (its whole path when it
+/// is not under `root`).
+pub fn run_name(root: &Path, dir: &Path) -> String {
+    match dir.strip_prefix(root) {
+        Ok(inside) => inside
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy())
+            .collect::<Vec<_>>()
+            .join("/"),
+        Err(_) => dir.display().to_string(),
+    }
+}
+
+/// What the list shows of a run's summary.json (the rest of [`crate::train::TrainSummary`] is
+/// not read).
+#[derive(Default, Deserialize)]
+struct Ended {
+    val_loss_whole: Option<f64>,
+    tokens_per_s: Option<f64>,
+    machine: Option<String>,
+    finished: Option<String>,
 }
 
 /// The summary a run's last `train` wrote, if it is there and reads as JSON.
-fn read_summary(dir: &Path) -> Option<Value> {
+fn read_summary(dir: &Path) -> Option<Ended> {
     let text =
         crate::files::read_text_limited(&dir.join(SUMMARY_FILE), crate::files::SMALL_FILE_LIMIT)
             .ok()?;
@@ -199,12 +220,11 @@ pub fn run_detail(root: &Path, name: &str) -> Result<RunDetail, String> {
             root.display()
         ));
     }
-    let entry = entry(root, &dir).map_err(|e| format!("{e:#}"))?;
+    let (entry, rows) = entry_and_rows(root, &dir).map_err(|e| format!("{e:#}"))?;
     let samples = match dir.join(SAMPLES_FILE).exists() {
         true => read_samples(&dir.join(SAMPLES_FILE)).map_err(|e| format!("{e:#}"))?,
         false => Vec::new(),
     };
-    let rows = read_metrics(&dir.join(METRICS_FILE)).unwrap_or_default();
     Ok(RunDetail {
         entry,
         rows,

@@ -50,7 +50,7 @@ pub struct TrainRequest {
 }
 
 /// The training of this server: the current (or last) run and its messages.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct TrainStatus {
     /// The run's name; `None` before any run was started here.
     pub run: Option<String>,
@@ -284,13 +284,7 @@ fn running(slot: &mut Option<Job>) -> Option<&mut Job> {
 
 fn status_of(job: Option<&mut Job>) -> TrainStatus {
     match job {
-        None => TrainStatus {
-            run: None,
-            running: false,
-            stopping: false,
-            exit: None,
-            log: Vec::new(),
-        },
+        None => TrainStatus::default(),
         Some(job) => {
             let running = job.poll();
             let log = job.log.lock().unwrap_or_else(|e| e.into_inner());
