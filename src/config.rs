@@ -147,6 +147,13 @@ pub struct ModelConfig {
     /// training the residual stream is then mostly position. 0.03 puts the table at the
     /// embeddings' scale (docs/experiments.md, section 2).
     pub sinusoidal_scale: f64,
+    /// Whether each character's rhyme groups and tone (the shipped tables) are learned rows added
+    /// to its embedding (`model::sound`).
+    pub sound: bool,
+    /// Whether each position's place in its poem (place in the line, line, whether the next
+    /// character ends a line and must rhyme) is learned rows added to its embedding
+    /// (`model::places`).
+    pub verse_places: bool,
 }
 
 impl Default for ModelConfig {
@@ -164,6 +171,8 @@ impl Default for ModelConfig {
             position: Position::Learned,
             rope_base: 10_000.0,
             sinusoidal_scale: 1.0,
+            sound: false,
+            verse_places: false,
         }
     }
 }
@@ -200,7 +209,17 @@ impl ModelConfig {
             0.0
         };
         let head = if self.tie_weights { 0.0 } else { v * c };
-        v * c + table + l * block + (1.0 + biases) * c + head
+        let sound = if self.sound {
+            crate::model::sound::rows() as f64 * c
+        } else {
+            0.0
+        };
+        let places = if self.verse_places {
+            crate::model::places::ROWS as f64 * c
+        } else {
+            0.0
+        };
+        v * c + sound + places + table + l * block + (1.0 + biases) * c + head
     }
 
     /// Bytes a training step needs, roughly: weights, gradients and AdamW's two moments, and the

@@ -34,15 +34,20 @@ struct Layout {
     n_embd: usize,
     n_head: usize,
     dropout: f64,
+    /// Whether the characters' sounds are added to their embeddings (`model::sound`).
+    sound: bool,
+    /// Whether the positions' verse places are added to their embeddings (`model::places`).
+    verse_places: bool,
 }
 
 impl Layout {
-    /// Every scheme × bias × tied × shape, without dropout.
+    /// Every scheme × bias × tied × shape, without dropout; and every scheme × tied with sounds,
+    /// verse places or both.
     fn all() -> Vec<Layout> {
         let mut all = Vec::new();
         for position in Position::ALL {
-            for bias in [false, true] {
-                for tie_weights in [false, true] {
+            for tie_weights in [false, true] {
+                for bias in [false, true] {
                     for (n_embd, n_head) in SHAPES {
                         all.push(Layout {
                             position,
@@ -51,8 +56,22 @@ impl Layout {
                             n_embd,
                             n_head,
                             dropout: 0.0,
+                            sound: false,
+                            verse_places: false,
                         });
                     }
+                }
+                for (sound, verse_places) in [(true, false), (false, true), (true, true)] {
+                    all.push(Layout {
+                        position,
+                        bias: true,
+                        tie_weights,
+                        n_embd: 32,
+                        n_head: 2,
+                        dropout: 0.0,
+                        sound,
+                        verse_places,
+                    });
                 }
             }
         }
@@ -101,12 +120,20 @@ impl Layout {
             // Not 1: both sides must apply the scale.
             sinusoidal_scale: 0.5,
             block_size: BLOCK_SIZE,
+            sound: self.sound,
+            verse_places: self.verse_places,
             ..common::small_config(VOCAB, 2, self.position)
         };
-        let (model, varmap) = Gpt::seeded(&cfg, 12, &Device::Cpu).unwrap();
+        let vocabulary = common::vocabulary_of(VOCAB);
+        let (model, varmap) =
+            Gpt::seeded_with_vocabulary(&cfg, Some(&vocabulary), 12, &Device::Cpu).unwrap();
         for (name, var) in varmap.data().lock().unwrap().iter() {
             if name.ends_with("bias") {
                 var.set(&(var.as_tensor() + 0.1).unwrap()).unwrap();
+            }
+            // Zero at initialisation: made to count.
+            if name == "transformer.wse.weight" || name == "transformer.wvp.weight" {
+                var.set(&common::wavy_like(var.as_tensor(), 0.05)).unwrap();
             }
         }
         (model, varmap)
@@ -234,7 +261,8 @@ fn the_f16_decoder_computes_the_model_with_its_matrices_rounded() {
 #[test]
 fn dropout_in_the_engine_draws_the_candle_graphs_masks() {
     for position in Position::ALL {
-        for (bias, tie_weights, n_head) in [(true, false, 2), (false, true, 4)] {
+        for (bias, tie_weights, n_head, sound) in [(true, false, 2, false), (false, true, 4, true)]
+        {
             let layout = Layout {
                 position,
                 bias,
@@ -242,6 +270,8 @@ fn dropout_in_the_engine_draws_the_candle_graphs_masks() {
                 n_embd: 32,
                 n_head,
                 dropout: 0.2,
+                sound,
+                verse_places: sound,
             };
             let case = format!("{layout:?}");
             let (model, opt) = layout.model();
@@ -306,6 +336,8 @@ fn what_the_engine_cannot_run_is_an_error() {
         n_embd: 32,
         n_head: 4,
         dropout: 0.0,
+        sound: false,
+        verse_places: false,
     }
     .model();
     let (x, y) = batch();

@@ -76,9 +76,12 @@ fn every_parameter_gets_a_gradient_for_every_scheme() {
             let cfg = ModelConfig {
                 tie_weights,
                 dropout: 0.1,
+                sound: tie_weights,
                 ..common::small_config(30, 2, position)
             };
-            let (model, varmap) = Gpt::seeded(&cfg, 1, &Device::Cpu).unwrap();
+            let vocabulary = common::vocabulary_of(30);
+            let (model, varmap) =
+                Gpt::seeded_with_vocabulary(&cfg, Some(&vocabulary), 1, &Device::Cpu).unwrap();
             let model = model.with_kernels(shige::ops::Kernels::Composite); // differentiable
             let ids: Vec<u32> = (0..32).map(|i| (i * 11 % 30) as u32).collect();
             let x = Tensor::new(&ids[..16], &Device::Cpu)
@@ -153,4 +156,59 @@ fn init_follows_gpt2() {
     assert!((std("transformer.h.0.attn.c_proj.weight") - residual).abs() < 0.0005);
     assert!((std("transformer.h.3.mlp.c_proj.weight") - residual).abs() < 0.0005);
     assert_eq!(std("transformer.h.0.attn.c_attn.bias"), 0.0);
+}
+
+#[test]
+fn the_parameter_count_is_the_models_with_and_without_sounds() {
+    for (tie_weights, sound, verse_places, position) in [
+        (false, false, false, Position::Learned),
+        (true, true, true, Position::Rope),
+        (false, true, false, Position::Learned),
+        (false, false, true, Position::Alibi),
+    ] {
+        let cfg = ModelConfig {
+            tie_weights,
+            sound,
+            verse_places,
+            ..common::small_config(30, 2, position)
+        };
+        let vocabulary = common::vocabulary_of(30);
+        let (_, varmap) =
+            Gpt::seeded_with_vocabulary(&cfg, Some(&vocabulary), 0, &Device::Cpu).unwrap();
+        assert_eq!(
+            cfg.parameter_count(),
+            count(&varmap, "") as f64,
+            "tie={tie_weights} sound={sound} verse_places={verse_places}"
+        );
+    }
+}
+
+#[test]
+fn a_new_model_with_sounds_and_places_is_the_model_without_them() {
+    // Their rows start at zero and draw nothing from the seed: the same weights, the same logits.
+    let ids = Tensor::new(&[[0u32, 2, 3, 27, 5, 6]], &Device::Cpu).unwrap();
+    let logits = |sound| {
+        let cfg = ModelConfig {
+            sound,
+            verse_places: sound,
+            tie_weights: true,
+            ..common::small_config(30, 2, Position::Rope)
+        };
+        let vocabulary = common::vocabulary_of(30);
+        let (model, _) =
+            Gpt::seeded_with_vocabulary(&cfg, Some(&vocabulary), 5, &Device::Cpu).unwrap();
+        let logits = model.forward(&ids, &mut Mode::Eval).unwrap();
+        logits.flatten_all().unwrap().to_vec1::<f32>().unwrap()
+    };
+    assert_eq!(logits(true), logits(false));
+    // Without its vocabulary, a model with sounds is refused with what to do.
+    let cfg = ModelConfig {
+        sound: true,
+        ..common::small_config(30, 2, Position::Rope)
+    };
+    let err = Gpt::seeded(&cfg, 5, &Device::Cpu)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("Gpt::seeded_for"), "{err}");
 }

@@ -288,3 +288,40 @@ fn minutes_plans_a_step_count_that_the_run_saves_and_keeps() {
     let err = error_of(run(&short, &tmp.path().join("short"), false, None));
     assert!(err.contains("--warmup-iters 5 or more"), "{err}");
 }
+
+#[test]
+fn a_run_with_sounds_and_verse_places_learns_them_resumes_exactly_and_loads() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cfg = tiny_config();
+    (
+        cfg.model.sound,
+        cfg.model.verse_places,
+        cfg.model.tie_weights,
+    ) = (true, true, true);
+    let (whole, half) = (tmp.path().join("whole"), tmp.path().join("half"));
+    run(&cfg, &whole, false, None).unwrap();
+    run(&cfg, &half, false, Some(30)).unwrap();
+    run(&cfg, &half, true, None).unwrap();
+    assert_eq!(
+        curve(&whole),
+        curve(&half),
+        "a resumed run with sounds and places trains as an uninterrupted one"
+    );
+    // The rows were learned (they start at zero) and are saved with the model.
+    let (tensors, _) = read_safetensors(&whole.join(MODEL_FILE)).unwrap();
+    for name in ["transformer.wse.weight", "transformer.wvp.weight"] {
+        let rows = tensors[name].abs().unwrap();
+        let largest: f32 = rows.max_all().unwrap().to_scalar().unwrap();
+        assert!(largest > 1e-3, "{name} stayed at {largest}");
+    }
+    let loaded = load_run(&whole).unwrap();
+    assert!(loaded.config.model.sound && loaded.config.model.verse_places);
+    (cfg.model.sound, cfg.model.verse_places) = (false, false);
+    let plain = tmp.path().join("plain");
+    run(&cfg, &plain, false, None).unwrap();
+    assert_ne!(
+        curve(&plain),
+        curve(&whole),
+        "sounds and places change the run"
+    );
+}

@@ -79,6 +79,14 @@ struct Args {
     /// Dropout probability.
     #[arg(long)]
     dropout: Option<f64>,
+    /// Whether each character's rhyme groups and tone are learned rows added to its embedding
+    /// (true or false).
+    #[arg(long)]
+    sound: Option<bool>,
+    /// Whether each position's place in its poem (place in the line, line, rhyming slots) is
+    /// learned rows added to its embedding (true or false).
+    #[arg(long)]
+    verse_places: Option<bool>,
     /// Device: cpu, cuda, cuda:N or metal (GPUs need a build with `--features cuda` or `metal`).
     #[arg(long, default_value = "cpu")]
     device: String,
@@ -201,6 +209,8 @@ fn config_with_flags(path: &std::path::Path, args: &Args) -> Result<RunConfig> {
     set(&mut m.n_embd, args.n_embd);
     set(&mut m.position, args.position);
     set(&mut m.dropout, args.dropout);
+    set(&mut m.sound, args.sound);
+    set(&mut m.verse_places, args.verse_places);
     set(&mut t.optimizer, args.optimizer);
     set(&mut t.muon_learning_rate, args.muon_learning_rate);
     set(&mut t.schedule, args.schedule);

@@ -18,16 +18,17 @@
 //! summed in a fixed order, so the logits do not depend on the thread count.
 
 use super::team::{lock, Team};
-use super::weights::{embed, Norm, Values};
+use super::weights::{add_places, embed, Norm, TokenTable, Values};
 use crate::model::block::Block;
 use crate::model::layers::Linear;
+use crate::model::places::{PlaceEmbedding, Places, PoemReader};
 use crate::model::position::{PositionEncoding, Rotations};
 use crate::model::Gpt;
 use crate::ops::attention::alibi_penalty;
 use crate::ops::fast_math::{self, DOT_GROUP};
 use crate::ops::gelu::gelu_value;
 use crate::ops::matvec::{PackedMatrix, WeightFormat};
-use candle_core::{bail, Result};
+use candle_core::{bail, Device, Result, Tensor};
 use rayon::prelude::*;
 use std::ops::Range;
 use std::sync::Mutex;
@@ -155,6 +156,8 @@ pub struct DecodeState {
     keys: Vec<Vec<f32>>,
     values: Vec<Vec<f32>>,
     head_dim: usize,
+    /// Where the positions held stand in their poem (for verse places).
+    reader: PoemReader,
 }
 
 impl DecodeState {
@@ -174,13 +177,15 @@ impl DecodeState {
             .iter_mut()
             .chain(&mut self.values)
             .for_each(Vec::clear);
+        self.reader = PoemReader::default();
     }
 }
 
 /// A model's weights, packed or read in place, for generation on the CPU.
 pub struct CpuDecoder<'m> {
-    wte: Values<'m>,
+    wte: TokenTable<'m>,
     position: &'m PositionEncoding,
+    places: Option<&'m PlaceEmbedding>,
     blocks: Vec<BlockWeights<'m>>,
     ln_f: Norm<'m>,
     lm_head: PackedLinear,
@@ -205,16 +210,26 @@ impl<'m> CpuDecoder<'m> {
             Some(block) => &block.attn,
             None => bail!("the model has no layer"),
         };
+        let wte = TokenTable::new(model)?;
+        let lm_head = match &wte {
+            TokenTable::WithSounds(table) if cfg.tie_weights => {
+                let table =
+                    Tensor::from_slice(table, model.wte.embeddings().shape(), &Device::Cpu)?;
+                PackedLinear::whole(&Linear::tied(table), format)?
+            }
+            _ => PackedLinear::whole(&model.lm_head, format)?,
+        };
         Ok(Some(CpuDecoder {
-            wte: Values::new(model.wte.embeddings())?,
+            wte,
             position: &model.position,
+            places: model.wvp.as_ref(),
             blocks: model
                 .h
                 .iter()
                 .map(|block| BlockWeights::new(block, format))
                 .collect::<Result<_>>()?,
             ln_f: Norm::new(&model.ln_f)?,
-            lm_head: PackedLinear::whole(&model.lm_head, format)?,
+            lm_head,
             n_embd: cfg.n_embd,
             n_head: cfg.n_head,
             head_dim: attn.head_dim,
@@ -244,6 +259,7 @@ impl<'m> CpuDecoder<'m> {
             keys: vec![Vec::new(); caches],
             values: vec![Vec::new(); caches],
             head_dim: self.head_dim,
+            reader: PoemReader::default(),
         }
     }
 
@@ -256,6 +272,13 @@ impl<'m> CpuDecoder<'m> {
             bail!("the decoder needs at least one new token")
         }
         let mut x = embed((self.wte.get(), c), self.position, tokens, (start, t))?; // (T, C)
+        if let Some(wvp) = self.places {
+            let places: Vec<Places> = tokens
+                .iter()
+                .map(|&id| state.reader.read(wvp.kind(id)))
+                .collect(); // (T)
+            add_places(wvp, &places, &mut x)?;
+        }
         let mut h = vec![0f32; t * c]; // (T, C)
 
         // RoPE's rotations of positions start..start+T, for every block.

@@ -9,9 +9,10 @@
 //! dropout included: the masks are drawn from the same RNG in the same order, so both give the
 //! same step (tests/engine.rs).
 
-use super::weights::{embed, Norm, Values};
+use super::weights::{add_places, embed, Norm, TokenTable, Values};
 use crate::model::block::Block;
 use crate::model::layers::{dropout_mask, LayerNorm, Linear};
+use crate::model::places::PlaceEmbedding;
 use crate::model::position::{PositionEncoding, Rotations};
 use crate::model::{Gpt, Mode};
 use crate::ops::attention::{self, Heads};
@@ -292,6 +293,20 @@ fn embed_backward(
         target.iter_mut().zip(row).for_each(|(d, g)| *d += g);
     }
     add_grad(grads, wte, d_wte);
+    if let Some(wvp) = &model.wvp {
+        let places = wvp.places_of(ids, t); // (N)
+        add_grad(
+            grads,
+            &wvp.weight,
+            PlaceEmbedding::gradient(&d_x, &places, c),
+        );
+    }
+    if let Some(wse) = &model.wse {
+        // The token table's gradient, the output layer's part included when tied.
+        let d_table = &grads[&wte.id()]; // (V, C)
+        let d_wse = wse.gradient(d_table, c); // (rows, C)
+        add_grad(grads, &wse.weight, d_wse);
+    }
     if let Some((table, d_table)) = model.position.table_gradient(&d_x, (t, c)) {
         add_grad(grads, table, d_table);
     }
@@ -334,9 +349,12 @@ pub fn loss_and_gradients(
     };
     let mut grads = ParamGrads::new();
     // Forward.
-    let wte = Values::new(model.wte.embeddings())?;
-    let mut h = embed((wte.get(), c), &model.position, &ids, (0, t))?; // (N, C)
-    drop(wte);
+    let table = TokenTable::new(model)?; // (V, C)
+    let mut h = embed((table.get(), c), &model.position, &ids, (0, t))?; // (N, C)
+    let tied_head = table.tied_head(model); // (V, C)
+    if let Some(wvp) = &model.wvp {
+        add_places(wvp, &wvp.places_of(&ids, t), &mut h)?;
+    }
     let embed_mask = s.dropout.mask(h.len()); // (N, C)
     if let Some(mask) = &embed_mask {
         h.iter_mut().zip(mask).for_each(|(h, m)| *h *= m);
@@ -349,8 +367,9 @@ pub fn loss_and_gradients(
     }
     let h_f = Norm::new(&model.ln_f)?.forward(&h); // (N, C)
     let head = Values::new(&model.lm_head.weight)?;
+    let head_weight = tied_head.as_deref().unwrap_or(head.get()); // (V, C)
     let (loss, Some((d_h_f, d_head))) =
-        lm_head_loss::loss_and_gradients(&h_f, head.get(), &targets, c, true, s.precision)
+        lm_head_loss::loss_and_gradients(&h_f, head_weight, &targets, c, true, s.precision)
     else {
         bail!("the output layer returned no gradients")
     };

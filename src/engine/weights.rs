@@ -2,7 +2,9 @@
 //! them.
 
 use crate::model::layers::{LayerNorm, LN_EPS};
+use crate::model::places::{PlaceEmbedding, Places};
 use crate::model::position::PositionEncoding;
+use crate::model::Gpt;
 use crate::ops::layer_norm;
 use candle_core::{bail, CpuStorage, Result, Storage, StorageRef, Tensor};
 use std::ops::Range;
@@ -39,6 +41,46 @@ impl<'m> Values<'m> {
     }
 }
 
+/// The token table the engine reads (V × C): the embedding in place, or, for a model with sounds
+/// (`model::sound`), a copy with them added.
+pub(crate) enum TokenTable<'m> {
+    InPlace(Values<'m>),
+    WithSounds(Vec<f32>),
+}
+
+impl<'m> TokenTable<'m> {
+    pub fn new(model: &'m Gpt) -> Result<Self> {
+        let wte = Values::new(model.wte.embeddings())?;
+        let Some(wse) = &model.wse else {
+            return Ok(TokenTable::InPlace(wte));
+        };
+        let weight = Values::new(&wse.weight)?;
+        let c = model.config().n_embd;
+        Ok(TokenTable::WithSounds(wse.table_values(
+            wte.get(),
+            weight.get(),
+            c,
+        )))
+    }
+
+    /// The values (V × C).
+    pub fn get(&self) -> &[f32] {
+        match self {
+            TokenTable::InPlace(values) => values.get(),
+            TokenTable::WithSounds(table) => table,
+        }
+    }
+
+    /// The output layer's weight if it is this table and not the embedding as stored: the table
+    /// with sounds of a tied model.
+    pub fn tied_head(self, model: &Gpt) -> Option<Vec<f32>> {
+        match self {
+            TokenTable::WithSounds(table) if model.config().tie_weights => Some(table),
+            _ => None,
+        }
+    }
+}
+
 /// The residual stream entering the blocks (N × C): the rows of `wte` (V × C) for `ids`, plus,
 /// for the learned and sinusoidal schemes, positions `start..start+len` in each sequence of
 /// `len` rows.
@@ -60,6 +102,14 @@ pub(crate) fn embed(
     }
     position.add_to_rows(&mut x, (start, len))?;
     Ok(x)
+}
+
+/// Adds to the rows x (N × C) of the residual stream the rows of `wvp` of each position's verse
+/// places, `places` (N).
+pub(crate) fn add_places(wvp: &PlaceEmbedding, places: &[Places], x: &mut [f32]) -> Result<()> {
+    let weight = Values::new(&wvp.weight)?;
+    PlaceEmbedding::add_to_rows(x, places, weight.get(), wvp.weight.dim(1)?);
+    Ok(())
 }
 
 /// A LayerNorm's weight and bias.

@@ -15,7 +15,7 @@
 //! ```
 
 use crate::config::{CorpusKind, RunConfig};
-use crate::data::{Corpus, Split, Splits};
+use crate::data::{CharTokenizer, Corpus, Split, Splits};
 use crate::experiments::{lesson, probe};
 use crate::model::{Gpt, Mode};
 use crate::train::checkpoint::{
@@ -471,7 +471,7 @@ fn measure(spec: &Spec, variant: &Variant, label: String, dir: &Path) -> Result<
         .unwrap_or(0)
         .max(cfg.model.block_size);
     let splits = Splits::new(&corpus, &loaded.tokenizer, longest)?;
-    let val_loss_whole = final_whole_split_loss(dir, cfg, &splits)?;
+    let val_loss_whole = final_whole_split_loss(dir, cfg, (&loaded.tokenizer, &splits))?;
     let mut context_losses = Vec::new();
     for &ctx in &spec.contexts {
         context_losses.push(context_loss(&loaded, &splits, ctx)?);
@@ -516,10 +516,14 @@ fn measure(spec: &Spec, variant: &Variant, label: String, dir: &Path) -> Result<
 
 /// [`VariantResult::val_loss_whole`]: the final weights are those of the run's training state
 /// (model.safetensors holds the best ones).
-fn final_whole_split_loss(dir: &Path, cfg: &RunConfig, splits: &Splits) -> Result<f64> {
+fn final_whole_split_loss(
+    dir: &Path,
+    cfg: &RunConfig,
+    (tokenizer, splits): (&CharTokenizer, &Splits),
+) -> Result<f64> {
     let path = dir.join(STATE_FILE);
     let (tensors, _) = read_safetensors(&path)?;
-    let (model, varmap) = Gpt::seeded(&cfg.model, 0, &Device::Cpu)?;
+    let (model, varmap) = Gpt::seeded_for(&cfg.model, tokenizer, 0, &Device::Cpu)?;
     load_params(&varmap, &tensors, "param.", &path)?;
     whole_split_loss(
         &model,

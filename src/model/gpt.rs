@@ -4,15 +4,23 @@ use crate::config::ModelConfig;
 use crate::model::block::Block;
 use crate::model::init::seeded_var_builder;
 use crate::model::layers::{Dropout, LayerNorm, Linear, Mode, INIT_STD};
+use crate::model::places::PlaceEmbedding;
 use crate::model::position::PositionEncoding;
+use crate::model::sound::SoundEmbedding;
+use crate::model::vocabulary::Vocabulary;
 use crate::ops::Kernels;
 use candle_core::{Device, Module, Result, Tensor};
 use candle_nn::{Embedding, Init, VarBuilder, VarMap};
+use std::borrow::Cow;
 
 /// A decoder-only transformer with nanoGPT's parameter names (`transformer.wte.weight`, …).
 #[derive(Clone)]
 pub struct Gpt {
     pub(crate) wte: Embedding,
+    /// Each character's rhyme groups and tone, added to its embedding (`sound = true`).
+    pub(crate) wse: Option<SoundEmbedding>,
+    /// Each position's place in its poem, added to its embedding (`verse_places = true`).
+    pub(crate) wvp: Option<PlaceEmbedding>,
     /// The positional scheme, public so that experiments can inspect it.
     pub position: PositionEncoding,
     drop: Dropout,
@@ -27,9 +35,27 @@ pub struct Gpt {
 
 impl Gpt {
     /// Builds the model, taking or creating its parameters through `vb`. The config is validated
-    /// first, so a bad one fails before any tensor is made.
+    /// first, so a bad one fails before any tensor is made. A model with `sound` or
+    /// `verse_places` needs its vocabulary's characters: [`Gpt::with_vocabulary`].
     pub fn new(vb: VarBuilder, cfg: &ModelConfig) -> Result<Self> {
+        Self::with_vocabulary(vb, cfg, None)
+    }
+
+    /// [`Gpt::new`] for tokens that are the characters of `vocabulary` (needed with `sound` or
+    /// `verse_places`).
+    pub fn with_vocabulary(
+        vb: VarBuilder,
+        cfg: &ModelConfig,
+        vocabulary: Option<&Vocabulary>,
+    ) -> Result<Self> {
         cfg.validate().map_err(candle_core::Error::wrap)?;
+        if let Some(vocabulary) = vocabulary.filter(|v| v.len() > cfg.vocab_size) {
+            candle_core::bail!(
+                "the vocabulary names {} tokens but the model has {}: they come from different runs",
+                vocabulary.len(),
+                cfg.vocab_size
+            )
+        }
         let t = vb.pp("transformer");
         let wte_weight = t.pp("wte").get_with_hints(
             (cfg.vocab_size, cfg.n_embd),
@@ -39,6 +65,25 @@ impl Gpt {
                 stdev: INIT_STD,
             },
         )?;
+        let vocabulary = match vocabulary {
+            None if cfg.sound || cfg.verse_places => candle_core::bail!(
+                "a model with sound or verse_places needs its vocabulary's characters: build it with Gpt::seeded_for (from its tokenizer)"
+            ),
+            vocabulary => vocabulary,
+        };
+        let wse = match vocabulary.filter(|_| cfg.sound) {
+            Some(vocabulary) => Some(SoundEmbedding::new(
+                t.pp("wse"),
+                vocabulary,
+                cfg.vocab_size,
+                cfg.n_embd,
+            )?),
+            None => None,
+        };
+        let wvp = match vocabulary.filter(|_| cfg.verse_places) {
+            Some(vocabulary) => Some(PlaceEmbedding::new(t.pp("wvp"), vocabulary, cfg.n_embd)?),
+            None => None,
+        };
         let position = PositionEncoding::new(t.clone(), cfg)?;
         let h = (0..cfg.n_layer)
             .map(|i| Block::new(t.pp(format!("h.{i}")), cfg))
@@ -58,6 +103,8 @@ impl Gpt {
         let kernels = Kernels::Fused.for_tensor(&wte_weight);
         Ok(Gpt {
             wte: Embedding::new(wte_weight, cfg.n_embd),
+            wse,
+            wvp,
             position,
             drop: Dropout::new(cfg.dropout),
             h,
@@ -89,9 +136,32 @@ impl Gpt {
     /// A fresh model whose parameters are drawn from `seed` (GPT-2's initialisation), with the
     /// VarMap that holds them for training and saving.
     pub fn seeded(cfg: &ModelConfig, seed: u64, device: &Device) -> Result<(Gpt, VarMap)> {
+        Self::seeded_with_vocabulary(cfg, None, seed, device)
+    }
+
+    /// [`Gpt::seeded`] for tokens that are the characters of `vocabulary` (needed when `sound =
+    /// true`).
+    pub fn seeded_with_vocabulary(
+        cfg: &ModelConfig,
+        vocabulary: Option<&Vocabulary>,
+        seed: u64,
+        device: &Device,
+    ) -> Result<(Gpt, VarMap)> {
         let varmap = VarMap::new();
-        let model = Gpt::new(seeded_var_builder(&varmap, seed, device), cfg)?;
+        let model =
+            Gpt::with_vocabulary(seeded_var_builder(&varmap, seed, device), cfg, vocabulary)?;
         Ok((model, varmap))
+    }
+
+    /// [`Gpt::seeded`] for the vocabulary of `tokenizer`: what training and loading a run build.
+    pub fn seeded_for(
+        cfg: &ModelConfig,
+        tokenizer: &crate::data::CharTokenizer,
+        seed: u64,
+        device: &Device,
+    ) -> Result<(Gpt, VarMap)> {
+        let vocabulary = Vocabulary::new(tokenizer.chars());
+        Self::seeded_with_vocabulary(cfg, Some(&vocabulary), seed, device)
     }
 
     /// The device that holds the parameters.
@@ -107,8 +177,18 @@ impl Gpt {
     /// The residual stream entering the blocks for tokens idx (B, T): token embedding plus
     /// absolute positions.
     pub fn embed(&self, idx: &Tensor, mode: &mut Mode) -> Result<Tensor> {
-        let tok = self.wte.forward(idx)?; // (B, T, C)
+        let tok = match &self.wse {
+            None => self.wte.forward(idx)?, // (B, T, C)
+            Some(wse) => {
+                let table = wse.table(self.wte.embeddings())?; // (V, C)
+                Embedding::new(table, self.cfg.n_embd).forward(idx)? // (B, T, C)
+            }
+        };
         let x = self.position.add_to_embedding(&tok)?; // (B, T, C)
+        let x = match &self.wvp {
+            None => x,
+            Some(wvp) => wvp.add_to_embedding(&x, idx)?, // (B, T, C)
+        };
         self.drop.forward(&x, mode)
     }
 
@@ -121,11 +201,23 @@ impl Gpt {
         Ok(x)
     }
 
+    /// The output layer: `lm_head`, or, tied with sounds, the token table with its sounds.
+    fn output_layer(&self) -> Result<Cow<'_, Linear>> {
+        match (&self.wse, self.cfg.tie_weights) {
+            (Some(wse), true) => Ok(Cow::Owned(Linear::tied(
+                wse.table(self.wte.embeddings())?, // (V, C)
+            ))),
+            _ => Ok(Cow::Borrowed(&self.lm_head)),
+        }
+    }
+
     /// Logits (B, V) of the last position of the residual stream x (B, T, C).
     fn last_logits(&self, x: &Tensor) -> Result<Tensor> {
         let last = x.narrow(1, x.dim(1)? - 1, 1)?; // (B, 1, C)
         let last = self.ln_f.forward(&last, self.kernels)?; // (B, 1, C)
-        self.lm_head.forward(&last, self.kernels)?.squeeze(1) // (B, V)
+        self.output_layer()?
+            .forward(&last, self.kernels)?
+            .squeeze(1) // (B, V)
     }
 
     /// The final hidden states ln_f(h) (B, T, C) for token ids idx (B, T) of at most block_size
@@ -136,7 +228,8 @@ impl Gpt {
 
     /// Logits (B, T, vocab) for token ids idx (B, T).
     pub fn forward(&self, idx: &Tensor, mode: &mut Mode) -> Result<Tensor> {
-        self.lm_head.forward(&self.hidden(idx, mode)?, self.kernels) // (B, T, V)
+        let head = self.output_layer()?;
+        head.forward(&self.hidden(idx, mode)?, self.kernels) // (B, T, V)
     }
 
     /// Logits (B, vocab) of the token after idx (B, T) alone: the output layer runs on the last
@@ -155,9 +248,10 @@ impl Gpt {
         }
         let h = self.hidden(idx, mode)?; // (B, T, C)
         let (b, t, c) = h.dims3()?;
+        let head = self.output_layer()?;
         let (h, w, targets) = (
             &h.reshape((b * t, c))?,
-            self.lm_head.weight(),
+            head.weight(),
             &targets.reshape(b * t)?,
         );
         match self.kernels {

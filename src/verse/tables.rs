@@ -102,6 +102,11 @@ impl Tables {
         self.rhymes.get(&c).map_or(&[], Vec::as_slice)
     }
 
+    /// The number of rhyme groups.
+    pub fn group_count(&self) -> usize {
+        self.group_names.len()
+    }
+
     /// The name of group `g` (e.g. 下平一先).
     pub fn group_name(&self, g: u16) -> &str {
         &self.group_names[g as usize]

@@ -1,8 +1,10 @@
 //! Helpers shared by the integration tests: the tiny corpus and small models.
 #![allow(dead_code)]
 
+use candle_core::Tensor;
 use shige::config::{ModelConfig, Position, RunConfig};
 use shige::data::{CharTokenizer, Corpus};
+use shige::model::vocabulary::Vocabulary;
 use shige::train::checkpoint::{RunDir, METRICS_FILE};
 use shige::train::metrics::from_csv;
 use shige::train::optim::Gradients;
@@ -55,6 +57,26 @@ pub fn tiny_corpus() -> Corpus {
 /// The tokenizer of the tiny corpus.
 pub fn tiny_tokenizer() -> CharTokenizer {
     CharTokenizer::from_text(&tiny_corpus().text()).expect("tokenizer builds")
+}
+
+/// Characters of four 平声 rhyme groups (一东, 一先, 十五删, 十二侵), one of two groups (还), of
+/// two readings (中, 思, 看), of 仄 alone (日, 月, 白, 雪) and unknown to the tables (the
+/// punctuation).
+pub const SOUNDING_CHARS: &str = "东同中风空红天前年边然先山间闲还心深林金日月白雪思看，。";
+
+/// A vocabulary of `vocab` tokens: the newline, then [`SOUNDING_CHARS`] over and over.
+pub fn vocabulary_of(vocab: usize) -> Vocabulary {
+    let chars = std::iter::once('\n').chain(SOUNDING_CHARS.chars().cycle());
+    Vocabulary::new(chars.zip(0..vocab as u32))
+}
+
+/// A tensor of `like`'s shape holding amplitude × sin(i) for its i-th value: deterministic and
+/// non-zero.
+pub fn wavy_like(like: &Tensor, amplitude: f64) -> Tensor {
+    let values: Vec<f32> = (0..like.elem_count())
+        .map(|i| (amplitude * (i as f64).sin()) as f32)
+        .collect();
+    Tensor::from_vec(values, like.shape(), like.device()).expect("same shape")
 }
 
 /// A small model config for fast tests.

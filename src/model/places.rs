@@ -1,0 +1,214 @@
+//! Verse places (`verse_places = true`): where each position stands in its poem, as learned rows
+//! added to its embedding: SongNet's format and rhyme symbols (Li et al., ACL 2020), read here
+//! from the tokens themselves, so that neither the data nor generation needs anything new.
+//!
+//! After token t (the position that predicts token t + 1) the rows of W (`transformer.wvp.weight`)
+//! for
+//! - its place in the line: 0 right after a line end or a newline, then 1, 2, … (7 and beyond: 7);
+//! - its line's index in the poem: 0, 1, … (7 and beyond: 7);
+//! - whether the next character ends a line (its place is the first line's length), and whether
+//!   that line must rhyme (an even line: the 2nd, 4th, …)
+//!
+//! are added to its embedding. A window of text may begin inside a poem: until a line end (for the
+//! place) and a newline (for the line) say where it stands, place and line take their "unknown"
+//! rows and no flag is set. W starts at zero, so that a new model is the same as without places.
+
+use crate::model::vocabulary::{TokenKind, Vocabulary};
+use candle_core::{Result, Tensor};
+use candle_nn::{Init, VarBuilder};
+
+/// Places 0..=7, then "unknown".
+const PLACE_ROWS: usize = 9;
+/// Lines 0..=7, then "unknown"; they follow the places.
+const LINE_ROWS: usize = 9;
+/// The row of "the next character ends a line".
+const ENDS_LINE: usize = PLACE_ROWS + LINE_ROWS;
+/// The row of "… and that line must rhyme".
+const RHYMES: usize = ENDS_LINE + 1;
+/// Rows of W.
+pub const ROWS: usize = RHYMES + 1;
+
+/// Where a reader stands in a poem, token by token.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PoemReader {
+    /// Characters since the last line end; unknown before the first line end or newline.
+    place: Option<usize>,
+    /// Line ends since the last newline; unknown before the first newline.
+    line: Option<usize>,
+    /// The length of the poem's first line, once it has ended.
+    first_line: Option<usize>,
+}
+
+/// The rows of W that one position takes: its place, its line, and the flags that are set.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Places {
+    rows: [usize; 4],
+    len: usize,
+}
+
+impl Places {
+    /// The rows, in order.
+    pub fn rows(&self) -> &[usize] {
+        &self.rows[..self.len]
+    }
+}
+
+impl PoemReader {
+    /// Reads one token of kind `kind`: the rows of the position that holds it.
+    pub fn read(&mut self, kind: TokenKind) -> Places {
+        match kind {
+            TokenKind::PoemEnd => {
+                *self = PoemReader {
+                    place: Some(0),
+                    line: Some(0),
+                    first_line: None,
+                }
+            }
+            TokenKind::LineEnd => {
+                if self.line == Some(0) {
+                    self.first_line = self.place.filter(|&p| p > 0);
+                }
+                self.place = Some(0);
+                self.line = self.line.map(|l| l + 1);
+            }
+            TokenKind::Char => self.place = self.place.map(|p| p + 1),
+        }
+        let place = self.place.map_or(PLACE_ROWS - 1, |p| p.min(PLACE_ROWS - 2));
+        let line = self.line.map_or(LINE_ROWS - 1, |l| l.min(LINE_ROWS - 2));
+        let mut places = Places {
+            rows: [place, PLACE_ROWS + line, 0, 0],
+            len: 2,
+        };
+        let ends_line = matches!((self.place, self.first_line), (Some(p), Some(n)) if p + 1 == n);
+        if ends_line {
+            places.rows[2] = ENDS_LINE;
+            places.len = 3;
+            if self.line.is_some_and(|l| l % 2 == 1) {
+                places.rows[3] = RHYMES;
+                places.len = 4;
+            }
+        }
+        places
+    }
+}
+
+/// The learned rows W and what each token is to a poem.
+#[derive(Clone)]
+pub struct PlaceEmbedding {
+    /// W (ROWS, C).
+    pub(crate) weight: Tensor,
+    /// By token id.
+    kinds: Vec<TokenKind>,
+}
+
+impl PlaceEmbedding {
+    /// W of [`ROWS`] × `n_embd`, zero at first, for tokens that are `vocabulary`'s characters.
+    pub fn new(vb: VarBuilder, vocabulary: &Vocabulary, n_embd: usize) -> Result<Self> {
+        let weight = vb.get_with_hints((ROWS, n_embd), "weight", Init::Const(0.0))?;
+        let kinds = (0..vocabulary.len())
+            .map(|id| vocabulary.kind(id))
+            .collect();
+        Ok(PlaceEmbedding { weight, kinds })
+    }
+
+    /// What token `id` is to a poem.
+    pub fn kind(&self, id: u32) -> TokenKind {
+        self.kinds
+            .get(id as usize)
+            .copied()
+            .unwrap_or(TokenKind::Char)
+    }
+
+    /// The places of `ids` (N), read as sequences of `t` tokens, each from a fresh reader.
+    pub fn places_of(&self, ids: &[u32], t: usize) -> Vec<Places> {
+        ids.chunks(t)
+            .flat_map(|sequence| {
+                let mut reader = PoemReader::default();
+                sequence
+                    .iter()
+                    .map(move |&id| reader.read(self.kind(id)))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// x (B, T, C) plus the rows of each position's places for tokens idx (B, T), as a graph of
+    /// differentiable ops.
+    pub fn add_to_embedding(&self, x: &Tensor, idx: &Tensor) -> Result<Tensor> {
+        let (b, t, c) = x.dims3()?;
+        let ids = idx.flatten_all()?.to_vec1::<u32>()?; // (B·T)
+        let mut choice = vec![0f32; b * t * ROWS]; // (B·T, ROWS)
+        for (i, places) in self.places_of(&ids, t).iter().enumerate() {
+            places
+                .rows()
+                .iter()
+                .for_each(|r| choice[i * ROWS + r] = 1.0);
+        }
+        let choice = Tensor::from_vec(choice, (b * t, ROWS), x.device())?;
+        x + choice.matmul(&self.weight)?.reshape((b, t, c))? // (B, T, C)
+    }
+
+    /// [`Self::add_to_embedding`] on slices, for the CPU engine: x (N × C) plus the rows of W
+    /// (ROWS × C) of each position's `places` (N).
+    pub fn add_to_rows(x: &mut [f32], places: &[Places], weight: &[f32], c: usize) {
+        for (row, places) in x.chunks_mut(c).zip(places) {
+            for &r in places.rows() {
+                let w = &weight[r * c..(r + 1) * c]; // (C)
+                row.iter_mut().zip(w).for_each(|(x, w)| *x += w);
+            }
+        }
+    }
+
+    /// The gradient of W (ROWS × C) from the embedding's d_x (N × C), summed in position order.
+    pub fn gradient(d_x: &[f32], places: &[Places], c: usize) -> Vec<f32> {
+        let mut d_weight = vec![0f32; ROWS * c]; // (ROWS, C)
+        for (d_row, places) in d_x.chunks(c).zip(places) {
+            for &r in places.rows() {
+                let d_w = &mut d_weight[r * c..(r + 1) * c]; // (C)
+                d_w.iter_mut().zip(d_row).for_each(|(d, g)| *d += g);
+            }
+        }
+        d_weight
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The rows of each position of `text` read from a fresh reader.
+    fn rows_of(text: &str) -> Vec<Vec<usize>> {
+        let vocabulary = Vocabulary::new(text.chars().zip(0..));
+        let mut reader = PoemReader::default();
+        (0..text.chars().count())
+            .map(|id| reader.read(vocabulary.kind(id)).rows().to_vec())
+            .collect()
+    }
+
+    #[test]
+    fn a_reader_knows_the_place_the_line_and_the_rhyming_slots() {
+        let (unknown_place, unknown_line) = (PLACE_ROWS - 1, PLACE_ROWS + LINE_ROWS - 1);
+        let line = |l: usize| PLACE_ROWS + l;
+        let rows = rows_of("日，\n白日依山尽，黄河入海流。欲穷千里目，更上一层楼。");
+        // Inside a poem it did not see begin: nothing known, then the place after a line end.
+        assert_eq!(rows[0], [unknown_place, unknown_line]);
+        assert_eq!(rows[1], [0, unknown_line]);
+        // A newline: place 0 of line 0; the first line's length is not known yet.
+        assert_eq!(rows[2], [0, line(0)]);
+        assert_eq!(rows[3], [1, line(0)]); // 白
+        assert_eq!(rows[7], [5, line(0)]); // 尽
+        assert_eq!(rows[8], [0, line(1)]); // ，
+                                           // 河 is at place 2; the next (入) is not the last; 海 (4) is followed by 流, the last of
+                                           // an even line: ends a line and rhymes.
+        assert_eq!(rows[10], [2, line(1)]);
+        assert_eq!(rows[12], [4, line(1), ENDS_LINE, RHYMES]);
+        assert_eq!(rows[13], [5, line(1)]); // 流
+        assert_eq!(rows[14], [0, line(2)]); // 。
+        assert_eq!(rows[18], [4, line(2), ENDS_LINE]); // 里: 目 ends an odd line
+        assert_eq!(rows[24], [4, line(3), ENDS_LINE, RHYMES]); // 层: 楼 rhymes
+                                                               // Places and lines past 7 keep their last row.
+        let long = rows_of("\n一二三四五六七八九，");
+        assert_eq!(long[9], [7, line(0)]);
+        assert_eq!(long[10], [0, line(1)]);
+    }
+}
