@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The verse figures of issue #46 for one run: 100 free samples at temperature 0.8 (seed 7) scored
-# as regulated verse, and the meter's cost (mean NLL per character under the run's model of 100
-# `--form F --meter` samples against 100 `--form F` samples) for wulv and qilv.
+# The regulated-verse figures of one run (docs/experiments.md, section 7; issue #46): 100 samples
+# per row at temperature 0.8, seed 7 (free, and each form without and with --meter), scored as
+# regulated verse with the run's likelihood; then the real held-out poems' row, the free samples'
+# well-formed rate, and the meter's cost per form (mean NLL per character of the --meter samples
+# against the form's free samples, both under the run's model).
 # Usage: bash bench/verse_eval.sh checkpoints/<run>   (after `cargo build --release`)
 set -euo pipefail
 run=${1:?usage: bash bench/verse_eval.sh checkpoints/<run>}
@@ -20,27 +22,34 @@ draw() { # name, extra sample flags...
 }
 
 draw free
-for form in wulv qilv; do
-  draw "$form"-free --form "$form"
-  draw "$form"-meter --form "$form" --meter
+for form in wujue qijue wulv qilv; do
+  draw "$form" --form "$form"
+  draw "$form-meter" --form "$form" --meter
 done
+"$bin/score" --val --checkpoint "$run" --json >"$tmp/real.score.json"
 
 python3 - "$tmp" "$run" <<'EOF'
 import json, sys
 tmp, run = sys.argv[1], sys.argv[2]
-def load(name):
-    return json.load(open(f"{tmp}/{name}.score.json"))
-free = load("free")
-s = free["summary"]
+load = lambda name: json.load(open(f"{tmp}/{name}.score.json"))
+pct = lambda a, b: f"{100 * a / max(b, 1):.0f} %"
+print(f"run {run}\n")
+print("| poems | n | regular form | fit a template | mean tone fit | rhyme | longest copied run (median / max) | lines verbatim | NLL per char |")
+print("|---|---|---|---|---|---|---|---|---|")
+rows = [("real poems (val split)", "real"), ("unconstrained", "free")]
+for form in ["wujue", "qijue", "wulv", "qilv"]:
+    rows += [(f"`--form {form}`", form), (f"`--form {form} --meter`", f"{form}-meter")]
+for label, name in rows:
+    d = load(name)
+    s = d["summary"]
+    n, reg = s["poems"], s["regular"]
+    print(f"| {label} | {n} | {pct(reg, n)} | {pct(s['fitting_a_template'], reg)} | "
+          f"{100 * s['mean_tone_fit']:.1f} % | {pct(s['rhyming'], reg)} | "
+          f"{s['copied_run_median']} / {s['copied_run_max']} | {100 * s['lines_verbatim']:.1f} % | "
+          f"{d['mean_nll']:.3f} |")
 well = [json.loads(l)["well_formed"] for l in open(f"{tmp}/free.jsonl")]
-print(f"run {run}")
-print(f"free: well-formed {sum(well)}/{len(well)}, regular {s['regular']}, "
-      f"rhyme {s['rhyming']}/{s['regular']} = {100 * s['rhyming'] / max(s['regular'], 1):.0f} %, "
-      f"mean tone fit {100 * s['mean_tone_fit']:.1f} %, fit a template {s['fitting_a_template']}, "
-      f"copied run median/max {s['copied_run_median']}/{s['copied_run_max']}, NLL {free['mean_nll']:.3f}")
-for form in ["wulv", "qilv"]:
-    f, m = load(f"{form}-free"), load(f"{form}-meter")
-    rhyme = lambda d: f"{d['summary']['rhyming']}/{d['summary']['regular']}"
-    print(f"{form}: rhyme free {rhyme(f)}, meter {rhyme(m)}; NLL per char free {f['mean_nll']:.3f}, "
-          f"meter {m['mean_nll']:.3f}: meter cost {m['mean_nll'] - f['mean_nll']:.3f} nats")
+print(f"\nfree samples well-formed: {sum(well)} of {len(well)}")
+for form in ["wujue", "qijue", "wulv", "qilv"]:
+    cost = load(f"{form}-meter")["mean_nll"] - load(form)["mean_nll"]
+    print(f"meter cost, {form}: {cost:+.3f} nats per character")
 EOF
