@@ -2,6 +2,7 @@
 //! against this machine's measured float32 matmul ceiling.
 
 use crate::config::ModelConfig;
+use crate::model::vocabulary::Vocabulary;
 use crate::model::{Gpt, Mode};
 use crate::ops::Precision;
 use crate::ops::WeightFormat;
@@ -228,6 +229,16 @@ fn inference_rates(
     })
 }
 
+/// A vocabulary for random tokens, so that models with verse inputs run too: the newline, the
+/// line-ending punctuation, then ideographs from U+4E00 on.
+fn random_vocabulary(size: usize) -> Vocabulary {
+    let ideographs = (0x4E00..).filter_map(char::from_u32);
+    let chars = std::iter::once('\n')
+        .chain(crate::data::poem::PUNCTUATION)
+        .chain(ideographs);
+    Vocabulary::new(chars.zip(0..size as u32))
+}
+
 /// Measures one config on random tokens: `steps` timed training steps after 2 warm-up steps with
 /// the matmuls in `dtype`, then (f32 only) the forward pass and sampling. `ceiling_gflops` is the
 /// matmul ceiling of `dtype`.
@@ -239,7 +250,8 @@ pub fn bench_model(
     ceiling_gflops: f64,
 ) -> Result<ModelBench> {
     cfg.check_training_memory(batch_size)?;
-    let (model, varmap) = Gpt::seeded(cfg, 0, &Device::Cpu)?;
+    let vocabulary = random_vocabulary(cfg.vocab_size);
+    let (model, varmap) = Gpt::seeded_with_vocabulary(cfg, Some(&vocabulary), 0, &Device::Cpu)?;
     let mut batches = RandomBatches {
         rng: ChaCha8Rng::seed_from_u64(0),
         batch_size,
