@@ -14,10 +14,13 @@ first, and prints the wall time and the validation loss over the whole held-out 
 character predicted once (as `train` reports it):
 
     python bench/torch_twin.py --corpus data/poems.txt --n-layer 2 --batch-size 8 --position rope \
-        --learning-rate 2e-3 --tie-weights --beta2 0.999 --max-iters 9400
+        --learning-rate 2e-3 --tie-weights --beta2 0.999 --dropout 0.05 --verse-places --max-iters 9400
 
-(the best recipe found for the twin in about 8½ minutes on a 2-core Xeon, docs/experiments.md
-section 6, round 5; for an equal-time run, match --max-iters to the twin's own measured speed).
+(configs/default.toml's recipe; for an equal-time run, match --max-iters to the twin's own
+measured speed, or give --minutes). With --evaluate RUN it loads a run's weights instead and
+prints their whole-split loss, as an evaluation independent of the Rust code:
+
+    python bench/torch_twin.py --corpus data/poems.txt --evaluate checkpoints/<run>
 
 With --corpus-kind text the corpus is running text, split as nanoGPT's shakespeare_char/prepare.py
 splits it (the first 90 % of the characters train); configs/shakespeare.toml's twin, nanoGPT's
@@ -86,11 +89,40 @@ class Block(nn.Module):
         return x + self.mlp(self.ln_2(x))
 
 
+PLACE_ROWS, LINE_ROWS = 9, 9  # places 0..7 and lines 0..7, each then "unknown"
+ENDS_LINE, RHYMES = PLACE_ROWS + LINE_ROWS, PLACE_ROWS + LINE_ROWS + 1
+PUNCTUATION = "，。？！；"
+
+
+def verse_places(chars):
+    """The rows of the verse-place table each position of a window of characters takes, read as
+    src/model/places.rs reads them (written here from its description): a (T, 20) 0/1 matrix."""
+    rows = torch.zeros(len(chars), RHYMES + 1)
+    place = line = first_line = None
+    for i, c in enumerate(chars):
+        if c == "\n":
+            place, line, first_line = 0, 0, None
+        elif c in PUNCTUATION:
+            if line == 0:
+                first_line = place if place else None
+            place, line = 0, None if line is None else line + 1
+        elif place is not None:
+            place += 1
+        rows[i, PLACE_ROWS - 1 if place is None else min(place, PLACE_ROWS - 2)] = 1
+        rows[i, PLACE_ROWS + (LINE_ROWS - 1 if line is None else min(line, LINE_ROWS - 2))] = 1
+        if place is not None and first_line is not None and place + 1 == first_line:
+            rows[i, ENDS_LINE] = 1
+            if line is not None and line % 2 == 1:
+                rows[i, RHYMES] = 1
+    return rows
+
+
 class GPT(nn.Module):
     def __init__(self, vocab, block, n_layer, n_head, n_embd, rope=False, dropout=0.0, tie_weights=False,
-                 bias=True):
+                 bias=True, places=False):
         super().__init__()
         self.wte = nn.Embedding(vocab, n_embd)
+        self.wvp = nn.Parameter(torch.zeros(RHYMES + 1, n_embd)) if places else None
         self.wpe = None if rope else nn.Embedding(block, n_embd)
         self.drop = nn.Dropout(dropout)
         self.h = nn.ModuleList(Block(n_embd, n_head, rope, dropout, bias) for _ in range(n_layer))
@@ -99,15 +131,17 @@ class GPT(nn.Module):
         if tie_weights:
             self.lm_head.weight = self.wte.weight
         for name, p in self.named_parameters():
-            if p.dim() >= 2:
+            if p.dim() >= 2 and not name.startswith("wvp"):
                 std = 0.02 / math.sqrt(2 * n_layer) if name.endswith("c_proj.weight") or name.endswith("mlp.2.weight") else 0.02
                 nn.init.normal_(p, 0.0, std)
             elif name.endswith("bias"):
                 nn.init.zeros_(p)
 
-    def forward(self, idx, targets):
+    def forward(self, idx, targets, places=None):
         T = idx.size(1)
         x = self.wte(idx)
+        if self.wvp is not None:
+            x = x + places @ self.wvp  # (B, T, 20) @ (20, C)
         if self.wpe is not None:
             x = x + self.wpe(torch.arange(T, device=idx.device))
         x = self.drop(x)
@@ -117,8 +151,8 @@ class GPT(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
 
 
-def corpus_run(args):
-    """Trains on the real corpus with this project's recipe and reports the whole-split loss."""
+def load_corpus(args):
+    """The character vocabulary and the training and validation ids, split as `train` splits them."""
     if args.corpus_kind == "text":
         text = open(args.corpus, encoding="utf-8").read()
         vocab = ["\n"] + sorted(set(text) - {"\n"})
@@ -132,10 +166,60 @@ def corpus_run(args):
         encode = lambda ps: torch.tensor([ids[c] for p in ps for c in p + "\n"], dtype=torch.long)
         train = encode(p for i, p in enumerate(poems) if i % 20 != 19)
         val = encode(p for i, p in enumerate(poems) if i % 20 == 19)
+    return vocab, train, val
+
+
+def whole_split_loss(model, val, block, places_of):
+    """The mean loss over the whole split, every character predicted once, in consecutive windows
+    of `block` characters (the last one shorter), 32 to a batch."""
+    model.eval()
+    predicted = len(val) - 1
+    windows = [(s, min(block, predicted - s)) for s in range(0, predicted, block)]
+    batches = [windows[i:i + 32] for i in range(0, len(windows), 32)]
+    batches = [[w for w in b if w[1] == block] for b in batches] + [[w] for w in windows if w[1] < block]
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for batch in filter(None, batches):
+            x = torch.stack([val[s:s + n] for s, n in batch])
+            y = torch.stack([val[s + 1:s + n + 1] for s, n in batch])
+            total += float(model(x, y, places_of(x))) * x.numel()
+            count += x.numel()
+    return total / count
+
+
+def evaluate_run(args):
+    """Loads a run's model.safetensors (nanoGPT's names) into this module and prints its loss over
+    the whole validation split: an evaluation independent of the Rust code."""
+    from safetensors.torch import load_file
+    import tomllib
+    cfg = tomllib.load(open(f"{args.evaluate}/config.toml", "rb"))["model"]
+    vocab, _, val = load_corpus(args)
+    model = GPT(len(vocab), cfg["block_size"], cfg["n_layer"], cfg["n_head"], cfg["n_embd"],
+                rope=cfg["position"] == "rope", tie_weights=cfg["tie_weights"], bias=cfg["bias"],
+                places=cfg.get("verse_places", False))
+    renames = [("transformer.", ""), ("mlp.c_fc.", "mlp.0."), ("mlp.c_proj.", "mlp.2."), ("wvp.weight", "wvp")]
+    weights = {}
+    for name, tensor in load_file(f"{args.evaluate}/model.safetensors").items():
+        for a, b in renames:
+            name = name.replace(a, b)
+        weights[name] = tensor
+    model.load_state_dict(weights, strict=True)
+    places_of = lambda x: torch.stack([verse_places([vocab[i] for i in w]) for w in x.tolist()]) \
+        if model.wvp is not None else None
+    print(json.dumps({"run": args.evaluate, "val_loss_whole": whole_split_loss(model, val, cfg["block_size"], places_of)}))
+
+
+def corpus_run(args):
+    """Trains on the real corpus with this project's recipe and reports the whole-split loss."""
+    vocab, train, val = load_corpus(args)
     block = args.block_size
     torch.manual_seed(args.seed)
     model = GPT(len(vocab), block, args.n_layer, args.n_head, args.n_embd, rope=args.position == "rope",
-                dropout=args.dropout, tie_weights=args.tie_weights, bias=not args.no_bias)
+                dropout=args.dropout, tie_weights=args.tie_weights, bias=not args.no_bias,
+                places=args.verse_places)
+    # The verse places of each window (B, T, 20), or None.
+    places_of = lambda x: torch.stack([verse_places([vocab[i] for i in w]) for w in x.tolist()]) \
+        if args.verse_places else None
     # Muon takes the blocks' weight matrices (as this project's optim::muon_takes does); AdamW the rest.
     hidden = [p for n, p in model.named_parameters() if args.optimizer == "muon" and n.startswith("h.") and p.dim() == 2]
     rest = [p for p in model.parameters() if all(p is not h for h in hidden)]
@@ -166,7 +250,7 @@ def corpus_run(args):
                 group["lr"] = peak * factor_at(step)
         offsets = torch.randint(0, len(train) - block - 1, (args.batch_size,))
         windows = torch.stack([train[o:o + block + 1] for o in offsets.tolist()])
-        loss = model(windows[:, :-1], windows[:, 1:])
+        loss = model(windows[:, :-1], windows[:, 1:], places_of(windows[:, :-1]))
         for o, _ in optimizers:
             o.zero_grad(set_to_none=True)
         loss.backward()
@@ -175,21 +259,9 @@ def corpus_run(args):
             o.step()
         step += 1
     train_s = time.perf_counter() - start
-    model.eval()
-    # Consecutive windows of `block` characters (the last one shorter), 32 to a batch.
-    predicted = len(val) - 1
-    windows = [(s, min(block, predicted - s)) for s in range(0, predicted, block)]
-    batches = [windows[i:i + 32] for i in range(0, len(windows), 32)]
-    batches = [[w for w in b if w[1] == block] for b in batches] + [[w] for w in windows if w[1] < block]
-    total, count = 0.0, 0
-    with torch.no_grad():
-        for batch in filter(None, batches):
-            x = torch.stack([val[s:s + n] for s, n in batch])
-            y = torch.stack([val[s + 1:s + n + 1] for s, n in batch])
-            total += float(model(x, y)) * x.numel()
-            count += x.numel()
+    val_loss_whole = whole_split_loss(model, val, block, places_of)
     print(json.dumps({"torch": torch.__version__, "threads": torch.get_num_threads(), "steps": step,
-                      "train_s": train_s, "train_loss_last": float(loss), "val_loss_whole": total / count}))
+                      "train_s": train_s, "train_loss_last": float(loss), "val_loss_whole": val_loss_whole}))
 
 
 def main():
@@ -213,6 +285,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1337)
     ap.add_argument("--dropout", type=float, default=0.0, help="nanoGPT's: embeddings, attention weights, residual branches")
     ap.add_argument("--tie-weights", action="store_true", help="the output layer shares the embedding's matrix")
+    ap.add_argument("--verse-places", action="store_true",
+                    help="learned rows for each position's place in its poem, as verse_places = true (--corpus runs)")
     ap.add_argument("--beta2", type=float, default=0.95, help="AdamW's β2 (--corpus runs)")
     ap.add_argument("--optimizer", choices=["adamw", "muon"], default="adamw",
                     help="muon: Muon for the blocks' weight matrices, AdamW for the rest (--corpus runs)")
@@ -221,7 +295,11 @@ def main():
     ap.add_argument("--decay-fraction", type=float, default=0.2, help="WSD's share of decaying steps")
     ap.add_argument("--autocast", action="store_true",
                     help="bf16 mixed precision: the forward pass under torch.autocast('cpu', dtype=torch.bfloat16)")
+    ap.add_argument("--evaluate", metavar="RUN",
+                    help="print the whole-split loss of a run directory's weights on --corpus (no training)")
     args = ap.parse_args()
+    if args.evaluate:
+        return evaluate_run(args)
     if args.corpus:
         return corpus_run(args)
     torch.manual_seed(0)

@@ -506,8 +506,9 @@ pub struct TrainConfig {
     /// The share of the steps over which "wsd" decays.
     pub decay_fraction: f64,
     /// Plan max_iters for this many minutes of wall time, from the step rate measured over the
-    /// warm-up steps (whose learning rates do not depend on max_iters); the plan is saved in the
-    /// run's config.toml as its max_iters.
+    /// warm-up steps (whose learning rates do not depend on max_iters), again at each evaluation
+    /// from the pace since then until the last decay_fraction of the steps (`train::plan`); the
+    /// plan is saved in the run's config.toml as its max_iters.
     pub minutes: Option<f64>,
 }
 

@@ -261,6 +261,7 @@ fn minutes_plans_a_step_count_that_the_run_saves_and_keeps() {
     let tmp = tempfile::tempdir().unwrap();
     let mut cfg = tiny_config();
     cfg.train.minutes = Some(0.05); // 3 seconds
+    cfg.train.schedule = ScheduleKind::Wsd; // re-plans leave its rates before the decay alike
     let planned_dir = tmp.path().join("planned");
     let summary = run(&cfg, &planned_dir, false, None).unwrap();
     let saved = RunConfig::load(&planned_dir.join(CONFIG_FILE)).unwrap();
@@ -271,7 +272,8 @@ fn minutes_plans_a_step_count_that_the_run_saves_and_keeps() {
     assert_eq!(saved.train.minutes, Some(0.05));
     assert!(summary.steps >= cfg.train.warmup_iters);
 
-    // The plan is nothing but a step count: the same run with that max_iters trains alike.
+    // The plan is nothing but a step count, however often it was re-planned before the decay:
+    // the same run with that max_iters trains alike.
     let mut fixed = cfg.clone();
     (fixed.train.minutes, fixed.train.max_iters) = (None, summary.steps);
     let fixed_dir = tmp.path().join("fixed");

@@ -107,7 +107,8 @@ struct Args {
     #[arg(long)]
     schedule: Option<ScheduleKind>,
     /// Train for this many minutes of wall time: the step count is planned from the step rate of
-    /// the warm-up (and saved in the run as its max_iters).
+    /// the warm-up, re-planned at each evaluation until the schedule's last stretch, and saved in
+    /// the run as its max_iters (best with --schedule wsd, whose peak does not depend on it).
     #[arg(long, conflicts_with = "max_iters")]
     minutes: Option<f64>,
 }

@@ -5,6 +5,7 @@ pub mod interrupt;
 pub mod metrics;
 pub mod muon;
 pub mod optim;
+pub mod plan;
 pub mod schedule;
 pub mod shards;
 mod state;

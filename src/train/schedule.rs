@@ -28,15 +28,21 @@ pub fn wsd_learning_rate(
     if step < warmup {
         return peak * (step + 1) as f64 / warmup as f64;
     }
-    let decay_steps = ((decay_fraction * max_iters as f64).ceil() as usize)
-        .min(max_iters.saturating_sub(warmup))
-        .max(1);
-    let decay_start = max_iters.saturating_sub(decay_steps);
+    let decay_start = decay_start(max_iters, warmup, decay_fraction);
     if step < decay_start {
         return peak;
     }
-    let progress = ((step - decay_start) as f64 / decay_steps as f64).min(1.0);
+    let progress = ((step - decay_start) as f64 / (max_iters - decay_start).max(1) as f64).min(1.0);
     peak - progress * (peak - min_lr)
+}
+
+/// WSD's first step of decay in a run of `max_iters` steps: ⌈`decay_fraction` · max_iters⌉ steps
+/// before the end, at least one, never into the warm-up.
+pub fn decay_start(max_iters: usize, warmup: usize, decay_fraction: f64) -> usize {
+    let decay_steps = ((decay_fraction * max_iters as f64).ceil() as usize)
+        .min(max_iters.saturating_sub(warmup))
+        .max(1);
+    max_iters.saturating_sub(decay_steps)
 }
 
 /// The learning rate at `step` of a run trained with `t`, for the peak `peak` (AdamW's

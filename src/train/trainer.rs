@@ -15,6 +15,7 @@ use crate::train::metrics::{
 };
 use crate::train::muon::MuonParams;
 use crate::train::optim::{clip_scale, AdamWParams, Optimizer, Rates};
+use crate::train::plan::{Budget, Planner};
 use crate::train::schedule::rate_at;
 use crate::train::shards::Shards;
 use crate::train::state::{Interval, SavedState};
@@ -689,7 +690,10 @@ fn train_locked(opts: &TrainOptions) -> Result<TrainSummary> {
     }
     let tokens_per_step = (s.cfg.train.batch_size * s.cfg.model.block_size) as f64;
     let (mut run_tokens, mut run_time) = (0.0, 0.0);
-    let mut warmup_seconds = Vec::new(); // each warm-up step's time, for --minutes's plan
+    let mut planner = s.cfg.train.minutes.map(|minutes| {
+        let val_batches = s.splits.tokens(Split::Val).len() as f64 / tokens_per_step;
+        Planner::new(Budget::new(&s.cfg.train, minutes, val_batches))
+    });
     while p.step < end {
         let step_start = Instant::now();
         let loss = train_step(&mut s, &mut p)?;
@@ -698,13 +702,12 @@ fn train_locked(opts: &TrainOptions) -> Result<TrainSummary> {
         (i.loss, i.steps, i.seconds) = (i.loss + loss, i.steps + 1, i.seconds + dt);
         (run_tokens, run_time) = (run_tokens + tokens_per_step, run_time + dt);
         p.elapsed_s += dt;
-        let warmup = s.cfg.train.warmup_iters;
-        if let (Some(minutes), true) = (s.cfg.train.minutes, p.step <= warmup) {
-            warmup_seconds.push(dt);
-            if p.step == warmup {
-                // The wall time of this process, and the training time of the runs it resumes.
-                let spent = started.elapsed().as_secs_f64() + p.elapsed_s - run_time;
-                let plan = plan_steps(&s, p.step, minutes * 60.0 - spent, &warmup_seconds);
+        if let Some(planner) = planner.as_mut() {
+            // The wall time of this process, and the training time of the runs it resumes.
+            let spent = started.elapsed().as_secs_f64() + p.elapsed_s - run_time;
+            let planned = s.cfg.train.max_iters;
+            if let Some(plan) = planner.after_step(p.step, dt, spent, planned) {
+                let minutes = s.cfg.train.minutes.unwrap_or_default();
                 bar.suspend(|| crate::note!("{}", plan.describe(minutes)));
                 s.cfg.train.max_iters = plan.steps;
                 end = opts.stop_at.map_or(plan.steps, |stop| stop.min(plan.steps));
@@ -753,52 +756,6 @@ fn train_locked(opts: &TrainOptions) -> Result<TrainSummary> {
     let json = serde_json::to_string_pretty(&summary)?;
     atomic_write(&s.run.file(SUMMARY_FILE), json.as_bytes())?;
     Ok(summary)
-}
-
-/// A run's step count planned for the time it has (`--minutes`).
-struct Plan {
-    steps: usize,
-    /// Seconds per training step, per evaluation (spread over its interval), and for the final
-    /// pass over the whole validation split.
-    step_s: f64,
-    eval_s: f64,
-    whole_split_s: f64,
-}
-
-impl Plan {
-    fn describe(&self, minutes: f64) -> String {
-        format!(
-            "planned {} steps for {minutes} minutes: the warm-up ran at {:.3} s a step, evaluations add \
-             {:.3} s a step and the whole validation split {:.0} s at the end (saved as max_iters in the run's config.toml)",
-            self.steps, self.step_s, self.eval_s, self.whole_split_s
-        )
-    }
-}
-
-/// The step count that fills `seconds_left` (after `done` steps) at the step rate of the warm-up
-/// (`warmup_seconds`, each step's time; the first two left out when there are five or more, as
-/// they include one-time costs). An evaluation forwards eval_iters batches, about a third of a
-/// step each (no backward pass); so does the final pass over the whole validation split, per
-/// batch of the split. Never fewer steps than are done.
-fn plan_steps(s: &Setup, done: usize, seconds_left: f64, warmup_seconds: &[f64]) -> Plan {
-    let t = &s.cfg.train;
-    let timed = match warmup_seconds.len() {
-        n if n >= 5 => &warmup_seconds[2..],
-        _ => warmup_seconds,
-    };
-    let step_s = timed.iter().sum::<f64>() / timed.len().max(1) as f64;
-    let forward_s = step_s / 3.0;
-    let eval_s = t.eval_iters as f64 * forward_s / t.eval_interval as f64;
-    let val_batches =
-        s.splits.tokens(Split::Val).len() as f64 / (t.batch_size * s.cfg.model.block_size) as f64;
-    let whole_split_s = val_batches * forward_s;
-    let more = ((seconds_left - whole_split_s) / (step_s + eval_s)).max(0.0);
-    Plan {
-        steps: done + more as usize,
-        step_s,
-        eval_s,
-        whole_split_s,
-    }
 }
 
 /// What runs the training step: the CPU engine with the kernels chosen for this CPU (its model

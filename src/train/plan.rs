@@ -1,0 +1,233 @@
+//! The step count of a run given minutes of wall time (`--minutes`).
+//!
+//! The first plan is made at the end of the warm-up, from its step rate. Machines do not keep
+//! their pace (a shared or throttled CPU runs 5–15 % slower after the warm-up than during it), so
+//! the plan is made again at each evaluation from the pace of the run since the warm-up,
+//! evaluations included, until the schedule's last stretch (its last `decay_fraction` of steps)
+//! begins: from there it holds, so that the decay runs as planned. Under WSD the learning rate
+//! before the decay is the peak whatever the step count, so a re-planned run trains exactly as a
+//! run given its final step count would; under the cosine each new plan bends the rest of the curve.
+
+use crate::config::TrainConfig;
+use crate::train::schedule::decay_start;
+
+/// A step count planned for the time left.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Plan {
+    pub steps: usize,
+    /// Seconds per step (evaluations included after the warm-up, spread over their interval),
+    /// and for the final pass over the whole validation split.
+    pub step_s: f64,
+    pub whole_split_s: f64,
+    /// Whether the pace came from the warm-up (the first plan) or from the run since.
+    pub first: bool,
+}
+
+impl Plan {
+    /// The line `train` prints about the plan.
+    pub fn describe(&self, minutes: f64) -> String {
+        match self.first {
+            true => format!(
+                "planned {} steps for {minutes} minutes: the warm-up ran at {:.3} s a step (evaluations included) \
+                 and the whole validation split takes {:.0} s at the end; re-planned at each evaluation until the \
+                 last stretch of the schedule (saved as max_iters in the run's config.toml)",
+                self.steps, self.step_s, self.whole_split_s
+            ),
+            false => format!(
+                "re-planned {} steps for {minutes} minutes: the run since its warm-up went at {:.3} s a step",
+                self.steps, self.step_s
+            ),
+        }
+    }
+}
+
+/// What a plan needs to know of the run besides its timings.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    pub seconds: f64,
+    pub warmup_iters: usize,
+    pub eval_interval: usize,
+    pub eval_iters: usize,
+    pub decay_fraction: f64,
+    /// Batches in the whole validation split (its final pass).
+    pub val_batches: f64,
+}
+
+impl Budget {
+    pub fn new(t: &TrainConfig, minutes: f64, val_batches: f64) -> Self {
+        Budget {
+            seconds: minutes * 60.0,
+            warmup_iters: t.warmup_iters,
+            eval_interval: t.eval_interval,
+            eval_iters: t.eval_iters,
+            decay_fraction: t.decay_fraction,
+            val_batches,
+        }
+    }
+
+    /// The first step of the last stretch of a run of `steps` steps (WSD's decay).
+    pub fn last_stretch_start(&self, steps: usize) -> usize {
+        decay_start(steps, self.warmup_iters, self.decay_fraction)
+    }
+}
+
+/// Plans and re-plans one process's run.
+pub struct Planner {
+    budget: Budget,
+    /// Each warm-up step's seconds.
+    warmup_seconds: Vec<f64>,
+    /// The seconds spent and the step when the warm-up ended, and the first plan then made.
+    warmup_end: Option<(f64, usize, Plan)>,
+}
+
+impl Planner {
+    pub fn new(budget: Budget) -> Self {
+        Planner {
+            budget,
+            warmup_seconds: Vec::new(),
+            warmup_end: None,
+        }
+    }
+
+    /// After a training step to `step` that took `dt` seconds, of a run now planned for
+    /// `planned` steps, with `spent` seconds of the budget gone: a new plan, if one is due (the
+    /// warm-up's end, or an evaluation before the last stretch) and it differs.
+    pub fn after_step(&mut self, step: usize, dt: f64, spent: f64, planned: usize) -> Option<Plan> {
+        let b = self.budget;
+        if step <= b.warmup_iters {
+            self.warmup_seconds.push(dt);
+            if step < b.warmup_iters {
+                return None;
+            }
+            let plan = self.first_plan(step, spent);
+            self.warmup_end = Some((spent, step, plan));
+            return Some(plan);
+        }
+        let (warmup_spent, warmup_step, first) = self.warmup_end?;
+        let due = step.is_multiple_of(b.eval_interval) && step < b.last_stretch_start(planned);
+        if !due {
+            return None;
+        }
+        // The pace since the warm-up, evaluations included; the final pass slows alike.
+        let step_s = (spent - warmup_spent) / (step - warmup_step) as f64;
+        let whole_split_s = first.whole_split_s * step_s / first.step_s;
+        let more = ((b.seconds - spent - whole_split_s) / step_s).max(0.0);
+        // Never so few steps that the last stretch should have begun already.
+        let shortest = (step..).find(|&n| b.last_stretch_start(n) >= step)?;
+        let plan = Plan {
+            steps: (step + more as usize).max(shortest),
+            step_s,
+            whole_split_s,
+            first: false,
+        };
+        // A change under 1 % is the clock's noise, not worth bending the schedule for.
+        let change = plan.steps.abs_diff(planned);
+        (change >= (planned / 100).max(1)).then_some(plan)
+    }
+
+    /// The plan at the warm-up's end, from its step rate (the first two steps left out when
+    /// there are five or more, as they include one-time costs). An evaluation forwards
+    /// eval_iters batches, about a third of a step each (no backward pass); so does the final
+    /// pass over the whole validation split, per batch of the split. Never fewer steps than done.
+    fn first_plan(&self, done: usize, spent: f64) -> Plan {
+        let b = &self.budget;
+        let timed = match self.warmup_seconds.len() {
+            n if n >= 5 => &self.warmup_seconds[2..],
+            _ => &self.warmup_seconds[..],
+        };
+        let train_s = timed.iter().sum::<f64>() / timed.len().max(1) as f64;
+        let forward_s = train_s / 3.0;
+        let step_s = train_s + b.eval_iters as f64 * forward_s / b.eval_interval as f64;
+        let whole_split_s = b.val_batches * forward_s;
+        let more = ((b.seconds - spent - whole_split_s) / step_s).max(0.0);
+        Plan {
+            steps: done + more as usize,
+            step_s,
+            whole_split_s,
+            first: true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 100 s; warm-up of 10 steps; evaluations every 100 steps; the last fifth is the stretch;
+    /// the final pass is 30 batches of a third of a step.
+    fn budget() -> Budget {
+        Budget {
+            seconds: 100.0,
+            warmup_iters: 10,
+            eval_interval: 100,
+            eval_iters: 0,
+            decay_fraction: 0.2,
+            val_batches: 30.0,
+        }
+    }
+
+    /// Runs a planner over a machine that takes `pace(step)` seconds for each step; returns
+    /// every plan made and the seconds the run took to its last planned step, final pass included.
+    fn simulate(pace: impl Fn(usize) -> f64) -> (Vec<Plan>, f64) {
+        let mut planner = Planner::new(budget());
+        let (mut planned, mut spent, mut plans) = (usize::MAX, 0.0, Vec::new());
+        let mut step = 0;
+        while step < planned {
+            step += 1;
+            spent += pace(step);
+            if let Some(plan) = planner.after_step(step, pace(step), spent, planned) {
+                planned = plan.steps;
+                plans.push(plan);
+            }
+        }
+        (plans, spent + 30.0 * pace(step) / 3.0)
+    }
+
+    #[test]
+    fn a_steady_machine_gets_one_plan_that_fills_its_time() {
+        let (plans, took) = simulate(|_| 0.1);
+        assert_eq!(plans.len(), 1, "{plans:?}");
+        // (100 s − 1 s of warm-up − 1 s of final pass) / 0.1 s + 10 steps done (less one for
+        // the clock's rounding).
+        assert!((989..=990).contains(&plans[0].steps), "{plans:?}");
+        assert!((took - 100.0).abs() < 0.2, "{took}");
+    }
+
+    #[test]
+    fn a_machine_that_slows_after_the_warm_up_is_re_planned_and_ends_near_its_time() {
+        let slowing = |step: usize| if step <= 10 { 0.1 } else { 0.12 };
+        let (plans, took) = simulate(slowing);
+        assert!(
+            (989..=990).contains(&plans[0].steps),
+            "the first plan trusts the warm-up: {plans:?}"
+        );
+        assert!(plans.len() >= 2, "{plans:?}");
+        let last = plans.last().unwrap();
+        assert!(last.steps < 850, "{plans:?}");
+        // Held from the last stretch on: the last plan was made before it began.
+        assert!(took > 99.0 && took < 101.0, "the run took {took} s of 100");
+    }
+
+    #[test]
+    fn the_plan_holds_once_the_last_stretch_begins() {
+        let mut planner = Planner::new(budget());
+        for step in 1..=10 {
+            planner.after_step(step, 0.1, 0.1 * step as f64, usize::MAX);
+        }
+        // 990 steps planned: the stretch begins at step 792; an evaluation at 800 keeps the plan
+        // however late the run is.
+        assert_eq!(planner.after_step(800, 0.5, 99.0, 990), None);
+        // Before it, a run far behind is cut, but only so far that its stretch begins now.
+        let plan = planner.after_step(700, 0.5, 99.0, 990).unwrap();
+        assert_eq!(budget().last_stretch_start(plan.steps), 700);
+        assert!(budget().last_stretch_start(plan.steps - 1) < 700);
+    }
+
+    #[test]
+    fn the_last_stretch_never_reaches_into_the_warm_up() {
+        let b = budget();
+        assert_eq!(b.last_stretch_start(1000), 800);
+        assert_eq!(b.last_stretch_start(12), 10);
+        assert_eq!(b.last_stretch_start(10), 9);
+    }
+}
