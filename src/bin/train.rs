@@ -102,13 +102,13 @@ struct Args {
     /// Muon's peak learning rate.
     #[arg(long)]
     muon_learning_rate: Option<f64>,
-    /// Learning-rate schedule after the warm-up: cosine, or wsd (held, then a linear decay over
-    /// the last decay_fraction of the steps).
+    /// Learning-rate schedule after the warm-up: wsd (held, then a linear decay over the last
+    /// decay_fraction of the steps; the default config's), or cosine.
     #[arg(long)]
     schedule: Option<ScheduleKind>,
     /// Train for this many minutes of wall time: the step count is planned from the step rate of
     /// the warm-up, re-planned at each evaluation until the schedule's last stretch, and saved in
-    /// the run as its max_iters (best with --schedule wsd, whose peak does not depend on it).
+    /// the run as its max_iters (best with wsd, whose held peak does not depend on it).
     #[arg(long, conflicts_with = "max_iters")]
     minutes: Option<f64>,
 }
