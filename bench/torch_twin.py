@@ -14,10 +14,11 @@ first, and prints the wall time and the validation loss over the whole held-out 
 character predicted once (as `train` reports it):
 
     python bench/torch_twin.py --corpus data/poems.txt --n-layer 2 --batch-size 8 --position rope \
-        --learning-rate 2e-3 --tie-weights --beta2 0.999 --dropout 0.05 --verse-places --max-iters 9400
+        --learning-rate 2e-3 --tie-weights --beta2 0.999 --dropout 0.05 --verse-places --schedule wsd \
+        --max-iters 5600
 
 (configs/default.toml's recipe; for an equal-time run, match --max-iters to the twin's own
-measured speed, or give --minutes). With --evaluate RUN it loads a run's weights instead and
+measured speed, as WSD's decay is placed by it, and cap the time with --minutes). With --evaluate RUN it loads a run's weights instead and
 prints their whole-split loss, as an evaluation independent of the Rust code:
 
     python bench/torch_twin.py --corpus data/poems.txt --evaluate checkpoints/<run>
