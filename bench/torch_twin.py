@@ -18,8 +18,9 @@ character predicted once (as `train` reports it):
         --max-iters 5600
 
 (configs/default.toml's recipe; for an equal-time run, match --max-iters to the twin's own
-measured speed, as WSD's decay is placed by it, and cap the time with --minutes). With --evaluate RUN it loads a run's weights instead and
-prints their whole-split loss, as an evaluation independent of the Rust code:
+measured speed, as WSD's decay is placed by it, and cap the time with --minutes). With
+--evaluate RUN it loads a run's weights instead and prints their whole-split loss, as an
+evaluation independent of the Rust code:
 
     python bench/torch_twin.py --corpus data/poems.txt --evaluate checkpoints/<run>
 
