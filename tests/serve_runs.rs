@@ -209,9 +209,13 @@ fn a_run_trained_from_the_page_updates_stops_and_resumes_as_if_never_stopped() {
     );
     assert!(!tmp.path().join("second").exists());
 
-    // Stopping saves a checkpoint: the run ends as Ctrl-C ends it.
+    // Stopping saves a checkpoint: the run ends as Ctrl-C ends it. Stop pressed twice is one
+    // stop (a second SIGINT would make `train` quit without its final evaluation).
     let (status, stopping) = post(&base, "/api/train/stop", &json!({}));
     assert_eq!(status, 200, "{stopping}");
+    let (status, again) = post(&base, "/api/train/stop", &json!({}));
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(again["stopping"], true, "{again}");
     wait_for("the run to stop", || {
         get(&base, "/api/train").1["running"] == false
     });
@@ -221,6 +225,10 @@ fn a_run_trained_from_the_page_updates_stops_and_resumes_as_if_never_stopped() {
     assert!(
         log.contains("interrupted at step") && log.contains("--resume"),
         "{log}"
+    );
+    assert!(
+        !log.contains("being saved") && !log.contains("quit"),
+        "one SIGINT: {log}"
     );
     let (_, detail) = get(&base, "/api/run?name=page");
     assert!(detail["step"].as_u64().unwrap() < 2000, "{detail:.300}");
@@ -253,6 +261,7 @@ fn bad_training_requests_get_a_json_error_and_start_nothing() {
     train_cli(&tmp.path().join("done"), &["--max-iters", "20"]);
     std::fs::create_dir_all(tmp.path().join("other")).unwrap();
     std::fs::write(tmp.path().join("other/notes.txt"), "mine").unwrap();
+    std::fs::write(tmp.path().join("afile"), "mine").unwrap();
     let base = serve_runs(tmp.path());
     let cases = [
         (
@@ -283,7 +292,17 @@ fn bad_training_requests_get_a_json_error_and_start_nothing() {
         (
             json!({ "config": "tiny", "run": "other" }),
             409,
-            "holds files that are not a run's (notes.txt)",
+            "holds files that are not a run's (notes.txt): choose another name (a new or empty directory)",
+        ),
+        (
+            json!({ "config": "tiny", "run": "afile" }),
+            409,
+            "is a file, not a folder for a new run: choose another name",
+        ),
+        (
+            json!({ "config": "tiny", "run": "done" }),
+            409,
+            "or choose another name",
         ),
         (json!({ "config": "tiny", "n_head": 3 }), 400, "n_head"),
         (
@@ -312,10 +331,9 @@ fn bad_training_requests_get_a_json_error_and_start_nothing() {
     for (request, status, piece) in cases {
         let (got, error) = post(&base, "/api/train", &request);
         assert_eq!(got, status, "{request}: {error}");
-        assert!(
-            error["error"].as_str().unwrap().contains(piece),
-            "{request}: {error}"
-        );
+        let message = error["error"].as_str().unwrap();
+        assert!(message.contains(piece), "{request}: {error}");
+        assert!(!message.contains("another another"), "{error}");
     }
     // Another site's page cannot start a run.
     let mut answer = agent()
@@ -420,4 +438,169 @@ fn any_run_of_the_list_writes_and_a_pasted_poem_is_set_line_by_line() {
         .is_some_and(|g| !g.is_empty()));
     let (status, error) = get(&base, "/api/score?text=");
     assert_eq!(status, 400, "{error}");
+}
+
+/// A symbolic link in the runs folder leads outside it: the page neither trains into one nor
+/// serves a run through one, and says why.
+#[test]
+fn a_symbolic_link_is_no_way_out_of_the_runs_folder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (root, outside) = (tmp.path().join("runs"), tmp.path().join("outside"));
+    train_cli(&outside.join("theirs"), &["--max-iters", "20"]);
+    std::fs::create_dir_all(&root).unwrap();
+    std::os::unix::fs::symlink(&outside, root.join("link")).unwrap();
+    std::os::unix::fs::symlink(outside.join("theirs"), root.join("direct")).unwrap();
+    let base = serve_runs(&root);
+    for request in [
+        json!({ "config": "tiny", "run": "link" }),
+        json!({ "resume": "direct" }),
+        json!({ "resume": "link/theirs" }),
+    ] {
+        let (status, error) = post(&base, "/api/train", &request);
+        assert_eq!(status, 400, "{request}: {error}");
+        assert!(
+            error["error"]
+                .as_str()
+                .unwrap()
+                .contains("is a symbolic link"),
+            "{error}"
+        );
+    }
+    for name in ["direct", "link/theirs"] {
+        let (status, error) = get(&base, &format!("/api/run?name={name}"));
+        assert_eq!(status, 404, "{error}");
+        assert!(error["error"].as_str().unwrap().contains("symbolic link"));
+        let (status, error) = get(&base, &format!("/api/info?run={name}"));
+        assert_eq!(status, 400, "{error}");
+    }
+    assert_eq!(get(&base, "/api/train").1["run"], Value::Null);
+    assert_eq!(
+        std::fs::read_dir(&outside).unwrap().count(),
+        1,
+        "nothing new outside"
+    );
+}
+
+/// A run whose `train` was killed with SIGKILL is said to be, and is resumable at once (its lock
+/// went with the process); a resume that cannot work is refused before anything starts.
+#[test]
+fn a_killed_run_is_said_so_and_resumable_at_once_and_bad_resumes_start_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = serve_runs(tmp.path());
+    let request = json!({ "config": "tiny", "run": "killed", "max_iters": 100000 });
+    let (status, started) = post(&base, "/api/train", &request);
+    assert_eq!(status, 200, "{started}");
+    let dir = tmp.path().join("killed");
+    wait_for("a first checkpoint", || {
+        dir.join("train_state.safetensors").exists()
+    });
+    let pid = started["pid"].as_u64().unwrap() as libc::pid_t;
+    // SAFETY: kill() sends a signal to the child the server started for this test.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    wait_for("the run to end", || {
+        get(&base, "/api/train").1["running"] == false
+    });
+    let (_, ended) = get(&base, "/api/train");
+    assert_eq!(
+        (&ended["signal"], &ended["exit"]),
+        (&json!(9), &Value::Null),
+        "{ended}"
+    );
+    let (_, list) = get(&base, "/api/runs");
+    let run = &list["runs"][0];
+    assert_eq!(
+        (&run["active"], &run["resumable"]),
+        (&json!(false), &json!(true)),
+        "{run}"
+    );
+
+    let step = shige::train::checkpoint::saved_step(&dir).unwrap();
+    let summary_before = std::fs::read(dir.join("summary.json")).ok();
+    for (request, status, piece) in [
+        (
+            json!({ "resume": "killed", "max_iters": 0 }),
+            409,
+            "below the step",
+        ),
+        (
+            json!({ "resume": "killed", "max_iters": step - 1 }),
+            409,
+            "below the step",
+        ),
+    ] {
+        let (got, error) = post(&base, "/api/train", &request);
+        assert_eq!(got, status, "{request}: {error}");
+        assert!(error["error"].as_str().unwrap().contains(piece), "{error}");
+    }
+    assert_eq!(std::fs::read(dir.join("summary.json")).ok(), summary_before);
+    assert_eq!(
+        get(&base, "/api/train").1["signal"],
+        9,
+        "nothing new started"
+    );
+    let (status, resumed) = post(
+        &base,
+        "/api/train",
+        &json!({ "resume": "killed", "max_iters": step + 40 }),
+    );
+    assert_eq!(status, 200, "{resumed}");
+    wait_for("the resumed run to end", || {
+        get(&base, "/api/train").1["running"] == false
+    });
+    assert_eq!(get(&base, "/api/train").1["exit"], 0);
+}
+
+/// A run whose metrics have a bad row, or whose config is broken, stays in the list with what
+/// is wrong, instead of vanishing.
+#[test]
+fn a_run_whose_files_cannot_be_read_is_listed_with_what_is_wrong() {
+    let tmp = tempfile::tempdir().unwrap();
+    for name in ["good", "bad-row", "bad-config"] {
+        train_cli(&tmp.path().join(name), &["--max-iters", "40"]);
+    }
+    let metrics = tmp.path().join("bad-row/metrics.csv");
+    let text = std::fs::read_to_string(&metrics).unwrap();
+    std::fs::write(&metrics, text + "60,oops,1,2,3,4\n").unwrap();
+    std::fs::write(tmp.path().join("bad-config/config.toml"), "[model\n").unwrap();
+    let base = serve_runs(tmp.path());
+    assert_eq!(names(&base), ["bad-config", "bad-row", "good"]);
+    let (_, list) = get(&base, "/api/runs");
+    let problem = |i: usize| {
+        list["runs"][i]["problem"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
+    };
+    assert!(problem(0).contains("config.toml"), "{}", problem(0));
+    assert!(problem(1).contains("metrics.csv"), "{}", problem(1));
+    assert_eq!(list["runs"][2]["problem"], Value::Null);
+    let (status, detail) = get(&base, "/api/run?name=bad-row");
+    assert_eq!(status, 200, "{detail}");
+    assert!(detail["problem"].is_string());
+}
+
+/// A ci pasted with its tune's header is judged by its tune, as `score` judges it.
+#[test]
+fn a_pasted_ci_is_judged_by_its_tune() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = serve_runs(tmp.path());
+    let ci = "【浣溪沙】一曲新词酒一杯。去年天气旧亭台。夕阳西下几时回。无可奈何花落去，似曾相识燕归来。小园香径独徘徊。";
+    let query = format!("/api/score?text={}", ureq_escape(ci));
+    let (status, scored) = get(&base, &query);
+    assert_eq!(status, 200, "{scored}");
+    assert_eq!(scored["ci"]["tune"], "浣溪沙", "{scored}");
+    assert_eq!(scored["said"], "浣溪沙: has the tune's pattern", "{scored}");
+    let first = &scored["marks"]["lines"][0]["chars"][0]["c"];
+    assert_eq!(first, "一", "the header is not set as the poem: {scored}");
+    let broken = format!(
+        "/api/score?text={}",
+        ureq_escape("【浣溪沙】一曲新词酒一杯。")
+    );
+    let said = get(&base, &broken).1["said"].as_str().unwrap().to_string();
+    assert!(said.starts_with("浣溪沙: not the tune's pattern"), "{said}");
+}
+
+/// `text` percent-encoded for a query.
+fn ureq_escape(text: &str) -> String {
+    text.bytes().map(|b| format!("%{b:02X}")).collect()
 }

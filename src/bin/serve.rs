@@ -41,19 +41,27 @@ fn main() -> std::process::ExitCode {
     shige::cli::report(run())
 }
 
-/// The run under `root` whose weights were written last; `None` when it holds none and the
+/// The run under `root` whose weights were written last and load (a run whose weights do not,
+/// such as weights holding NaN, is passed over with a note); `None` when it holds none and the
 /// page can train one (the server runs in the repository, beside its configs/); an error when
 /// neither.
 fn newest_run(root: &Path) -> Result<Option<PathBuf>> {
-    let newest = shige::serve::runs::list_runs(root)
+    let mut runs: Vec<_> = shige::serve::runs::list_runs(root)
         .into_iter()
         .filter_map(|run| {
             let dir = shige::serve::runs::run_dir(root, &run.name).ok()?;
             let modified = dir.join(MODEL_FILE).metadata().ok()?.modified().ok()?;
             Some((modified, dir))
         })
-        .max()
-        .map(|(_, dir)| dir);
+        .collect();
+    runs.sort();
+    let newest = runs.into_iter().rev().map(|(_, dir)| dir).find(|dir| {
+        let loads = load_run(dir);
+        if let Err(e) = &loads {
+            shige::note!("note: not writing with {} by default: {e:#}", dir.display());
+        }
+        loads.is_ok()
+    });
     if newest.is_some() || Path::new(CONFIGS_DIR).is_dir() {
         return Ok(newest);
     }
@@ -127,14 +135,14 @@ fn run() -> Result<()> {
             args.runs.display()
         ),
     };
-    let served = Served::new(ServeOptions {
+    let served = Arc::new(Served::new(ServeOptions {
         root: args.runs,
         default_run,
         limits: Limits::default(),
         train_exe: train_beside_this(),
-    });
+    }));
     let runtime = tokio::runtime::Runtime::new().context("cannot start the server's runtime")?;
-    runtime.block_on(async {
+    let outcome = runtime.block_on(async {
         let address = SocketAddr::new(args.host, args.port);
         let listener = tokio::net::TcpListener::bind(address)
             .await
@@ -144,9 +152,46 @@ fn run() -> Result<()> {
             "serving {what} on http://{}/ (Ctrl-C stops)",
             listener.local_addr()?
         );
-        serve(listener, Arc::new(served)).await?;
-        Ok(())
-    })
+        tokio::select! {
+            served = serve(listener, served.clone()) => served?,
+            signal = ending_signal() => {
+                shige::note!("{signal}: stopping; a run training from the page saves its checkpoint first");
+                let served = served.clone();
+                tokio::task::spawn_blocking(move || served.finish_training()).await?;
+            }
+        }
+        anyhow::Ok(())
+    });
+    // Poems still being written are not waited for.
+    runtime.shutdown_background();
+    outcome
+}
+
+/// The first of Ctrl-C (SIGINT) and SIGTERM to reach the server, by name.
+async fn ending_signal() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) {
+            (Ok(mut interrupt), Ok(mut terminate)) => tokio::select! {
+                _ = interrupt.recv() => "Ctrl-C",
+                _ = terminate.recv() => "SIGTERM",
+            },
+            // Without handlers the signals keep their default, ending the server at once; its
+            // run then notices the closed pipe and saves.
+            _ => std::future::pending().await,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        match tokio::signal::ctrl_c().await {
+            Ok(()) => "Ctrl-C",
+            Err(_) => std::future::pending().await,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -111,6 +111,10 @@ struct Args {
     /// the run as its max_iters (best with wsd, whose held peak does not depend on it).
     #[arg(long, conflicts_with = "max_iters")]
     minutes: Option<f64>,
+    /// Save a checkpoint and stop, as Ctrl-C does, when standard input closes: the page's server
+    /// starts its runs so, so that a run is saved whichever way the server ends.
+    #[arg(long)]
+    stop_with_parent: bool,
 }
 
 /// Replaces `target` with `value` when the flag was given.
@@ -159,6 +163,13 @@ fn run() -> Result<()> {
         },
     };
     shige::train::interrupt::catch_ctrl_c();
+    if args.stop_with_parent {
+        std::thread::spawn(|| {
+            // Nothing is sent: the read ends when the parent closes the pipe or is gone.
+            let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+            shige::train::interrupt::request(libc::SIGTERM);
+        });
+    }
     // On a worker of the thread pool, the ops' parallel loops start without a hand-over.
     let summary = rayon::scope(|_| train(options))?;
     report(&summary, args.json, eval_iters)?;
@@ -216,18 +227,35 @@ fn config_with_flags(path: &std::path::Path, args: &Args) -> Result<RunConfig> {
     set(&mut t.muon_learning_rate, args.muon_learning_rate);
     set(&mut t.schedule, args.schedule);
     set(&mut t.minutes, args.minutes.map(Some));
+    if args.max_iters.is_some() {
+        // A step count on the command line wins over `minutes` in the file (clap refuses the
+        // two flags together).
+        t.minutes = None;
+    }
     Ok(cfg)
 }
 
 /// Prints the run's results: one JSON object, or lines for a reader with a few samples.
 fn report(summary: &shige::train::TrainSummary, json: bool, eval_iters: usize) -> Result<()> {
+    let resume = shige::cli::shell_word(std::path::Path::new(&summary.checkpoint));
+    let finished = !summary.interrupted && summary.steps >= summary.max_iters;
     if summary.interrupted {
         shige::note!(
-            "interrupted at step {}: checkpoint saved in {}; continue with --resume {}",
+            "interrupted at step {}: checkpoint saved in {}; continue with --resume {resume}",
             summary.steps,
             summary.checkpoint,
-            shige::cli::shell_word(std::path::Path::new(&summary.checkpoint))
         );
+    } else if !finished {
+        shige::note!(
+            "stopped at step {} of {} (--stop-at): checkpoint saved in {}; continue with --resume {resume}",
+            summary.steps,
+            summary.max_iters,
+            summary.checkpoint,
+        );
+    }
+    if summary.quit {
+        shige::note!("quit without the final evaluation and samples, as the second Ctrl-C asked");
+        return Ok(());
     }
     if json {
         let line = serde_json::to_string(summary).context("cannot write JSON")?;
@@ -241,10 +269,14 @@ fn report(summary: &shige::train::TrainSummary, json: bool, eval_iters: usize) -
         ),
         false => "no evaluation yet".into(),
     };
+    let headline = match finished {
+        true => format!("done: {} steps", summary.steps),
+        false => format!("stopped at step {}", summary.steps),
+    };
     shige::say!(
-        "done: {} steps, train loss {:.4}, {val}, {:.0} tokens/s, {:.0} s, peak memory {}\n\
+        "{headline}, train loss {:.4}, {val}, {:.0} tokens/s, {:.0} s, peak memory {}\n\
          val loss of the final weights over the whole validation split: {:.4}\ncheckpoint: {}\nsamples:",
-        summary.steps, summary.train_loss, summary.tokens_per_s, summary.wall_s,
+        summary.train_loss, summary.tokens_per_s, summary.wall_s,
         shige::machine::human_bytes(summary.peak_memory_bytes as f64), summary.val_loss_whole, summary.checkpoint
     );
     for s in &summary.samples {

@@ -104,6 +104,12 @@ impl Served {
         }
     }
 
+    /// Stops the training started from the page, if one runs, and waits for it to save its
+    /// checkpoint and end (see [`Trainer::finish`]).
+    pub fn finish_training(&self) {
+        self.trainer.finish();
+    }
+
     /// The run named `name` (the default run when `None`), loaded or taken from the shelf; a
     /// 400 for a name that is no run with weights.
     async fn open(self: &Arc<Self>, name: Option<String>) -> Result<Arc<OpenRun>, ApiError> {

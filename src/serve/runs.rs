@@ -6,7 +6,7 @@
 use super::{params, ApiError, Served};
 use crate::config::RunConfig;
 use crate::train::checkpoint::{
-    CONFIG_FILE, METRICS_FILE, MODEL_FILE, SAMPLES_FILE, STATE_FILE, SUMMARY_FILE,
+    RunDir, CONFIG_FILE, METRICS_FILE, MODEL_FILE, SAMPLES_FILE, STATE_FILE, SUMMARY_FILE,
 };
 use crate::train::metrics::{read_metrics, read_samples, EvalSample, MetricRow};
 use axum::extract::rejection::QueryRejection;
@@ -23,8 +23,9 @@ use std::time::{Duration, SystemTime};
 const DEPTH: usize = 3;
 /// The most characters of a run's name.
 pub const MAX_NAME_CHARS: usize = 120;
-/// A run whose files changed this recently, and that has not written its summary since, is shown
-/// as being trained (by this server or by `train` in a terminal).
+/// A run is shown as being trained (by this server or by `train` in a terminal) while a process
+/// holds its lock; where the system has no advisory locks, while its files changed this recently
+/// and it has not written its summary since.
 const ACTIVE_WITHIN: Duration = Duration::from_secs(120);
 
 /// One run, as the list shows it.
@@ -34,8 +35,11 @@ pub struct RunEntry {
     pub name: String,
     /// Its config in one line: layers × heads × width, positions, optimiser, corpus.
     pub line: String,
-    /// Its whole config, for the page to highlight what differs between runs.
-    pub config: RunConfig,
+    /// Its whole config, for the page to highlight what differs between runs (`None` when its
+    /// config.toml cannot be read: `problem` says why).
+    pub config: Option<RunConfig>,
+    /// What is wrong with its files (a config or metrics that cannot be read), if anything.
+    pub problem: Option<String>,
     /// Steps done (the last evaluation's) and planned.
     pub step: usize,
     pub max_iters: usize,
@@ -64,15 +68,13 @@ pub struct RunDetail {
     pub samples: Vec<EvalSample>,
 }
 
-/// Every run under `root`, sorted by name; folders that are not runs are skipped, and so are
-/// runs whose files cannot be read (a run being started has no config yet).
+/// Every run under `root` (a folder with a config.toml), sorted by name, those whose files
+/// cannot be read too, with what is wrong; folders that are not runs are skipped (a run being
+/// started has no config yet).
 pub fn list_runs(root: &Path) -> Vec<RunEntry> {
     let mut found = Vec::new();
     find_runs(root, root, DEPTH, &mut found);
-    let mut entries: Vec<RunEntry> = found
-        .iter()
-        .filter_map(|dir| entry(root, dir).ok())
-        .collect();
+    let mut entries: Vec<RunEntry> = found.iter().map(|dir| entry(root, dir)).collect();
     entries.sort_by(|a, b| a.name.cmp(&b.name));
     entries
 }
@@ -107,7 +109,8 @@ fn valid_component(part: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
-/// The directory of the run named `name` under `root`, or why the name is not one.
+/// The directory of the run named `name` under `root`, or why the name is not one (a symbolic
+/// link at any of its components leads outside the folder of runs).
 pub fn run_dir(root: &Path, name: &str) -> Result<PathBuf, String> {
     let parts: Vec<&str> = name.split('/').collect();
     let valid = name.chars().count() <= MAX_NAME_CHARS
@@ -119,19 +122,36 @@ pub fn run_dir(root: &Path, name: &str) -> Result<PathBuf, String> {
             crate::data::error::printable(&name.chars().take(MAX_NAME_CHARS).collect::<String>())
         ));
     }
-    Ok(parts.iter().fold(root.to_path_buf(), |dir, p| dir.join(p)))
+    let mut dir = root.to_path_buf();
+    for part in parts {
+        dir.push(part);
+        if dir.is_symlink() {
+            return Err(format!(
+                "`{name}`: {} is a symbolic link, and the page opens and creates runs only as real folders inside {}: use the run by its real place, or move it there",
+                dir.display(),
+                root.display()
+            ));
+        }
+    }
+    Ok(dir)
 }
 
 /// The list's entry of the run in `dir`.
-fn entry(root: &Path, dir: &Path) -> anyhow::Result<RunEntry> {
-    Ok(entry_and_rows(root, dir)?.0)
+fn entry(root: &Path, dir: &Path) -> RunEntry {
+    entry_and_rows(root, dir).0
 }
 
-/// The list's entry of the run in `dir`, and its metrics rows.
-fn entry_and_rows(root: &Path, dir: &Path) -> anyhow::Result<(RunEntry, Vec<MetricRow>)> {
-    let config = RunConfig::load(&dir.join(CONFIG_FILE))?;
+/// The list's entry of the run in `dir`, and its metrics rows; a file that cannot be read is
+/// the entry's problem.
+fn entry_and_rows(root: &Path, dir: &Path) -> (RunEntry, Vec<MetricRow>) {
+    let mut problems = Vec::new();
+    let config = RunConfig::load(&dir.join(CONFIG_FILE))
+        .map_err(|e| problems.push(format!("{e:#}")))
+        .ok();
     let rows = match dir.join(METRICS_FILE).exists() {
-        true => read_metrics(&dir.join(METRICS_FILE))?,
+        true => read_metrics(&dir.join(METRICS_FILE))
+            .map_err(|e| problems.push(format!("{e:#}")))
+            .unwrap_or_default(),
         false => Vec::new(),
     };
     let ended = read_summary(dir).unwrap_or_default();
@@ -141,17 +161,22 @@ fn entry_and_rows(root: &Path, dir: &Path) -> anyhow::Result<(RunEntry, Vec<Metr
         .filter_map(|f| changed(f))
         .max();
     let summarised = changed(SUMMARY_FILE);
-    let active = last_write.is_some_and(|written| {
-        let recent = SystemTime::now()
-            .duration_since(written)
-            .map_or(true, |age| age < ACTIVE_WITHIN);
-        recent && summarised.is_none_or(|s| s < written)
-    });
+    let recently_written = || {
+        last_write.is_some_and(|written| {
+            let recent = SystemTime::now()
+                .duration_since(written)
+                .map_or(true, |age| age < ACTIVE_WITHIN);
+            recent && summarised.is_none_or(|s| s < written)
+        })
+    };
+    let active = RunDir::new(dir)
+        .is_locked()
+        .unwrap_or_else(recently_written);
     let entry = RunEntry {
         name: run_name(root, dir),
-        line: one_line(&config),
+        line: config.as_ref().map_or_else(|| "?".into(), one_line),
         step: rows.last().map_or(0, |r| r.step),
-        max_iters: config.train.max_iters,
+        max_iters: config.as_ref().map_or(0, |c| c.train.max_iters),
         val_loss: rows.last().map(|r| r.val_loss),
         val_loss_whole: ended.val_loss_whole,
         tokens_per_s: ended.tokens_per_s,
@@ -161,8 +186,9 @@ fn entry_and_rows(root: &Path, dir: &Path) -> anyhow::Result<(RunEntry, Vec<Metr
         resumable: dir.join(STATE_FILE).is_file(),
         active,
         config,
+        problem: (!problems.is_empty()).then(|| problems.join("; ")),
     };
-    Ok((entry, rows))
+    (entry, rows)
 }
 
 /// The name of the run in `dir`: its path under `root`, `/`-separated (its whole path when it
@@ -220,7 +246,7 @@ pub fn run_detail(root: &Path, name: &str) -> Result<RunDetail, String> {
             root.display()
         ));
     }
-    let (entry, rows) = entry_and_rows(root, &dir).map_err(|e| format!("{e:#}"))?;
+    let (entry, rows) = entry_and_rows(root, &dir);
     let samples = match dir.join(SAMPLES_FILE).exists() {
         true => read_samples(&dir.join(SAMPLES_FILE)).map_err(|e| format!("{e:#}"))?,
         false => Vec::new(),

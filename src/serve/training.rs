@@ -8,7 +8,7 @@ use super::runs::{run_detail, run_dir, MAX_NAME_CHARS};
 use super::{body, ApiError, Served};
 use crate::clock::UtcTime;
 use crate::config::{Position, RunConfig};
-use crate::train::checkpoint::{RunDir, STATE_FILE};
+use crate::train::checkpoint::{check_steps_left, saved_step, RunDir, CONFIG_FILE, STATE_FILE};
 use axum::extract::rejection::JsonRejection;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -20,7 +20,7 @@ use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -55,10 +55,14 @@ pub struct TrainStatus {
     /// The run's name; `None` before any run was started here.
     pub run: Option<String>,
     pub running: bool,
+    /// The process id of the `train` process while it runs.
+    pub pid: Option<u32>,
     /// Whether a stop was asked for and the run is saving its checkpoint.
     pub stopping: bool,
     /// The exit code of a run that ended (130 when stopped).
     pub exit: Option<i32>,
+    /// The signal that killed a run that ended without an exit code (9 for SIGKILL).
+    pub signal: Option<i32>,
     /// The last lines of its messages (stderr and stdout).
     pub log: Vec<String>,
 }
@@ -67,9 +71,20 @@ pub struct TrainStatus {
 struct Job {
     run: String,
     child: Child,
+    /// The write end of the pipe `train --stop-with-parent` watches: held for the child's life,
+    /// so that it closes, and the child saves and stops, when this server ends in any way.
+    _parent: Option<ChildStdin>,
     log: Arc<Mutex<VecDeque<String>>>,
     stopping: bool,
-    exit: Option<i32>,
+    /// How the process ended: its exit code, or the signal that killed it.
+    ended: Option<Ended>,
+}
+
+/// How a `train` process ended.
+#[derive(Debug, Clone, Copy)]
+enum Ended {
+    Exit(i32),
+    Signal(i32),
 }
 
 /// Starts, watches and stops the server's one training process.
@@ -110,11 +125,18 @@ impl Trainer {
             )
         })?;
         let (run, args) = self.arguments(&request)?;
-        let mut child = Command::new(exe)
+        let mut command = Command::new(exe);
+        command
             .args(&args)
-            .stdin(Stdio::null())
+            .arg("--stop-with-parent")
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stderr(Stdio::piped());
+        // Its own process group: a Ctrl-C in the server's terminal reaches the server alone,
+        // which then stops the run once (a second SIGINT would make it quit after its save).
+        #[cfg(unix)]
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
+        let mut child = command
             .spawn()
             .map_err(|e| ApiError::internal(format!("cannot start {}: {e}", exe.display())))?;
         let log = Arc::new(Mutex::new(VecDeque::new()));
@@ -136,10 +158,11 @@ impl Trainer {
         }
         *job = Some(Job {
             run,
+            _parent: child.stdin.take(),
             child,
             log,
             stopping: false,
-            exit: None,
+            ended: None,
         });
         Ok(status_of(job.as_mut()))
     }
@@ -186,10 +209,9 @@ impl Trainer {
                 "`{run}`: a new run's name is one folder name, without /"
             )));
         }
-        RunDir::new(&dir).check_fresh().map_err(|e| {
-            let message = format!("{e:#}").replace("--out", "another name");
-            ApiError(StatusCode::CONFLICT, message)
-        })?;
+        RunDir::new(&dir)
+            .check_fresh_or("another name")
+            .map_err(|e| ApiError(StatusCode::CONFLICT, format!("{e:#}")))?;
         check_overrides(&path, request)?;
         let (path, dir) = (path.display().to_string(), dir.display().to_string());
         Ok((run, vec!["--config".into(), path, "--out".into(), dir]))
@@ -213,18 +235,38 @@ impl Trainer {
                 "a resumed run keeps its model and name: give resume alone, or with max_iters",
             ));
         }
+        if RunDir::new(&dir).is_locked() == Some(true) {
+            return Err(ApiError(
+                StatusCode::CONFLICT,
+                format!("run {run} is being trained by another process (a `train` in a terminal?): wait for it to end, or stop it there"),
+            ));
+        }
+        if let Some(max_iters) = r.max_iters {
+            let step = saved_step(&dir).map_err(|e| ApiError::bad(format!("{e:#}")))?;
+            let asked = RunConfig::load(&dir.join(CONFIG_FILE))
+                .map(|mut config| {
+                    config.train.max_iters = max_iters;
+                    config.train.minutes = None;
+                    config
+                })
+                .map_err(ApiError::bad)?;
+            check_steps_left(&dir, step, max_iters)
+                .map_err(|e| ApiError(StatusCode::CONFLICT, format!("{e:#}")))?;
+            asked.train.validate().map_err(ApiError::bad)?;
+        }
         Ok((
             run.to_string(),
             vec!["--resume".into(), dir.display().to_string()],
         ))
     }
 
-    /// Asks the running run to stop: it saves a checkpoint and ends (409 when none runs).
+    /// Asks the running run to stop: it saves a checkpoint and ends (409 when none runs). Asked
+    /// again while it stops, it changes nothing.
     pub fn stop(&self) -> Result<TrainStatus, ApiError> {
         let mut job = self.job.lock().unwrap_or_else(|e| e.into_inner());
         match running(&mut job) {
             Some(running) => {
-                running.interrupt();
+                running.interrupt_once();
                 Ok(status_of(Some(running)))
             }
             None => Err(ApiError(
@@ -238,32 +280,42 @@ impl Trainer {
         let mut job = self.job.lock().unwrap_or_else(|e| e.into_inner());
         status_of(job.as_mut())
     }
-}
 
-impl Drop for Trainer {
-    /// A server that ends stops its run the way Ctrl-C would, so that it is saved.
-    fn drop(&mut self) {
-        let job = self.job.get_mut().unwrap_or_else(|e| e.into_inner());
-        if let Some(job) = running(job) {
-            job.interrupt();
+    /// Stops the running run, if one runs, the way Ctrl-C would, and waits until it has saved
+    /// its checkpoint and ended: what a server that is asked to end does first.
+    pub fn finish(&self) {
+        let mut job = self.job.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(job) = running(&mut job) {
+            job.interrupt_once();
             let _ = job.child.wait();
         }
     }
 }
 
+impl Drop for Trainer {
+    /// A server that ends stops its run the way Ctrl-C would, so that it is saved.
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
 impl Job {
-    /// Whether the process still runs (its exit code noted once it ended).
+    /// Whether the process still runs (how it ended noted once it has).
     fn poll(&mut self) -> bool {
-        if self.exit.is_none() {
+        if self.ended.is_none() {
             if let Ok(Some(status)) = self.child.try_wait() {
-                self.exit = Some(status.code().unwrap_or(-1));
+                self.ended = Some(ended(status));
             }
         }
-        self.exit.is_none()
+        self.ended.is_none()
     }
 
-    /// Sends SIGINT, which `train` takes as Ctrl-C.
-    fn interrupt(&mut self) {
+    /// Sends SIGINT, which `train` takes as Ctrl-C, unless it was sent already: a second one
+    /// would ask `train` to quit without its final evaluation.
+    fn interrupt_once(&mut self) {
+        if self.stopping {
+            return;
+        }
         #[cfg(unix)]
         // SAFETY: kill() only sends a signal, to our own child, which has not been waited for
         // (poll() saw it running), so its pid is not reused.
@@ -274,6 +326,15 @@ impl Job {
         let _ = self.child.kill();
         self.stopping = true;
     }
+}
+
+/// How a process that ended did: its exit code, or the signal that killed it.
+fn ended(status: std::process::ExitStatus) -> Ended {
+    #[cfg(unix)]
+    if let Some(signal) = std::os::unix::process::ExitStatusExt::signal(&status) {
+        return Ended::Signal(signal);
+    }
+    Ended::Exit(status.code().unwrap_or(-1))
 }
 
 /// The job in `slot` if its process still runs.
@@ -291,8 +352,16 @@ fn status_of(job: Option<&mut Job>) -> TrainStatus {
             TrainStatus {
                 run: Some(job.run.clone()),
                 running,
+                pid: running.then(|| job.child.id()),
                 stopping: running && job.stopping,
-                exit: job.exit,
+                exit: match job.ended {
+                    Some(Ended::Exit(code)) => Some(code),
+                    _ => None,
+                },
+                signal: match job.ended {
+                    Some(Ended::Signal(signal)) => Some(signal),
+                    _ => None,
+                },
                 log: log.iter().cloned().collect(),
             }
         }
@@ -402,6 +471,12 @@ pub fn shipped_configs() -> Vec<String> {
 /// The path of the shipped config `name`, or a 400 that lists them.
 fn shipped_config(name: &str) -> Result<PathBuf, ApiError> {
     let names = shipped_configs();
+    if names.is_empty() {
+        let here = std::env::current_dir().map_or_else(|_| "?".into(), |d| d.display().to_string());
+        return Err(ApiError::bad(format!(
+            "this server finds no {CONFIGS_DIR}/ folder in the folder it was started in ({here}): start `serve` in the repository, where {CONFIGS_DIR}/ is, to train from the page"
+        )));
+    }
     if name.chars().count() > MAX_NAME_CHARS || !names.iter().any(|n| n == name) {
         return Err(ApiError::bad(format!(
             "config must be one of configs/: {}",
@@ -421,7 +496,10 @@ fn check_overrides(path: &Path, request: &TrainRequest) -> Result<(), ApiError> 
     }
     m.n_layer = request.n_layer.unwrap_or(m.n_layer);
     m.n_head = request.n_head.unwrap_or(m.n_head);
-    t.max_iters = request.max_iters.unwrap_or(t.max_iters);
+    if let Some(max_iters) = request.max_iters {
+        // As `train --max-iters` does, the step count wins over minutes in the file.
+        (t.max_iters, t.minutes) = (max_iters, None);
+    }
     // The corpus decides the vocabulary when the run starts; any size checks the rest.
     m.vocab_size = m.vocab_size.max(1);
     config.validate().map_err(ApiError::bad)

@@ -7,6 +7,7 @@
 //! (nanoGPT's names; `lm_head.weight` written too when tied) for sampling.
 
 use crate::cli::shell_word;
+use crate::train::state::SavedState;
 use anyhow::{bail, Context, Result};
 use candle_core::{Device, Tensor};
 use candle_nn::VarMap;
@@ -56,6 +57,42 @@ pub fn read_safetensors(path: &Path) -> Result<(HashMap<String, Tensor>, HashMap
     let tensors =
         candle_core::safetensors::load_buffer(&bytes, &Device::Cpu).map_err(|e| invalid(&e))?;
     Ok((tensors, metadata))
+}
+
+/// The step of the training state in `dir`, read from its header alone (not its tensors).
+pub fn saved_step(dir: &Path) -> Result<usize> {
+    use std::io::Read;
+    let path = dir.join(STATE_FILE);
+    let invalid = |cause: &dyn std::fmt::Display| {
+        anyhow::anyhow!(
+            "{} is not a valid safetensors file (truncated or corrupted?): {cause}",
+            path.display()
+        )
+    };
+    let mut file =
+        std::fs::File::open(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let mut length = [0u8; 8];
+    file.read_exact(&mut length).map_err(|e| invalid(&e))?;
+    // A header is a few kilobytes of JSON; safetensors caps it at 100 MB.
+    let length = u64::from_le_bytes(length).min(100_000_000) as usize;
+    let mut header = vec![0; length];
+    file.read_exact(&mut header).map_err(|e| invalid(&e))?;
+    let header: serde_json::Value = serde_json::from_slice(&header).map_err(|e| invalid(&e))?;
+    let metadata: HashMap<String, String> =
+        serde_json::from_value(header["__metadata__"].clone()).map_err(|e| invalid(&e))?;
+    Ok(SavedState::from_metadata(&metadata, &path)?.step)
+}
+
+/// Refuses to resume a run at `step` for a total of `max_iters` steps that it has passed.
+pub fn check_steps_left(dir: &Path, step: usize, max_iters: usize) -> Result<()> {
+    if max_iters < step {
+        bail!(
+            "max_iters {max_iters} is below the step the run in {} has reached ({step}): give more steps, e.g. --max-iters {}",
+            dir.display(),
+            step.saturating_mul(2).max(step + 1)
+        );
+    }
+    Ok(())
 }
 
 /// The model's parameters, sorted by name, with `lm_head.weight` added when it is tied to the
@@ -232,6 +269,24 @@ impl RunDir {
         Ok(RunLock { _file: file })
     }
 
+    /// Whether a training process holds the directory's lock now (`None` where the system has
+    /// no advisory locks to ask).
+    pub fn is_locked(&self) -> Option<bool> {
+        #[cfg(unix)]
+        {
+            use std::os::fd::AsRawFd;
+            let Ok(file) = std::fs::File::open(self.file(LOCK_FILE)) else {
+                return Some(false); // no lock file: nothing ever trained here
+            };
+            // SAFETY: flock only reads the descriptor, which `file` keeps open; a shared lock
+            // taken here is released when `file` closes, at once.
+            let free = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } == 0;
+            Some(!free)
+        }
+        #[cfg(not(unix))]
+        None
+    }
+
     /// Checks that the directory to resume exists and is one (what it holds is checked under its
     /// lock, by [`RunDir::check_resumable`]: another process may be writing its first checkpoint).
     pub fn check_present(&self) -> Result<()> {
@@ -271,6 +326,18 @@ impl RunDir {
     /// Checks that a new run may start here: the directory is absent or holds nothing but what an
     /// earlier run of this program left before its first file (its lock and temporary files).
     pub fn check_fresh(&self) -> Result<()> {
+        self.check_fresh_or("another --out")
+    }
+
+    /// [`RunDir::check_fresh`], whose refusals end by asking to choose `other` (the page asks for
+    /// another name, `train` for another --out).
+    pub fn check_fresh_or(&self, other: &str) -> Result<()> {
+        if self.path.exists() && !self.path.is_dir() {
+            bail!(
+                "{} is a file, not a folder for a new run: choose {other}",
+                self.path.display()
+            );
+        }
         let Ok(entries) = std::fs::read_dir(&self.path) else {
             return Ok(());
         };
@@ -279,7 +346,7 @@ impl RunDir {
             let name = entry.file_name().to_string_lossy().into_owned();
             if RUN_FILES.contains(&name.as_str()) && self.holds_run() {
                 bail!(
-                    "{} already holds a run: continue it with --resume {}, or choose another --out",
+                    "{} already holds a run: continue it with --resume {}, or choose {other}",
                     self.path.display(),
                     shell_word(&self.path)
                 );
@@ -287,7 +354,7 @@ impl RunDir {
             if RUN_FILES.contains(&name.as_str()) {
                 bail!(
                     "{} holds the start of a run that stopped before its first checkpoint ({name}, no training state to resume): \
-                     remove its files and start again (they would be written over), or choose another --out",
+                     remove its files and start again (they would be written over), or choose {other}",
                     self.path.display()
                 );
             }
@@ -299,7 +366,7 @@ impl RunDir {
         if !foreign.is_empty() {
             foreign.sort();
             bail!(
-                "{} holds files that are not a run's ({}): choose a new or empty directory for --out",
+                "{} holds files that are not a run's ({}): choose {other} (a new or empty directory)",
                 self.path.display(),
                 foreign.join(", ")
             );

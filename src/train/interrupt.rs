@@ -1,26 +1,48 @@
 //! Ctrl-C (SIGINT) and SIGTERM (what `kill`, systemd and container runtimes send) during training:
-//! the first one asks the loop to save a checkpoint and stop after the current step; a second one
-//! ends the process at once (the atomic writes keep the last checkpoint intact either way).
+//! the first one asks the loop to save a checkpoint and stop after the current step. Later ones
+//! never cut that save short: one that arrives while it is being written says so and asks to
+//! quit once it is on disk (without the final evaluation and samples); one that arrives after it
+//! ends the process at once.
 
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 /// The signal that asked to stop, 0 if none.
 static SIGNAL: AtomicI32 = AtomicI32::new(0);
+/// Whether a second signal asked to quit as soon as the checkpoint is on disk.
+static QUIT: AtomicBool = AtomicBool::new(false);
+/// Whether the checkpoint that the first signal asked for is on disk.
+static SAVED: AtomicBool = AtomicBool::new(false);
+
+/// Writes `message` to stderr with write(2), the one way of printing that is async-signal-safe.
+fn write_stderr(message: &str) {
+    // SAFETY: write() is async-signal-safe and reads `message.len()` bytes of a live &str.
+    unsafe {
+        libc::write(2, message.as_ptr().cast(), message.len());
+    }
+}
 
 extern "C" fn on_signal(signal: libc::c_int) {
-    SIGNAL.store(signal, Ordering::SeqCst);
-    // SAFETY: signal() is async-signal-safe; the default action makes a second signal fatal.
-    unsafe {
-        libc::signal(libc::SIGINT, libc::SIG_DFL);
-        libc::signal(libc::SIGTERM, libc::SIG_DFL);
+    if SIGNAL
+        .compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst)
+        .is_ok()
+    {
+        return;
     }
+    if SAVED.load(Ordering::SeqCst) {
+        write_stderr("\nquitting now: the checkpoint is on disk (continue with --resume)\n");
+        // SAFETY: _exit() is async-signal-safe; the checkpoint's files are complete (atomic
+        // writes) and the run's lock goes with the process.
+        unsafe { libc::_exit(128 + signal) };
+    }
+    QUIT.store(true, Ordering::SeqCst);
+    write_stderr("\nstopping: the checkpoint is being saved; the run quits once it is on disk\n");
 }
 
 /// Routes Ctrl-C and SIGTERM to [`requested`] instead of ending the process.
 pub fn catch_ctrl_c() {
     #[cfg(unix)]
     for signal in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: the handler only stores to an atomic and resets the dispositions, all
+        // SAFETY: the handler only touches atomics and calls write() and _exit(), all
         // async-signal-safe.
         unsafe {
             libc::signal(
@@ -29,6 +51,12 @@ pub fn catch_ctrl_c() {
             );
         }
     }
+}
+
+/// Asks the training to stop as the first Ctrl-C does (the page's server closing the pipe that
+/// `train --stop-with-parent` watches); a signal that comes later counts as a second one.
+pub fn request(signal: i32) {
+    let _ = SIGNAL.compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
 }
 
 /// Whether Ctrl-C or SIGTERM arrived since [`catch_ctrl_c`].
@@ -42,4 +70,12 @@ pub fn signal() -> Option<i32> {
         0 => None,
         s => Some(s),
     }
+}
+
+/// Notes that the checkpoint asked for by the stop is on disk, so that a signal from now on
+/// ends the process at once; returns whether one already asked to quit (then the caller skips
+/// what is left: the final evaluation and samples).
+pub fn checkpoint_saved() -> bool {
+    SAVED.store(true, Ordering::SeqCst);
+    QUIT.load(Ordering::SeqCst)
 }

@@ -53,6 +53,11 @@ pub struct TrainSummary {
     pub samples: Vec<String>,
     /// Whether Ctrl-C stopped the run early (after saving a checkpoint).
     pub interrupted: bool,
+    /// Whether a second Ctrl-C asked to quit once that checkpoint was saved: the final
+    /// evaluation (`val_loss_whole` is NaN) and samples were skipped.
+    pub quit: bool,
+    /// The steps the run is planned for (`--stop-at` may end it before).
+    pub max_iters: usize,
     /// The process's peak resident memory so far, in bytes (0 where the system does not say).
     pub peak_memory_bytes: u64,
     /// What ran the training steps (see [`step_path`]), so that `tokens_per_s` names its machine.
@@ -186,12 +191,24 @@ fn check_resume(run: &RunDir, cfg: &RunConfig, progress: bool) -> Result<()> {
             saved.optimizer.name()
         );
     }
-    if saved.minutes != t.minutes {
+    // A step count given for a run planned by minutes ends the plan (minutes is then None).
+    if t.minutes.is_some() && saved.minutes != t.minutes {
         bail!(
             "--minutes: the run in {} planned its steps when it started (max_iters {}): a resumed run keeps its plan; \
              leave --minutes out, and give --max-iters to train longer",
             run.path.display(),
             saved.max_iters
+        );
+    }
+    if (saved.schedule, saved.decay_fraction) != (t.schedule, t.decay_fraction) {
+        bail!(
+            "the schedule is {} (decay_fraction {}) but the run in {} was trained with {} (decay_fraction {}): a resumed run keeps \
+             its schedule, since a new one would jump its learning rate mid-run; leave --schedule out (or start a new run with --out)",
+            t.schedule.name(),
+            t.decay_fraction,
+            run.path.display(),
+            saved.schedule.name(),
+            saved.decay_fraction
         );
     }
     if saved.trained_kind() != t.corpus_kind {
@@ -408,17 +425,21 @@ pub fn whole_split_loss(
 
 /// What to say about the run directory when training must stop on a non-finite number.
 fn what_is_kept(s: &Setup, p: &Progress) -> String {
+    let t = &s.cfg.train;
+    let lower = match t.optimizer {
+        OptimizerKind::Muon => format!(
+            "lower Muon's --muon-learning-rate (now {}) or AdamW's --learning-rate (now {})",
+            t.muon_learning_rate, t.learning_rate
+        ),
+        OptimizerKind::Adamw => format!("lower --learning-rate (now {})", t.learning_rate),
+    };
     match p.saved_step {
         Some(step) => format!(
-            "the checkpoint of step {step} in {} is intact; lower --learning-rate (now {}) and --resume {}",
+            "the checkpoint of step {step} in {} is intact; {lower} and --resume {}",
             s.run.path.display(),
-            s.cfg.train.learning_rate,
             crate::cli::shell_word(&s.run.path)
         ),
-        None => format!(
-            "no checkpoint was written yet; restart with a lower --learning-rate (now {})",
-            s.cfg.train.learning_rate
-        ),
+        None => format!("no checkpoint was written yet; restart and {lower}"),
     }
 }
 
@@ -663,6 +684,7 @@ fn train_locked(opts: &TrainOptions) -> Result<TrainSummary> {
     let mut s = set_up(opts)?;
     let mut p = restore(&mut s, opts.resume)?;
     let max_iters = s.cfg.train.max_iters;
+    check_steps_left(&s.run.path, p.step, max_iters)?;
     let mut end = opts.stop_at.map_or(max_iters, |stop| stop.min(max_iters));
     if let Some(stop) = opts.stop_at.filter(|&stop| stop <= p.step) {
         bail!(
@@ -729,6 +751,8 @@ fn train_locked(opts: &TrainOptions) -> Result<TrainSummary> {
         }
     }
     bar.finish_and_clear();
+    // A second signal during the stop's save asked to quit once it was on disk.
+    let quit = interrupt::requested() && interrupt::checkpoint_saved();
     let last = p.rows.last();
     let summary = TrainSummary {
         steps: p.step,
@@ -737,7 +761,10 @@ fn train_locked(opts: &TrainOptions) -> Result<TrainSummary> {
             _ => p.interval.mean_loss(),
         },
         val_loss: last.map_or(f64::NAN, |r| r.val_loss),
-        val_loss_whole: whole_split_loss(&s.model, &s.shards, &s.splits, &s.device)?,
+        val_loss_whole: match quit {
+            true => f64::NAN,
+            false => whole_split_loss(&s.model, &s.shards, &s.splits, &s.device)?,
+        },
         best_val_loss: p.best_val,
         tokens_per_s: if run_time > 0.0 {
             run_tokens / run_time
@@ -746,8 +773,13 @@ fn train_locked(opts: &TrainOptions) -> Result<TrainSummary> {
         },
         wall_s: started.elapsed().as_secs_f64(),
         checkpoint: s.run.path.display().to_string(),
-        samples: final_samples(&s)?,
+        samples: match quit {
+            true => Vec::new(),
+            false => final_samples(&s)?,
+        },
         interrupted: p.step < end || evaluation_pending(&s, &p),
+        quit,
+        max_iters: s.cfg.train.max_iters,
         peak_memory_bytes: crate::machine::peak_memory(),
         step_path: path,
         machine: crate::machine::Machine::detect().describe(),

@@ -157,3 +157,29 @@ pub fn train_ok(args: &[&str]) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The `serve` binary started in `cwd` with `args` on any free port: the process (its stderr
+/// piped) and the page's address, read from its first line.
+pub fn serve_binary(cwd: &Path, args: &[&str]) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    let mut server = std::process::Command::new(env!("CARGO_BIN_EXE_serve"))
+        .args(args)
+        .args(["--port", "0"])
+        .current_dir(cwd)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let address = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_string();
+    (server, format!("http://{address}"))
+}

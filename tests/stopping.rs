@@ -1,0 +1,195 @@
+//! A run is stopped once and saved, however it is asked to stop: Ctrl-C pressed twice, `--stop-at`,
+//! the page's server ending (SIGTERM, Ctrl-C) or dying (SIGKILL) while it trains. Each case
+//! resumes, and where it can, ends with exactly the metrics of a run that was never stopped.
+
+mod common;
+
+use shige::train::checkpoint::{RunDir, STATE_FILE};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const TRAIN: &str = env!("CARGO_BIN_EXE_train");
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Polls `ready` every 10 ms until it holds, for at most a minute.
+fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !ready() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "waited a minute for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Sends `signal` to the process `pid`.
+fn send(pid: u32, signal: libc::c_int) {
+    // SAFETY: kill() only sends a signal, to a process this test started.
+    unsafe {
+        libc::kill(pid as libc::pid_t, signal);
+    }
+}
+
+/// `train` on the tiny config for `steps` steps into `dir`, with `extra` flags.
+fn train(dir: &Path, steps: usize, extra: &[&str]) -> Command {
+    let mut command = Command::new(TRAIN);
+    let steps = steps.to_string();
+    command
+        .args(["--config", "configs/tiny.toml", "--max-iters", &steps])
+        .args(["--out", dir.to_str().unwrap()])
+        .args(extra)
+        .current_dir(root());
+    command
+}
+
+/// Step, train loss and val loss of each row of a run's metrics.csv.
+fn metric_rows(dir: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(dir.join("metrics.csv")).unwrap();
+    text.lines()
+        .map(|l| l.split(',').take(3).collect::<Vec<_>>().join(","))
+        .collect()
+}
+
+/// Resumes the run in `dir` with `train --resume` to its end; panics if it fails.
+fn resume_to_the_end(dir: &Path) {
+    let out = Command::new(TRAIN)
+        .args(["--resume", dir.to_str().unwrap()])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the resume failed: {stderr}");
+}
+
+#[test]
+fn ctrl_c_twice_before_the_first_checkpoint_still_saves_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("twice");
+    let child = train(&dir, 400, &[])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The lock is taken after the handlers are set, before the first step.
+    wait_for("the run's lock", || dir.join(".lock").exists());
+    send(child.id(), libc::SIGINT);
+    // Two signals sent at once are one to the process (a pending signal does not queue).
+    std::thread::sleep(Duration::from_millis(1));
+    send(child.id(), libc::SIGINT);
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.contains("the checkpoint is being saved") || stderr.contains("quitting now"),
+        "the second Ctrl-C says what it does: {stderr}"
+    );
+    assert!(stderr.contains("--resume"), "{stderr}");
+    assert!(dir.join(STATE_FILE).is_file(), "no checkpoint: {stderr}");
+    resume_to_the_end(&dir);
+    let rows = metric_rows(&dir);
+    assert!(rows.last().unwrap().starts_with("400,"), "{rows:?}");
+}
+
+#[test]
+fn stop_at_says_it_stopped_and_how_to_go_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("stopped");
+    let out = train(&dir, 100, &["--stop-at", "47"]).output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("stopped at step 47 of 100 (--stop-at)") && stderr.contains("--resume"),
+        "{stderr}"
+    );
+    assert!(stdout.starts_with("stopped at step 47,"), "{stdout}");
+    assert!(!stdout.contains("done"), "{stdout}");
+    let done = train(&tmp.path().join("done"), 20, &[]).output().unwrap();
+    assert!(String::from_utf8_lossy(&done.stdout).starts_with("done: 20 steps"));
+}
+
+#[test]
+fn a_run_whose_parent_closes_its_pipe_saves_and_stops() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("orphan");
+    let mut child = train(&dir, 100_000, &["--stop-with-parent"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for("a first checkpoint", || dir.join(STATE_FILE).exists());
+    drop(child.stdin.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(128 + libc::SIGTERM), "{stderr}");
+    assert!(stderr.contains("interrupted at step"), "{stderr}");
+}
+
+/// The `serve` binary on the runs under `runs`, from the repository (to train from the page),
+/// and its address.
+fn start_server(runs: &Path) -> (Child, String) {
+    common::serve_binary(root(), &["--runs", runs.to_str().unwrap()])
+}
+
+/// Starts a tiny run of `steps` steps named `name` from the page at `base`, and waits for its
+/// first checkpoint and a little more.
+fn train_from_the_page(base: &str, runs: &Path, name: &str, steps: usize) {
+    let body = serde_json::json!({ "config": "tiny", "run": name, "max_iters": steps });
+    let mut answer = ureq::post(format!("{base}/api/train"))
+        .header("Content-Type", "application/json")
+        .send(body.to_string())
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    let _ = answer.body_mut().read_to_string();
+    wait_for("a first checkpoint", || {
+        runs.join(name).join(STATE_FILE).exists()
+    });
+    std::thread::sleep(Duration::from_millis(100));
+}
+
+/// The page's server ended by SIGTERM or Ctrl-C stops its run first (saved), and one killed by
+/// SIGKILL leaves a run that notices and saves: neither leaves a run locked or unsaved, and each
+/// resumes to exactly the metrics of a run never stopped.
+#[test]
+fn a_server_that_ends_or_dies_leaves_its_run_saved_and_resumable() {
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    let steps = 2000;
+    let whole = tmp.path().join("whole");
+    assert!(train(&whole, steps, &[]).output().unwrap().status.success());
+    for (name, signal) in [
+        ("term", libc::SIGTERM),
+        ("int", libc::SIGINT),
+        ("kill", libc::SIGKILL),
+    ] {
+        let (mut server, base) = start_server(&runs);
+        train_from_the_page(&base, &runs, name, steps);
+        send(server.id(), signal);
+        let ended = server.wait().unwrap();
+        let dir = runs.join(name);
+        if signal != libc::SIGKILL {
+            assert!(ended.success(), "{name}: the server ended with {ended}");
+            assert_eq!(RunDir::new(&dir).is_locked(), Some(false), "{name}: locked");
+        }
+        // Killed, the server could not wait: its run saves on its own.
+        wait_for("the run to end", || {
+            RunDir::new(&dir).is_locked() == Some(false)
+        });
+        let rows = metric_rows(&dir);
+        let step = rows.last().unwrap().split(',').next().unwrap().to_string();
+        assert!(
+            step.parse::<usize>().unwrap() < steps,
+            "{name}: ran to the end"
+        );
+        resume_to_the_end(&dir);
+        assert_eq!(metric_rows(&dir), metric_rows(&whole), "{name}");
+    }
+}
