@@ -644,6 +644,9 @@ impl TrainConfig {
     }
 }
 
+/// The most steps a run can be planned for: the largest integer a config file holds.
+pub const MAX_ITERS: usize = i64::MAX as usize;
+
 /// The fewest warm-up steps over which `minutes` measures the step rate.
 pub const MIN_PLANNING_STEPS: usize = 5;
 

@@ -1993,3 +1993,82 @@ fn links_to_nowhere_and_runs_that_never_saved_get_messages_that_agree() {
         &[&format!("--resume '{run_arg}'")],
     );
 }
+
+/// The server passes over a newest run whose weights do not load (NaN) for one that does, and,
+/// started outside the repository, says where the configs it trains from are.
+#[test]
+fn the_server_writes_with_a_run_that_loads_and_says_where_configs_are() {
+    use shige::train::checkpoint::{read_safetensors, to_safetensors, MODEL_FILE};
+    let tmp = tempfile::tempdir().unwrap();
+    let runs = tmp.path().join("runs");
+    tiny_run(&runs.join("older"), &[]);
+    tiny_run(&runs.join("newer"), &[]);
+    let weights = runs.join("newer").join(MODEL_FILE);
+    let (tensors, metadata) = read_safetensors(&weights).unwrap();
+    let poisoned: Vec<(String, candle_core::Tensor)> = tensors
+        .into_iter()
+        .map(|(name, t)| {
+            let nan = (t.ones_like().unwrap() * f64::NAN).unwrap();
+            (name, nan)
+        })
+        .collect();
+    std::fs::write(&weights, to_safetensors(&poisoned, metadata).unwrap()).unwrap();
+    let runs_arg = runs.to_str().unwrap();
+    let (mut server, _) = common::serve_binary(root(), &["--runs", runs_arg]);
+    server.kill().unwrap();
+    let out = server.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("not writing with") && stderr.contains("newer"),
+        "{stderr}"
+    );
+
+    // Outside the repository: the page writes with a run, and says why it cannot train.
+    let (mut server, base) = common::serve_binary(tmp.path(), &["--runs", runs_arg]);
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let mut answer = agent
+        .post(format!("{base}/api/train"))
+        .header("Content-Type", "application/json")
+        .send(r#"{"config":"tiny"}"#)
+        .unwrap();
+    let text = answer.body_mut().read_to_string().unwrap();
+    server.kill().unwrap();
+    let _ = server.wait();
+    assert_eq!(answer.status().as_u16(), 400, "{text}");
+    assert!(
+        text.contains("finds no configs/ folder")
+            && text.contains("start `serve` in the repository"),
+        "{text}"
+    );
+}
+
+/// `--max-iters` on the command line wins over `minutes` in the config file.
+#[test]
+fn a_step_count_given_wins_over_minutes_in_the_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("minutes.toml");
+    let text = BASE_CONFIG.replace("warmup_iters = 1", "warmup_iters = 5\nminutes = 10.0");
+    std::fs::write(&config, text.replace("max_iters = 5", "max_iters = 9")).unwrap();
+    let dir = tmp.path().join("run");
+    let out = Command::new(TRAIN)
+        .args(["--config", config.to_str().unwrap(), "--max-iters", "30"])
+        .args(["--out", dir.to_str().unwrap(), "--json"])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["steps"], 30);
+    let saved = std::fs::read_to_string(dir.join("config.toml")).unwrap();
+    assert!(
+        saved.contains("max_iters = 30") && !saved.contains("minutes"),
+        "{saved}"
+    );
+}

@@ -211,3 +211,48 @@ fn a_kind_asked_for_is_kept_and_said() {
     assert_eq!(corpus.text(), text);
     assert!(corpus.describe("x").contains("as the config asks"));
 }
+
+/// `prepare_data` reads every source before it writes a file; a source that gives nothing to
+/// write (an empty JSON array, nothing usable in it) is refused, so data/ keeps what it had.
+#[test]
+fn prepare_refuses_every_source_that_gives_nothing_to_write() {
+    use shige::data::poem::Form;
+    use shige::data::prepare::{build_ci, build_corpus, learn_tunes};
+    use shige::data::verse_tables::{rhyme_table, tone_counts};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = |name: &str, file: &str, json: &str| {
+        let dir = tmp.path().join(name);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(file), json).unwrap();
+        dir
+    };
+    let same = |t: &str| t.to_string();
+    let message = |e: anyhow::Error| format!("{e:#}");
+
+    let songci = dir("songci-empty", "ci.song.0.json", "[]");
+    let err = message(build_ci(&songci, same).unwrap_err());
+    assert!(
+        err.contains("no usable ci") && err.contains("--songci"),
+        "{err}"
+    );
+    let unusable = r#"[{"paragraphs": ["□□□。"], "rhythmic": "浣溪沙"}]"#;
+    let songci = dir("songci-unusable", "ci.song.0.json", unusable);
+    let err = message(build_ci(&songci, same).unwrap_err());
+    assert!(err.contains("1 read: 1 unclean"), "{err}");
+    assert!(message(learn_tunes(&[]).err().unwrap()).contains("no tune to learn"));
+
+    let irregular = r#"[{"id": "a", "paragraphs": ["床前明月光。"]}]"#;
+    let poems = dir("poems", "poet.tang.0.json", irregular);
+    let err = message(build_corpus(&poems, &Form::ALL, same).unwrap_err());
+    assert!(
+        err.contains("no regular poem") && err.contains("--source"),
+        "{err}"
+    );
+    let strains = dir("strains", "poet.tang.0.json", "[]");
+    let err = message(tone_counts(&poems, &strains, same).unwrap_err());
+    assert!(err.contains("--strains"), "{err}");
+    let rhymes = tmp.path().join("rhymes.json");
+    std::fs::write(&rhymes, r#"{"ping": {}}"#).unwrap();
+    let err = message(rhyme_table(&rhymes, same).unwrap_err());
+    assert!(err.contains("no character in a 平声 rhyme group"), "{err}");
+}

@@ -166,6 +166,15 @@ fn bad_training_input_gets_clear_errors() {
     huge.train.grad_clip = 0.0;
     let err = error_of(run(&huge, &tmp.path().join("nan"), false, None));
     assert!(err.contains("the loss became"), "{err}");
+    assert!(!err.contains("muon"), "{err}");
+    // With Muon, the message names Muon's learning rate too (its matrices go NaN first).
+    let mut muon = huge.clone();
+    (muon.train.optimizer, muon.train.muon_learning_rate) = (OptimizerKind::Muon, 1e30);
+    let err = error_of(run(&muon, &tmp.path().join("muon-nan"), false, None));
+    assert!(
+        err.contains("--muon-learning-rate (now 1000000000000000000000000000000)"),
+        "{err}"
+    );
 
     let missing = RunConfig::load(&PathBuf::from("/nonexistent.toml"))
         .unwrap_err()
@@ -326,4 +335,56 @@ fn a_run_with_sounds_and_verse_places_learns_them_resumes_exactly_and_loads() {
         curve(&whole),
         "sounds and places change the run"
     );
+}
+
+/// The resume of a run refuses what would change its course silently or lose what it saved: a
+/// new schedule (the learning rate would jump), a step count below the step reached (its summary
+/// would be written over with nothing trained); `--max-iters` wins over `minutes`.
+#[test]
+fn a_resume_that_would_change_the_schedule_or_go_back_is_refused_before_writing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tiny_config(); // the cosine
+    let dir = tmp.path().join("run");
+    run(&cfg, &dir, false, Some(60)).unwrap();
+    let summary = std::fs::read(dir.join(SUMMARY_FILE)).unwrap();
+
+    let mut wsd = cfg.clone();
+    wsd.train.schedule = ScheduleKind::Wsd;
+    let err = error_of(run(&wsd, &dir, true, None));
+    assert!(err.contains("keeps its schedule"), "{err}");
+    let mut decay = cfg.clone();
+    decay.train.decay_fraction = 0.5;
+    assert!(error_of(run(&decay, &dir, true, None)).contains("keeps its schedule"));
+
+    let mut short = cfg.clone();
+    (short.train.max_iters, short.train.warmup_iters) = (30, 10);
+    let err = error_of(run(&short, &dir, true, None));
+    assert!(
+        err.contains("max_iters 30 is below the step the run in") && err.contains("(60)"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(dir.join(SUMMARY_FILE)).unwrap(), summary);
+    let saved = RunConfig::load(&dir.join(CONFIG_FILE)).unwrap();
+    assert_eq!(saved.train.schedule, ScheduleKind::Cosine);
+    assert_eq!(saved.train.max_iters, cfg.train.max_iters);
+}
+
+/// A plan of `minutes` so long that its step count would pass what a config file holds
+/// saturates there: the run saves a count it can read back, and resumes.
+#[test]
+fn a_plan_of_ages_is_saved_as_a_count_the_run_reads_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cfg = tiny_config();
+    (cfg.train.minutes, cfg.train.schedule) = (Some(6e14), ScheduleKind::Wsd);
+    let dir = tmp.path().join("ages");
+    let summary = run(&cfg, &dir, false, Some(20)).unwrap();
+    assert_eq!(summary.steps, 20);
+    let saved = RunConfig::load(&dir.join(CONFIG_FILE)).unwrap();
+    assert_eq!(saved.train.max_iters, i64::MAX as usize);
+    let resumed = run(&saved, &dir, true, Some(30)).unwrap();
+    assert_eq!(resumed.steps, 30);
+    let mut wrapped = cfg.clone();
+    wrapped.train.minutes = Some(1e300);
+    let summary = run(&wrapped, &tmp.path().join("1e300"), false, Some(12)).unwrap();
+    assert_eq!((summary.steps, summary.max_iters), (12, i64::MAX as usize));
 }

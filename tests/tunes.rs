@@ -236,9 +236,14 @@ fn a_tune_the_vocabulary_cannot_write_and_a_prompt_that_breaks_the_pattern_are_r
         .unwrap()
         .to_string();
     assert!(
-        err.contains("character 10"),
-        "the header's 5 and the prompt's 5th: {err}"
+        err.contains("character 5 is"),
+        "the prompt's 5th (the header the program writes not counted): {err}"
     );
+    let err = tune_start(&ci, tune, "【菩萨蛮】", 300)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("character 1 is"), "{err}");
     let err = tune_start(&ci, tune, "", 20).err().unwrap().to_string();
     assert!(err.contains("浣溪沙 needs 49 more"), "{err}");
     assert!(tune_start(&ci, tune, "一曲新词酒一杯。去年", 300).is_ok());

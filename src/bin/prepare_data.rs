@@ -7,10 +7,10 @@ use clap::Parser;
 use ferrous_opencc::{config::BuiltinConfig, OpenCC};
 use shige::data::poem::Form;
 use shige::data::prepare::{
-    build_ci, build_corpus, ci_readme, data_readme, tiny_subset, unigram_entropy,
+    build_ci, build_corpus, ci_readme, data_readme, learn_tunes, tiny_subset, unigram_entropy,
 };
 use shige::data::verse_tables::{rhyme_table, tone_counts, tone_table, verse_readme};
-use shige::verse::tunes::{tune_header, Tunes};
+use shige::verse::tunes::tune_header;
 use std::path::PathBuf;
 
 /// Build the poetry corpus from the `chinese-poetry` npm package (version 2.0.1).
@@ -51,16 +51,12 @@ fn run() -> Result<()> {
     let args: Args = shige::cli::parse();
     let opencc =
         OpenCC::from_config(BuiltinConfig::T2s).context("cannot load OpenCC's t2s tables")?;
+    // Every source is read and checked before anything is written.
     let (poems, stats) = build_corpus(&args.source, &args.forms, |t| opencc.convert(t))?;
-    anyhow::ensure!(
-        !poems.is_empty(),
-        "no poem of the chosen forms in {}",
-        args.source.display()
-    );
     let (tones, tone_poems) = tone_counts(&args.source, &args.strains, |t| opencc.convert(t))?;
     let (rhymes, rhyme_groups) = rhyme_table(&args.rhymes, |t| opencc.convert(t))?;
     let (ci, ci_stats) = build_ci(&args.songci, |t| opencc.convert(t))?;
-    let tunes = Tunes::learn(ci.iter().map(|(tune, text)| (tune.as_str(), text.as_str())));
+    let tunes = learn_tunes(&ci)?;
     let tiny = tiny_subset(&poems);
     shige::files::create_dir(&args.out, "--out")?;
     // Each file whole or not at all: data/ holds the shipped corpus that every run reads.

@@ -211,7 +211,7 @@ fn run() -> Result<()> {
         outln!("{}\n  {}", printable(poem), describe(score))?;
     }
     for (ci, score) in ci_lines.iter().zip(&ci) {
-        outln!("{}\n  {}", printable(ci), describe_ci(score))?;
+        outln!("{}\n  {}", printable(ci), CiScore::describe(score))?;
     }
     if !poems.is_empty() {
         outln!("{}", summary.describe())?;
@@ -277,13 +277,4 @@ fn describe(s: &VerseScore) -> String {
         "{form}, {template}: {}/{} tones fit{unknown}, {rhyme}",
         s.tones_fitting, s.tones_checked
     )
-}
-
-/// One ci's score in a line: whether it has its tune's pattern, and where not.
-fn describe_ci(s: &CiScore) -> String {
-    match &s.misfit {
-        None => format!("{}: has the tune's pattern", s.tune),
-        Some(why) if s.known_tune => format!("{}: not the tune's pattern: {why}", s.tune),
-        Some(why) => why.clone(),
-    }
 }

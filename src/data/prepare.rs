@@ -113,6 +113,13 @@ pub fn build_corpus(
         stats.characters += simplified.chars().count();
         poems.push(simplified);
     }
+    if poems.is_empty() {
+        bail!(
+            "no regular poem of the chosen forms in {} ({} read): nothing is written; point --source at the package's dist/quantangshi, or choose other --forms",
+            dir.display(),
+            stats.read
+        );
+    }
     stats.distinct = poems
         .iter()
         .flat_map(|p| p.chars())
@@ -176,7 +183,30 @@ pub fn build_ci(
             kept.push((tune, text));
         }
     }
+    if kept.is_empty() {
+        bail!(
+            "no usable ci in {} ({} read: {} unclean, {} of a lost tune, {} duplicates): nothing is written; point --songci at the package's dist/songci",
+            dir.display(),
+            stats.read,
+            stats.unclean,
+            stats.tune_lost,
+            stats.duplicates
+        );
+    }
     Ok((kept, stats))
+}
+
+/// The 词谱 learned from `ci`, refused when no tune has enough ci to learn (cipu.tsv would be
+/// its header alone).
+pub fn learn_tunes(ci: &[(String, String)]) -> Result<Tunes> {
+    let tunes = Tunes::learn(ci.iter().map(|(tune, text)| (tune.as_str(), text.as_str())));
+    if tunes.all().is_empty() {
+        bail!(
+            "the {} ci read give no tune to learn: nothing is written; point --songci at the package's dist/songci",
+            ci.len()
+        );
+    }
+    Ok(tunes)
 }
 
 /// The section of `data/README.md` on `ci.txt` and `cipu.tsv`.

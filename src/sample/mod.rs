@@ -63,7 +63,8 @@ pub enum SampleError {
     PromptDoesNotFit {
         /// The rules, e.g. "wujue, acrostic 春夏秋冬".
         rules: String,
-        /// 1-based position in the poem.
+        /// 1-based position in the prompt (a tune's header, which the program writes, not
+        /// counted).
         position: usize,
         /// The character found.
         found: char,
@@ -88,7 +89,8 @@ pub enum SampleError {
     NothingFits {
         /// The rules, e.g. "wujue with its meter".
         rules: String,
-        /// 1-based position in the poem.
+        /// 1-based position in the prompt (a tune's header, which the program writes, not
+        /// counted).
         position: usize,
     },
     /// A tune whose name the model's vocabulary cannot write.

@@ -10,7 +10,8 @@ use crate::experiments::lesson::{self, order_diff};
 use crate::model::Mode;
 use crate::sample::{context_start, poem_start, Generation, Generator, PoemConstraint, Sampling};
 use crate::train::checkpoint::LoadedRun;
-use crate::verse::{mark_poem, score_poem, Tables};
+use crate::verse::tunes::{score_ci, split_tune};
+use crate::verse::{mark_poem, score_poem, Tables, Tunes};
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -347,6 +348,15 @@ pub async fn score(
         )));
     }
     one_line(&text, "text").map_err(ApiError::bad)?;
+    // A ci (`【tune】text`) is judged by its tune, as `score` judges it; its text set alone.
+    if let Some(ci) = score_ci(&text, Tunes::shipped()) {
+        let body = split_tune(&text).map_or(text.as_str(), |(_, body)| body);
+        let marks = mark_poem(body, Tables::shipped());
+        let said = ci.describe();
+        return Ok(Json(
+            json!({ "text": text, "verse": null, "ci": ci, "said": said, "marks": marks }),
+        ));
+    }
     let (verse, marks) = (
         score_poem(&text, Tables::shipped()),
         mark_poem(&text, Tables::shipped()),

@@ -8,7 +8,7 @@
 //! before the decay is the peak whatever the step count, so a re-planned run trains exactly as a
 //! run given its final step count would; under the cosine each new plan bends the rest of the curve.
 
-use crate::config::TrainConfig;
+use crate::config::{TrainConfig, MAX_ITERS};
 use crate::train::schedule::decay_start;
 
 /// A step count planned for the time left.
@@ -115,7 +115,7 @@ impl Planner {
         // Never so few steps that the last stretch should have begun already.
         let shortest = (step..).find(|&n| b.last_stretch_start(n) >= step)?;
         let plan = Plan {
-            steps: (step + more as usize).max(shortest),
+            steps: steps_after(step, more).max(shortest),
             step_s,
             whole_split_s,
             first: false,
@@ -141,12 +141,19 @@ impl Planner {
         let whole_split_s = b.val_batches * forward_s;
         let more = ((b.seconds - spent - whole_split_s) / step_s).max(0.0);
         Plan {
-            steps: done + more as usize,
+            steps: steps_after(done, more),
             step_s,
             whole_split_s,
             first: true,
         }
     }
+}
+
+/// `done` steps and `more` to come, saturated at [`MAX_ITERS`] (a plan of years of minutes
+/// must not wrap to a few steps, nor be saved as a count that a config file cannot hold).
+fn steps_after(done: usize, more: f64) -> usize {
+    // `as` saturates: infinity and anything past usize::MAX become usize::MAX.
+    done.saturating_add(more as usize).min(MAX_ITERS)
 }
 
 #[cfg(test)]
@@ -221,6 +228,23 @@ mod tests {
         let plan = planner.after_step(700, 0.5, 99.0, 990).unwrap();
         assert_eq!(budget().last_stretch_start(plan.steps), 700);
         assert!(budget().last_stretch_start(plan.steps - 1) < 700);
+    }
+
+    #[test]
+    fn a_budget_of_ages_saturates_at_what_a_config_holds_and_never_wraps() {
+        for minutes in [6e14, 1e15, 1e300, f64::MAX] {
+            let mut planner = Planner::new(Budget {
+                seconds: minutes * 60.0,
+                ..budget()
+            });
+            let mut first = None;
+            for step in 1..=10 {
+                first = planner.after_step(step, 0.001, 0.001 * step as f64, usize::MAX);
+            }
+            assert_eq!(first.map(|p| p.steps), Some(MAX_ITERS), "{minutes} minutes");
+            // Re-planned at an evaluation: still saturated, so no new plan.
+            assert_eq!(planner.after_step(100, 0.001, 0.1, MAX_ITERS), None);
+        }
     }
 
     #[test]

@@ -294,6 +294,17 @@ pub struct CiScore {
     pub misfit: Option<String>,
 }
 
+impl CiScore {
+    /// The score in a line: whether the ci has its tune's pattern, and where not.
+    pub fn describe(&self) -> String {
+        match &self.misfit {
+            None => format!("{}: has the tune's pattern", self.tune),
+            Some(why) if self.known_tune => format!("{}: not the tune's pattern: {why}", self.tune),
+            Some(why) => why.clone(),
+        }
+    }
+}
+
 /// The score of `line` if it is a ci (begins with a tune's header), by `tunes`.
 pub fn score_ci(line: &str, tunes: &Tunes) -> Option<CiScore> {
     let (tune, text) = split_tune(line)?;
