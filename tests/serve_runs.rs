@@ -297,7 +297,7 @@ fn bad_training_requests_get_a_json_error_and_start_nothing() {
         (
             json!({ "config": "tiny", "run": "afile" }),
             409,
-            "is a file, not a folder for a new run: choose another name",
+            "is a file, not a directory for a new run: choose another name",
         ),
         (
             json!({ "config": "tiny", "run": "done" }),

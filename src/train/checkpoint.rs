@@ -334,7 +334,7 @@ impl RunDir {
     pub fn check_fresh_or(&self, other: &str) -> Result<()> {
         if self.path.exists() && !self.path.is_dir() {
             bail!(
-                "{} is a file, not a folder for a new run: choose {other}",
+                "{} is a file, not a directory for a new run: choose {other}",
                 self.path.display()
             );
         }
