@@ -78,9 +78,14 @@ fn ctrl_c_twice_before_the_first_checkpoint_still_saves_one() {
     // The lock is taken after the handlers are set, before the first step.
     wait_for("the run's lock", || dir.join(".lock").exists());
     send(child.id(), libc::SIGINT);
-    // Two signals sent at once are one to the process (a pending signal does not queue).
-    std::thread::sleep(Duration::from_millis(1));
-    send(child.id(), libc::SIGINT);
+    // Ctrl-C pressed again and again until the run ends: two signals sent before the process
+    // takes the first are one to it (a pending signal does not queue), so one alone could be
+    // lost on a busy machine.
+    let mut child = child;
+    while child.try_wait().unwrap().is_none() {
+        std::thread::sleep(Duration::from_millis(1));
+        send(child.id(), libc::SIGINT);
+    }
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(130), "{stderr}");

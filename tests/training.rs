@@ -380,7 +380,13 @@ fn a_plan_of_ages_is_saved_as_a_count_the_run_reads_back() {
     let summary = run(&cfg, &dir, false, Some(20)).unwrap();
     assert_eq!(summary.steps, 20);
     let saved = RunConfig::load(&dir.join(CONFIG_FILE)).unwrap();
-    assert_eq!(saved.train.max_iters, i64::MAX as usize);
+    // Saturated at the warm-up's plan, re-planned at step 20 from the pace since: billions of
+    // years of steps, but a count a config file holds.
+    let planned = saved.train.max_iters;
+    assert!(
+        planned > 1e17 as usize && planned <= i64::MAX as usize,
+        "{planned}"
+    );
     let resumed = run(&saved, &dir, true, Some(30)).unwrap();
     assert_eq!(resumed.steps, 30);
     let mut wrapped = cfg.clone();
