@@ -254,11 +254,25 @@ fn ci_train_sample_to_a_tune_and_score_by_their_tunes_pattern() {
         said.contains("3 have their tune's pattern (100 %)"),
         "{said}"
     );
-    let ci = write(
-        tmp.path(),
-        "samples.txt",
-        &String::from_utf8(run(SAMPLE, &sample).stdout).unwrap(),
-    );
+    let written = String::from_utf8(run(SAMPLE, &sample).stdout).unwrap();
+    // Read here, not by the scorer: 浣溪沙 is six sentences of seven, the fourth ending in ，.
+    for line in written.lines() {
+        let text = line
+            .strip_prefix("【浣溪沙】")
+            .unwrap_or_else(|| panic!("{line}"));
+        let marks: String = text.chars().filter(|c| "，。、".contains(*c)).collect();
+        let lengths: Vec<usize> = text
+            .split(['，', '。', '、'])
+            .filter(|s| !s.is_empty())
+            .map(|s| s.chars().count())
+            .collect();
+        assert_eq!(
+            (marks.as_str(), lengths),
+            ("。。。，。。", vec![7; 6]),
+            "{line}"
+        );
+    }
+    let ci = write(tmp.path(), "samples.txt", &written);
     let scored = ok(SCORE, &[&ci, "--corpus", &corpus]);
     assert_eq!(
         scored.matches("浣溪沙: has the tune's pattern").count(),

@@ -222,29 +222,58 @@ proptest! {
         }
     }
 
+    /// Prompts cut from the tiny corpus's real poems, some with one character replaced by any
+    /// other: a prompt that fits leaves a character possible next, and an exact start of a real
+    /// poem always fits its own form.
     #[test]
     fn forms_accept_or_refuse_any_prompt_and_acrostic(
         form in proptest::option::of(prop::sample::select(Form::ALL.to_vec())),
-        acrostic in proptest::collection::vec(prompt_char(), 0..10),
-        prompt in proptest::collection::vec(prompt_char(), 0..80),
+        acrostic in proptest::collection::vec(prompt_char(), 0..3),
+        (poem, cut) in (any::<prop::sample::Index>(), 0usize..70),
+        damage in proptest::option::of((any::<prop::sample::Index>(), prompt_char())),
         max_new in 0usize..100,
         logits_seed in any::<u64>(),
     ) {
         let tok = tokenizer();
         let acrostic: String = acrostic.into_iter().collect();
         let Ok(constraint) = PoemConstraint::new(tok, form, &acrostic) else { return Ok(()) };
+        let poems = tiny_poems();
+        let poem = poem.get(poems);
+        let mut prompt: Vec<char> = poem.chars().take(cut).collect();
+        if let (Some((at, c)), false) = (&damage, prompt.is_empty()) {
+            let at = at.index(prompt.len());
+            prompt[at] = *c;
+        }
         let prompt: String = prompt.into_iter().collect();
         let Ok(mut context) = tok.encode(&prompt) else { return Ok(()) };
         context.insert(0, 0);
-        if constraint.check_start(&context, max_new).is_ok() {
-            // A prompt that fits leaves at least one character possible next.
-            let mut logits: Vec<f32> = (0..tok.vocab_size())
-                .map(|i| ((i as u64).wrapping_mul(logits_seed | 1) % 1000) as f32 / 100.0)
-                .collect();
-            constraint.mask(&context, &mut logits).unwrap();
-            prop_assert!(logits.iter().any(|l| l.is_finite()));
+        match constraint.check_start(&context, max_new) {
+            Ok(()) => {
+                let mut logits: Vec<f32> = (0..tok.vocab_size())
+                    .map(|i| ((i as u64).wrapping_mul(logits_seed | 1) % 1000) as f32 / 100.0)
+                    .collect();
+                constraint.mask(&context, &mut logits).unwrap();
+                prop_assert!(logits.iter().any(|l| l.is_finite()));
+            }
+            Err(e) => {
+                let own_form = shige::data::poem::regular_form(poem) == form && form.is_some();
+                let exact = damage.is_none() && acrostic.is_empty() && own_form;
+                prop_assert!(
+                    !(exact && matches!(e, shige::sample::SampleError::PromptDoesNotFit { .. })),
+                    "{:?} of its own form refused: {}", prompt, e
+                );
+            }
         }
     }
+}
+
+/// The poems of the tiny corpus, one a line.
+fn tiny_poems() -> &'static [String] {
+    static POEMS: OnceLock<Vec<String>> = OnceLock::new();
+    POEMS.get_or_init(|| {
+        let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/data/tiny.txt"));
+        text.unwrap().lines().map(str::to_string).collect()
+    })
 }
 
 /// One damage to a file's bytes: which edit, where (a fraction of the length, or of the first

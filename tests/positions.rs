@@ -51,6 +51,49 @@ fn rope_scores_depend_only_on_relative_position() {
     );
 }
 
+/// RoPE of a known vector at a known position against the rotation worked out by hand: the
+/// interleaved pairs (2i, 2i+1) of RoFormer, angles m·10000^(-2i/d). A half-split pairing (i,
+/// i+d/2) or another base passes the test above but not this one.
+#[test]
+fn rope_turns_a_known_vector_by_the_angles_worked_out_by_hand() {
+    let cfg = ModelConfig {
+        vocab_size: 10,
+        n_head: 1,
+        n_embd: 4,
+        position: Position::Rope,
+        ..Default::default()
+    };
+    let vb = candle_nn::VarBuilder::zeros(candle_core::DType::F32, &Device::Cpu);
+    let rope = PositionEncoding::new(vb, &cfg).unwrap();
+    let x = Tensor::new(&[1.0f32, 2.0, 3.0, 4.0], &Device::Cpu)
+        .unwrap()
+        .reshape((1, 1, 1, 4))
+        .unwrap();
+    let turned: Vec<f32> = rope
+        .rotate(&x, 2)
+        .unwrap()
+        .flatten_all()
+        .unwrap()
+        .to_vec1()
+        .unwrap();
+    // d = 4, position m = 2: pair (x0, x1) turns by 2 rad, pair (x2, x3) by 2 / 100 rad.
+    let (c0, s0) = (2f64.cos(), 2f64.sin()); // -0.416147, 0.909297
+    let (c1, s1) = (0.02f64.cos(), 0.02f64.sin()); // 0.999800, 0.019999
+    let expected = [
+        1.0 * c0 - 2.0 * s0, // -2.234742
+        1.0 * s0 + 2.0 * c0, // 0.077004
+        3.0 * c1 - 4.0 * s1, // 2.919405
+        3.0 * s1 + 4.0 * c1, // 4.059196
+    ];
+    assert!((expected[0] + 2.234742).abs() < 1e-6 && (expected[3] - 4.059196).abs() < 1e-6);
+    for (got, want) in turned.iter().zip(expected) {
+        assert!(
+            (*got as f64 - want).abs() < 1e-5 * want.abs().max(1.0),
+            "{turned:?} against {expected:?}"
+        );
+    }
+}
+
 #[test]
 fn sinusoidal_table_equals_its_formula() {
     let (len, dim) = (50, 16);
