@@ -496,12 +496,17 @@ pub struct TrainConfig {
     pub dtype: Precision,
     /// "adamw", or "muon": Muon for the blocks' weight matrices, AdamW for the rest.
     pub optimizer: OptimizerKind,
-    /// Muon's peak learning rate (on the same schedule as learning_rate).
+    /// Muon's peak learning rate (on the same schedule as learning_rate). 0.005 by default: at
+    /// the default's time it ties AdamW, where modded-nanogpt's 0.02 ends 0.14 nats above it
+    /// (docs/experiments.md, section 6).
     pub muon_learning_rate: f64,
     /// Muon's momentum.
     pub muon_momentum: f64,
     /// After the warm-up: "cosine" (down to a tenth of the peak at max_iters) or "wsd" (the peak
-    /// held, then a linear decay to a tenth over the last decay_fraction of the steps).
+    /// held, then a linear decay to a tenth over the last decay_fraction of the steps). A config
+    /// that names none keeps the cosine, so that configs written before WSD give the results
+    /// they gave; configs/default.toml names wsd (0.015 nats lower, docs/experiments.md,
+    /// section 6).
     pub schedule: ScheduleKind,
     /// The share of the steps over which "wsd" decays.
     pub decay_fraction: f64,
@@ -530,7 +535,7 @@ impl Default for TrainConfig {
             seed: 1337,
             dtype: Precision::F32,
             optimizer: OptimizerKind::Adamw,
-            muon_learning_rate: 0.02,
+            muon_learning_rate: 0.005,
             muon_momentum: 0.95,
             schedule: ScheduleKind::Cosine,
             decay_fraction: 0.2,
@@ -603,7 +608,7 @@ impl TrainConfig {
         }
         if !(self.muon_learning_rate.is_finite() && self.muon_learning_rate > 0.0) {
             return invalid(format!(
-                "muon_learning_rate {} must be a positive number, e.g. 0.02",
+                "muon_learning_rate {} must be a positive number, e.g. 0.005",
                 self.muon_learning_rate
             ));
         }

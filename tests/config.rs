@@ -1,6 +1,6 @@
 //! Bad model configs are rejected with a message that names the problem.
 
-use shige::config::{ModelConfig, Position};
+use shige::config::{ModelConfig, Position, RunConfig};
 
 fn error_of(toml: &str) -> String {
     match ModelConfig::from_toml_str(toml, "test.toml").and_then(|c| c.validate().map(|_| c)) {
@@ -178,4 +178,22 @@ fn every_shipped_config_loads_and_its_corpus_ships() {
         seen >= 5,
         "default, tiny, lesson, shakespeare and ci: {seen}"
     );
+}
+
+/// The defaults that differ between the code and configs/default.toml, pinned on both sides: a
+/// config naming no schedule keeps the cosine (older configs give what they gave), the default
+/// config names WSD; Muon's learning rate is the one the study chose.
+#[test]
+fn the_code_defaults_and_the_default_config_are_pinned() {
+    use shige::config::{OptimizerKind, ScheduleKind, TrainConfig};
+    let code = TrainConfig::default();
+    assert_eq!(code.schedule, ScheduleKind::Cosine);
+    assert_eq!(code.muon_learning_rate, 0.005);
+    assert_eq!(code.optimizer, OptimizerKind::Adamw);
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/default.toml");
+    let file = RunConfig::load(std::path::Path::new(path)).unwrap();
+    assert_eq!(file.train.schedule, ScheduleKind::Wsd);
+    assert_eq!(file.train.optimizer, OptimizerKind::Adamw);
+    assert!(file.model.verse_places);
+    assert_eq!((file.train.max_iters, file.train.batch_size), (12_000, 8));
 }
