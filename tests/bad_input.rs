@@ -2053,17 +2053,17 @@ fn a_step_count_given_wins_over_minutes_in_the_file() {
     let text = BASE_CONFIG.replace("warmup_iters = 1", "warmup_iters = 5\nminutes = 10.0");
     std::fs::write(&config, text.replace("max_iters = 5", "max_iters = 9")).unwrap();
     let dir = tmp.path().join("run");
-    let out = Command::new(TRAIN)
-        .args(["--config", config.to_str().unwrap(), "--max-iters", "30"])
-        .args(["--out", dir.to_str().unwrap(), "--json"])
-        .current_dir(root())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (config, out) = (config.to_str().unwrap(), dir.to_str().unwrap());
+    let args = [
+        "--config",
+        config,
+        "--max-iters",
+        "30",
+        "--out",
+        out,
+        "--json",
+    ];
+    let out = common::train_output(&args);
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(summary["steps"], 30);
     let saved = std::fs::read_to_string(dir.join("config.toml")).unwrap();

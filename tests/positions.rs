@@ -4,17 +4,22 @@ use candle_core::{Device, Tensor};
 use shige::config::{ModelConfig, Position};
 use shige::model::position::{alibi_slopes, sinusoidal_table, PositionEncoding};
 
-#[test]
-fn rope_scores_depend_only_on_relative_position() {
+/// RoPE for one head of `dim` dimensions.
+fn rope_of_one_head(dim: usize) -> PositionEncoding {
     let cfg = ModelConfig {
         vocab_size: 10,
         n_head: 1,
-        n_embd: 8,
+        n_embd: dim,
         position: Position::Rope,
         ..Default::default()
     };
     let vb = candle_nn::VarBuilder::zeros(candle_core::DType::F32, &Device::Cpu);
-    let rope = PositionEncoding::new(vb, &cfg).unwrap();
+    PositionEncoding::new(vb, &cfg).unwrap()
+}
+
+#[test]
+fn rope_scores_depend_only_on_relative_position() {
+    let rope = rope_of_one_head(8);
     let q = Tensor::new(&[0.3f32, -1.2, 0.7, 0.1, 2.0, -0.4, 0.9, 0.5], &Device::Cpu)
         .unwrap()
         .reshape((1, 1, 1, 8))
@@ -56,15 +61,7 @@ fn rope_scores_depend_only_on_relative_position() {
 /// i+d/2) or another base passes the test above but not this one.
 #[test]
 fn rope_turns_a_known_vector_by_the_angles_worked_out_by_hand() {
-    let cfg = ModelConfig {
-        vocab_size: 10,
-        n_head: 1,
-        n_embd: 4,
-        position: Position::Rope,
-        ..Default::default()
-    };
-    let vb = candle_nn::VarBuilder::zeros(candle_core::DType::F32, &Device::Cpu);
-    let rope = PositionEncoding::new(vb, &cfg).unwrap();
+    let rope = rope_of_one_head(4);
     let x = Tensor::new(&[1.0f32, 2.0, 3.0, 4.0], &Device::Cpu)
         .unwrap()
         .reshape((1, 1, 1, 4))

@@ -9,7 +9,6 @@ mod common;
 use serde_json::{json, Value};
 use shige::serve::{Limits, ServeOptions};
 use std::path::Path;
-use std::time::{Duration, Instant};
 
 const TRAIN: &str = env!("CARGO_BIN_EXE_train");
 
@@ -81,18 +80,6 @@ fn metric_rows(dir: &Path) -> Vec<String> {
     text.lines()
         .map(|l| l.split(',').take(3).collect::<Vec<_>>().join(","))
         .collect()
-}
-
-/// Polls `ready` every 20 ms until it holds, for at most a minute.
-fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !ready() {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "waited a minute for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]
@@ -185,11 +172,11 @@ fn a_run_trained_from_the_page_updates_stops_and_resumes_as_if_never_stopped() {
         assert_eq!(run["active"], true, "{run}");
         run["step"].as_u64()
     };
-    wait_for("a first evaluation", || {
+    common::wait_for("a first evaluation", || {
         step(&base).is_some_and(|s| s >= 20)
     });
     let first = step(&base).unwrap();
-    wait_for("a later evaluation", || {
+    common::wait_for("a later evaluation", || {
         step(&base).is_some_and(|s| s > first)
     });
 
@@ -216,7 +203,7 @@ fn a_run_trained_from_the_page_updates_stops_and_resumes_as_if_never_stopped() {
     let (status, again) = post(&base, "/api/train/stop", &json!({}));
     assert_eq!(status, 200, "{again}");
     assert_eq!(again["stopping"], true, "{again}");
-    wait_for("the run to stop", || {
+    common::wait_for("the run to stop", || {
         get(&base, "/api/train").1["running"] == false
     });
     let (_, stopped) = get(&base, "/api/train");
@@ -246,7 +233,7 @@ fn a_run_trained_from_the_page_updates_stops_and_resumes_as_if_never_stopped() {
     // Resumed from the page, it ends with the metrics of a run that was never stopped.
     let (status, resumed) = post(&base, "/api/train", &json!({ "resume": "page" }));
     assert_eq!(status, 200, "{resumed}");
-    wait_for("the resumed run to end", || {
+    common::wait_for("the resumed run to end", || {
         get(&base, "/api/train").1["running"] == false
     });
     assert_eq!(get(&base, "/api/train").1["exit"], 0);
@@ -491,13 +478,13 @@ fn a_killed_run_is_said_so_and_resumable_at_once_and_bad_resumes_start_nothing()
     let (status, started) = post(&base, "/api/train", &request);
     assert_eq!(status, 200, "{started}");
     let dir = tmp.path().join("killed");
-    wait_for("a first checkpoint", || {
+    common::wait_for("a first checkpoint", || {
         dir.join("train_state.safetensors").exists()
     });
     let pid = started["pid"].as_u64().unwrap() as libc::pid_t;
     // SAFETY: kill() sends a signal to the child the server started for this test.
     unsafe { libc::kill(pid, libc::SIGKILL) };
-    wait_for("the run to end", || {
+    common::wait_for("the run to end", || {
         get(&base, "/api/train").1["running"] == false
     });
     let (_, ended) = get(&base, "/api/train");
@@ -544,7 +531,7 @@ fn a_killed_run_is_said_so_and_resumable_at_once_and_bad_resumes_start_nothing()
         &json!({ "resume": "killed", "max_iters": step + 40 }),
     );
     assert_eq!(status, 200, "{resumed}");
-    wait_for("the resumed run to end", || {
+    common::wait_for("the resumed run to end", || {
         get(&base, "/api/train").1["running"] == false
     });
     assert_eq!(get(&base, "/api/train").1["exit"], 0);

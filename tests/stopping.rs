@@ -7,24 +7,12 @@ mod common;
 use shige::train::checkpoint::{RunDir, STATE_FILE};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const TRAIN: &str = env!("CARGO_BIN_EXE_train");
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Polls `ready` every 10 ms until it holds, for at most a minute.
-fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !ready() {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "waited a minute for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// Sends `signal` to the process `pid`.
@@ -76,7 +64,7 @@ fn ctrl_c_twice_before_the_first_checkpoint_still_saves_one() {
         .spawn()
         .unwrap();
     // The lock is taken after the handlers are set, before the first step.
-    wait_for("the run's lock", || dir.join(".lock").exists());
+    common::wait_for("the run's lock", || dir.join(".lock").exists());
     send(child.id(), libc::SIGINT);
     // Ctrl-C pressed again and again until the run ends: two signals sent before the process
     // takes the first are one to it (a pending signal does not queue), so one alone could be
@@ -130,7 +118,7 @@ fn a_run_whose_parent_closes_its_pipe_saves_and_stops() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_for("a first checkpoint", || dir.join(STATE_FILE).exists());
+    common::wait_for("a first checkpoint", || dir.join(STATE_FILE).exists());
     drop(child.stdin.take());
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -154,7 +142,7 @@ fn train_from_the_page(base: &str, runs: &Path, name: &str, steps: usize) {
         .unwrap();
     assert_eq!(answer.status(), 200);
     let _ = answer.body_mut().read_to_string();
-    wait_for("a first checkpoint", || {
+    common::wait_for("a first checkpoint", || {
         runs.join(name).join(STATE_FILE).exists()
     });
     std::thread::sleep(Duration::from_millis(100));
@@ -185,7 +173,7 @@ fn a_server_that_ends_or_dies_leaves_its_run_saved_and_resumable() {
             assert_eq!(RunDir::new(&dir).is_locked(), Some(false), "{name}: locked");
         }
         // Killed, the server could not wait: its run saves on its own.
-        wait_for("the run to end", || {
+        common::wait_for("the run to end", || {
             RunDir::new(&dir).is_locked() == Some(false)
         });
         let rows = metric_rows(&dir);

@@ -146,6 +146,11 @@ pub fn serve_in_thread(options: shige::serve::ServeOptions) -> String {
 /// Runs the `train` binary with `args` in the repository to its end; panics with its stderr if
 /// it fails.
 pub fn train_ok(args: &[&str]) {
+    train_output(args);
+}
+
+/// [`train_ok`], returning what `train` printed.
+pub fn train_output(args: &[&str]) -> std::process::Output {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_train"))
         .args(args)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
@@ -156,6 +161,19 @@ pub fn train_ok(args: &[&str]) {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    out
+}
+
+/// Polls `ready` every 10 ms until it holds, for at most a minute.
+pub fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
+    let started = std::time::Instant::now();
+    while !ready() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "waited a minute for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
 }
 
 /// The `serve` binary started in `cwd` with `args` on any free port: the process (its stderr
