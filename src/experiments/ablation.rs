@@ -23,8 +23,9 @@ use crate::train::checkpoint::{
     MODEL_FILE, STATE_FILE,
 };
 use crate::train::metrics::read_metrics;
+use crate::train::run::check_precision;
 use crate::train::shards::Shards;
-use crate::train::trainer::{check_precision, whole_split_loss};
+use crate::train::trainer::whole_split_loss;
 use crate::train::{train, TrainOptions};
 use anyhow::{bail, Context, Result};
 use candle_core::Device;

@@ -6,6 +6,7 @@ pub mod metrics;
 pub mod muon;
 pub mod optim;
 pub mod plan;
+pub mod run;
 pub mod schedule;
 pub mod shards;
 mod state;
