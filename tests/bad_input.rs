@@ -794,6 +794,25 @@ fn training_flags_that_cannot_work_are_refused() {
             vec!["--dropout", "-0.1"],
             &["dropout -0.1 must be in [0, 1)"],
         ),
+        (
+            "--set of a setting that does not exist",
+            vec!["--set", "train.lerning_rate=1e-3"],
+            &[
+                "--set train.lerning_rate",
+                "unknown field `lerning_rate`",
+                "learning_rate",
+            ],
+        ),
+        (
+            "--set without a section",
+            vec!["--set", "dropout=0.1"],
+            &["--set dropout", "section.key"],
+        ),
+        (
+            "--set of a value the setting cannot take",
+            vec!["--set", "model.dropout=-0.1"],
+            &["dropout -0.1 must be in [0, 1)"],
+        ),
     ];
     for (case, flags, expect) in cases {
         let args: Vec<&str> = tiny.iter().copied().chain(flags).collect();

@@ -197,3 +197,70 @@ fn the_code_defaults_and_the_default_config_are_pinned() {
     assert!(file.model.verse_places);
     assert_eq!((file.train.max_iters, file.train.batch_size), (12_000, 8));
 }
+
+/// `--set section.key=value` reaches every setting: from a file of the code's defaults, each
+/// key is set to another value (numbers moved, switches flipped, names changed) and the config
+/// read is the one those values describe.
+#[test]
+fn set_changes_every_setting() {
+    use shige::config::Override;
+    let tmp = tempfile::tempdir().unwrap();
+    let defaults = tmp.path().join("defaults.toml");
+    std::fs::write(&defaults, RunConfig::default().to_toml().unwrap()).unwrap();
+    let names = [
+        ("model.position", "\"alibi\""),
+        ("train.corpus", "\"data/ci.txt\""),
+        ("train.corpus_kind", "\"lines\""),
+        ("train.dtype", "\"bf16\""),
+        ("train.optimizer", "\"muon\""),
+        ("train.schedule", "\"wsd\""),
+        ("train.minutes", "2.5"),
+    ];
+    let table: toml::Table = toml::from_str(&RunConfig::default().to_toml().unwrap()).unwrap();
+    let mut sets: Vec<String> = names.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    for (section, values) in &table {
+        for (key, value) in values.as_table().unwrap() {
+            let other = match value {
+                toml::Value::Integer(i) => (i + 1).to_string(),
+                toml::Value::Float(f) => (f * 0.5 + 0.25).to_string(),
+                toml::Value::Boolean(b) => (!b).to_string(),
+                _ => continue, // the names above
+            };
+            sets.push(format!("{section}.{key}={other}"));
+        }
+    }
+    let overrides: Vec<Override> = sets.iter().map(|s| Override::parse(s).unwrap()).collect();
+    let set = RunConfig::load_with(&defaults, &overrides).unwrap();
+    let mut expected = table.clone();
+    for o in &overrides {
+        let (section, key) = o.key.split_once('.').unwrap();
+        expected[section]
+            .as_table_mut()
+            .unwrap()
+            .insert(key.into(), o.value.clone());
+    }
+    let expected: RunConfig = toml::Value::Table(expected).try_into().unwrap();
+    assert_eq!(set, expected);
+    // Every field moved: nothing is left at the code's default.
+    let after: toml::Table = toml::from_str(&set.to_toml().unwrap()).unwrap();
+    for (section, values) in &table {
+        for (key, value) in values.as_table().unwrap() {
+            assert_ne!(
+                &after[section][key], value,
+                "{section}.{key} did not change"
+            );
+        }
+    }
+    assert_eq!(set.train.minutes, Some(2.5));
+
+    for (bad, says) in [
+        ("train.lerning_rate=1", "unknown field `lerning_rate`"),
+        ("training.seed=1", "unknown field `training`"),
+        ("train.max_iters=many", "expected usize"),
+        ("n_layer=2", "section.key"),
+        ("model.n_layer", "section.key=value"),
+    ] {
+        let err = Override::parse(bad).unwrap_err().to_string();
+        assert!(err.contains(says) && err.contains("--set"), "{bad}: {err}");
+    }
+}

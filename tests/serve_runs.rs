@@ -293,6 +293,21 @@ fn bad_training_requests_get_a_json_error_and_start_nothing() {
         ),
         (json!({ "config": "tiny", "n_head": 3 }), 400, "n_head"),
         (
+            json!({ "config": "tiny", "set": ["train.nope=1"] }),
+            400,
+            "unknown field `nope`",
+        ),
+        (
+            json!({ "config": "tiny", "set": ["model.n_head=3"] }),
+            400,
+            "n_head",
+        ),
+        (
+            json!({ "resume": "done", "set": ["train.seed=2"] }),
+            400,
+            "keeps its model, recipe and name",
+        ),
+        (
             json!({ "config": "tiny", "position": "sideways" }),
             400,
             "sideways",

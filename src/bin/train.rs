@@ -2,7 +2,7 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use shige::config::{CorpusKind, OptimizerKind, Position, RunConfig, ScheduleKind};
+use shige::config::{CorpusKind, OptimizerKind, Override, Position, RunConfig, ScheduleKind};
 use shige::train::{checkpoint::RunDir, train, TrainOptions};
 use std::path::PathBuf;
 
@@ -115,13 +115,11 @@ struct Args {
     /// starts its runs so, so that a run is saved whichever way the server ends.
     #[arg(long)]
     stop_with_parent: bool,
-}
-
-/// Replaces `target` with `value` when the flag was given.
-fn set<T>(target: &mut T, value: Option<T>) {
-    if let Some(v) = value {
-        *target = v;
-    }
+    /// Change any setting of the config: section.key=value, e.g. --set train.weight_decay=0.05
+    /// --set model.position=alibi (repeatable; applied after the flags above, which are
+    /// shortcuts for their keys).
+    #[arg(long, value_name = "SECTION.KEY=VALUE")]
+    set: Vec<String>,
 }
 
 /// A run name from the config file's stem and the current UTC time: `default-20261129-130501`.
@@ -201,38 +199,48 @@ fn config_path(args: &Args) -> Result<PathBuf> {
     Ok(dir.join(file))
 }
 
-/// The config file at `path` with the values that flags override.
+/// The config file at `path` with the values that flags and `--set` override.
 fn config_with_flags(path: &std::path::Path, args: &Args) -> Result<RunConfig> {
-    let mut cfg = RunConfig::load(path)?;
-    let (m, t) = (&mut cfg.model, &mut cfg.train);
-    set(&mut t.max_iters, args.max_iters);
-    set(&mut t.eval_interval, args.eval_interval);
-    set(&mut t.eval_iters, args.eval_iters);
-    set(&mut t.warmup_iters, args.warmup_iters);
-    set(&mut t.batch_size, args.batch_size);
-    set(&mut t.learning_rate, args.learning_rate);
-    set(&mut t.seed, args.seed);
-    set(&mut t.dtype, args.dtype);
-    set(&mut t.corpus, args.corpus.clone());
-    set(&mut t.corpus_kind, args.corpus_kind);
-    set(&mut m.block_size, args.block_size);
-    set(&mut m.n_layer, args.n_layer);
-    set(&mut m.n_head, args.n_head);
-    set(&mut m.n_embd, args.n_embd);
-    set(&mut m.position, args.position);
-    set(&mut m.dropout, args.dropout);
-    set(&mut m.sound, args.sound);
-    set(&mut m.verse_places, args.verse_places);
-    set(&mut t.optimizer, args.optimizer);
-    set(&mut t.muon_learning_rate, args.muon_learning_rate);
-    set(&mut t.schedule, args.schedule);
-    set(&mut t.minutes, args.minutes.map(Some));
-    if args.max_iters.is_some() {
-        // A step count on the command line wins over `minutes` in the file (clap refuses the
-        // two flags together).
-        t.minutes = None;
+    Ok(RunConfig::load_with(path, &overrides(args)?)?)
+}
+
+/// The flags given, each as the setting it is a shortcut for, then `--set`'s.
+fn overrides(a: &Args) -> Result<Vec<Override>> {
+    let mut all = Vec::new();
+    push(&mut all, "train.max_iters", &a.max_iters)?;
+    push(&mut all, "train.eval_interval", &a.eval_interval)?;
+    push(&mut all, "train.eval_iters", &a.eval_iters)?;
+    push(&mut all, "train.warmup_iters", &a.warmup_iters)?;
+    push(&mut all, "train.batch_size", &a.batch_size)?;
+    push(&mut all, "train.learning_rate", &a.learning_rate)?;
+    push(&mut all, "train.seed", &a.seed)?;
+    push(&mut all, "train.dtype", &a.dtype)?;
+    push(&mut all, "train.corpus", &a.corpus)?;
+    push(&mut all, "train.corpus_kind", &a.corpus_kind)?;
+    push(&mut all, "train.optimizer", &a.optimizer)?;
+    push(&mut all, "train.muon_learning_rate", &a.muon_learning_rate)?;
+    push(&mut all, "train.schedule", &a.schedule)?;
+    push(&mut all, "train.minutes", &a.minutes)?;
+    push(&mut all, "model.block_size", &a.block_size)?;
+    push(&mut all, "model.n_layer", &a.n_layer)?;
+    push(&mut all, "model.n_head", &a.n_head)?;
+    push(&mut all, "model.n_embd", &a.n_embd)?;
+    push(&mut all, "model.position", &a.position)?;
+    push(&mut all, "model.dropout", &a.dropout)?;
+    push(&mut all, "model.sound", &a.sound)?;
+    push(&mut all, "model.verse_places", &a.verse_places)?;
+    for text in &a.set {
+        all.push(Override::parse(text)?);
     }
-    Ok(cfg)
+    Ok(all)
+}
+
+/// Adds the setting `key` = `value` to `all` when the flag was given.
+fn push<T: serde::Serialize>(all: &mut Vec<Override>, key: &str, value: &Option<T>) -> Result<()> {
+    if let Some(value) = value {
+        all.push(Override::of(key, value)?);
+    }
+    Ok(())
 }
 
 /// Prints the run's results: one JSON object, or lines for a reader with a few samples.

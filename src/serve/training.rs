@@ -7,7 +7,7 @@
 use super::runs::{run_detail, run_dir, MAX_NAME_CHARS};
 use super::{body, ApiError, Served};
 use crate::clock::UtcTime;
-use crate::config::{Position, RunConfig};
+use crate::config::{Override, RunConfig};
 use crate::train::checkpoint::{check_steps_left, saved_step, RunDir, CONFIG_FILE, STATE_FILE};
 use axum::extract::rejection::JsonRejection;
 use axum::extract::State;
@@ -47,6 +47,42 @@ pub struct TrainRequest {
     pub position: Option<String>,
     /// Total steps (for a resumed run too: more steps than it was planned for).
     pub max_iters: Option<usize>,
+    /// Any other settings of a new run, as `train --set` takes them: `section.key=value`.
+    pub set: Option<Vec<String>>,
+}
+
+impl TrainRequest {
+    /// The request's settings as `train` takes them: its named fields (each a shortcut for one
+    /// key), then `set`'s; a 400 for one that is not a setting or not a value it takes.
+    fn overrides(&self) -> Result<Vec<Override>, ApiError> {
+        let mut all = Vec::new();
+        let mut push = |key: &str, value: Option<toml::Value>| -> Result<(), ApiError> {
+            if let Some(value) = value {
+                all.push(Override::of(key, value).map_err(ApiError::bad)?);
+            }
+            Ok(())
+        };
+        push(
+            "model.n_layer",
+            self.n_layer.map(|v| toml::Value::Integer(v as i64)),
+        )?;
+        push(
+            "model.n_head",
+            self.n_head.map(|v| toml::Value::Integer(v as i64)),
+        )?;
+        push(
+            "model.position",
+            self.position.clone().map(toml::Value::String),
+        )?;
+        push(
+            "train.max_iters",
+            self.max_iters.map(|v| toml::Value::Integer(v as i64)),
+        )?;
+        for text in self.set.iter().flatten() {
+            all.push(Override::parse(text).map_err(ApiError::bad)?);
+        }
+        Ok(all)
+    }
 }
 
 /// The training of this server: the current (or last) run and its messages.
@@ -177,16 +213,8 @@ impl Trainer {
                     "give either config (a new run from configs/) or resume (a run of the list)",
                 )),
             };
-        let flags = [
-            ("--n-layer", request.n_layer.map(|v| v.to_string())),
-            ("--n-head", request.n_head.map(|v| v.to_string())),
-            ("--position", request.position.clone()),
-            ("--max-iters", request.max_iters.map(|v| v.to_string())),
-        ];
-        for (flag, value) in flags {
-            if let Some(value) = value {
-                args.extend([flag.to_string(), value]);
-            }
+        for o in request.overrides()? {
+            args.extend(["--set".to_string(), format!("{}={}", o.key, o.value)]);
         }
         Ok((run, args))
     }
@@ -230,9 +258,10 @@ impl Trainer {
             )));
         }
         let r = request;
-        if r.run.is_some() || r.position.is_some() || r.n_layer.is_some() || r.n_head.is_some() {
+        let changes = r.run.is_some() || r.position.is_some() || r.n_layer.is_some();
+        if changes || r.n_head.is_some() || r.set.is_some() {
             return Err(ApiError::bad(
-                "a resumed run keeps its model and name: give resume alone, or with max_iters",
+                "a resumed run keeps its model, recipe and name: give resume alone, or with max_iters",
             ));
         }
         if RunDir::new(&dir).is_locked() == Some(true) {
@@ -243,12 +272,7 @@ impl Trainer {
         }
         if let Some(max_iters) = r.max_iters {
             let step = saved_step(&dir).map_err(|e| ApiError::bad(format!("{e:#}")))?;
-            let asked = RunConfig::load(&dir.join(CONFIG_FILE))
-                .map(|mut config| {
-                    config.train.max_iters = max_iters;
-                    config.train.minutes = None;
-                    config
-                })
+            let asked = RunConfig::load_with(&dir.join(CONFIG_FILE), &r.overrides()?)
                 .map_err(ApiError::bad)?;
             check_steps_left(&dir, step, max_iters)
                 .map_err(|e| ApiError(StatusCode::CONFLICT, format!("{e:#}")))?;
@@ -489,18 +513,8 @@ fn shipped_config(name: &str) -> Result<PathBuf, ApiError> {
 /// Checks the config at `path` with `request`'s overrides as `train` will, so that a bad
 /// combination (heads that do not divide the width) is a 400 now, not a failed run.
 fn check_overrides(path: &Path, request: &TrainRequest) -> Result<(), ApiError> {
-    let mut config = RunConfig::load(path).map_err(ApiError::bad)?;
-    let (m, t) = (&mut config.model, &mut config.train);
-    if let Some(position) = &request.position {
-        m.position = position.parse::<Position>().map_err(ApiError::bad)?;
-    }
-    m.n_layer = request.n_layer.unwrap_or(m.n_layer);
-    m.n_head = request.n_head.unwrap_or(m.n_head);
-    if let Some(max_iters) = request.max_iters {
-        // As `train --max-iters` does, the step count wins over minutes in the file.
-        (t.max_iters, t.minutes) = (max_iters, None);
-    }
+    let mut config = RunConfig::load_with(path, &request.overrides()?).map_err(ApiError::bad)?;
     // The corpus decides the vocabulary when the run starts; any size checks the rest.
-    m.vocab_size = m.vocab_size.max(1);
+    config.model.vocab_size = config.model.vocab_size.max(1);
     config.validate().map_err(ApiError::bad)
 }

@@ -2,6 +2,9 @@
 //! tensor is built.
 
 use crate::ops::Precision;
+mod overrides;
+
+pub use overrides::Override;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -682,16 +685,7 @@ impl RunConfig {
     /// with neither a `[model]` nor a `[train]` table is refused: it would silently train the
     /// built-in defaults.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = read_config_file(path)?;
-        let origin = path.display().to_string();
-        let table: toml::Table = toml::from_str(&text).map_err(|e| parse_error(&origin, e))?;
-        if !table.contains_key("model") && !table.contains_key("train") {
-            return Err(ConfigError::Parse {
-                path: origin,
-                message: "it has neither a [model] nor a [train] table: copy configs/default.toml and change what you need".into(),
-            });
-        }
-        Self::from_toml_str(&text, &origin)
+        Self::load_with(path, &[])
     }
 
     /// Parses TOML text (not yet validated); `origin` names it in error messages.

@@ -1,0 +1,120 @@
+//! One way to change a config's values from outside its file: `section.key=value`. `train --set`
+//! takes it as typed, each of `train`'s named flags (`--max-iters 400`) is a shortcut for one key,
+//! and the page's Train form sends its fields the same way; all of them meet the file's values in
+//! [`RunConfig::load_with`].
+
+use super::{parse_error, read_config_file, ConfigError, RunConfig};
+use serde::Serialize;
+use std::path::Path;
+
+/// A setting to change: its `section.key` and its new value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Override {
+    pub key: String,
+    pub value: toml::Value,
+}
+
+impl Override {
+    /// `section.key=value` as typed: the value read as TOML (a number, true or false, "a
+    /// string", [an, array]), or else taken as a string (`train.schedule=wsd`). The key is
+    /// checked to name a setting, and the value to be one it takes.
+    pub fn parse(text: &str) -> Result<Self, ConfigError> {
+        let Some((key, value)) = text.split_once('=') else {
+            return Err(invalid(
+                text,
+                "give section.key=value, e.g. train.learning_rate=1e-3 (configs/default.toml lists the settings)",
+            ));
+        };
+        let value = match toml::from_str::<toml::Table>(&format!("v = {value}")) {
+            Ok(mut table) => table
+                .remove("v")
+                .unwrap_or(toml::Value::String(value.into())),
+            Err(_) => toml::Value::String(value.to_string()),
+        };
+        Override::checked(key.trim(), value)
+    }
+
+    /// The typed `value` (a flag's) for `key`.
+    pub fn of(key: &str, value: impl Serialize) -> Result<Self, ConfigError> {
+        let toml_value = toml::Value::try_from(&value).map_err(|e| {
+            // A count past what a TOML integer holds says so as a config file's would.
+            let json = serde_json::to_string(&value).unwrap_or_default();
+            let name = key.rsplit('.').next().unwrap_or(key);
+            match json.parse::<u64>() {
+                Ok(big) => super::check_toml_integer(name, big).err(),
+                Err(_) => None,
+            }
+            .unwrap_or_else(|| invalid(key, &format!("its value cannot be written as TOML: {e}")))
+        })?;
+        Override::checked(key, toml_value)
+    }
+
+    /// `key` set to `value`, refused unless a config with it alone reads.
+    fn checked(key: &str, value: toml::Value) -> Result<Self, ConfigError> {
+        let Some((section, name)) = key.split_once('.') else {
+            return Err(invalid(
+                key,
+                "name a setting as section.key, e.g. train.max_iters or model.n_layer",
+            ));
+        };
+        let alone = toml::Table::from_iter([(
+            section.to_string(),
+            toml::Value::Table(toml::Table::from_iter([(name.to_string(), value.clone())])),
+        )]);
+        toml::Value::Table(alone)
+            .try_into::<RunConfig>()
+            .map_err(|e| parse_error(&format!("--set {key}"), e))?;
+        Ok(Override {
+            key: key.to_string(),
+            value,
+        })
+    }
+}
+
+/// An override refused before it was read as a setting.
+fn invalid(what: &str, why: &str) -> ConfigError {
+    ConfigError::Parse {
+        path: format!("--set {what}"),
+        message: why.to_string(),
+    }
+}
+
+impl RunConfig {
+    /// The config in `path` with `overrides` applied in order (a later one wins). A step count
+    /// given (`train.max_iters`) wins over `minutes` in the file unless minutes is given too.
+    pub fn load_with(path: &Path, overrides: &[Override]) -> Result<Self, ConfigError> {
+        let text = read_config_file(path)?;
+        let origin = path.display().to_string();
+        let mut table: toml::Table = toml::from_str(&text).map_err(|e| parse_error(&origin, e))?;
+        if !table.contains_key("model") && !table.contains_key("train") {
+            return Err(ConfigError::Parse {
+                path: origin,
+                message: "it has neither a [model] nor a [train] table: copy configs/default.toml and change what you need".into(),
+            });
+        }
+        // The file's own values are checked (with their lines) before any override hides them.
+        let file = RunConfig::from_toml_str(&text, &origin)?;
+        if overrides.is_empty() {
+            return Ok(file);
+        }
+        let given = |key: &str| overrides.iter().any(|o| o.key == key);
+        if given("train.max_iters") && !given("train.minutes") {
+            if let Some(toml::Value::Table(train)) = table.get_mut("train") {
+                train.remove("minutes");
+            }
+        }
+        for o in overrides {
+            let (section, name) = o.key.split_once('.').unwrap_or((&o.key, ""));
+            let section = table
+                .entry(section)
+                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            if let toml::Value::Table(section) = section {
+                section.insert(name.to_string(), o.value.clone());
+            }
+        }
+        let with = format!("{origin} with its overrides");
+        toml::Value::Table(table)
+            .try_into()
+            .map_err(|e| parse_error(&with, e))
+    }
+}
