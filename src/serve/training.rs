@@ -55,33 +55,25 @@ impl TrainRequest {
     /// The request's settings as `train` takes them: its named fields (each a shortcut for one
     /// key), then `set`'s; a 400 for one that is not a setting or not a value it takes.
     fn overrides(&self) -> Result<Vec<Override>, ApiError> {
-        let mut all = Vec::new();
-        let mut push = |key: &str, value: Option<toml::Value>| -> Result<(), ApiError> {
-            if let Some(value) = value {
-                all.push(Override::of(key, value).map_err(ApiError::bad)?);
-            }
-            Ok(())
-        };
-        push(
-            "model.n_layer",
-            self.n_layer.map(|v| toml::Value::Integer(v as i64)),
-        )?;
-        push(
-            "model.n_head",
-            self.n_head.map(|v| toml::Value::Integer(v as i64)),
-        )?;
-        push(
-            "model.position",
-            self.position.clone().map(toml::Value::String),
-        )?;
-        push(
-            "train.max_iters",
-            self.max_iters.map(|v| toml::Value::Integer(v as i64)),
-        )?;
-        for text in self.set.iter().flatten() {
-            all.push(Override::parse(text).map_err(ApiError::bad)?);
-        }
-        Ok(all)
+        let named = [
+            self.n_layer.map(|v| Override::of("model.n_layer", v)),
+            self.n_head.map(|v| Override::of("model.n_head", v)),
+            self.position
+                .as_ref()
+                .map(|v| Override::of("model.position", v)),
+            self.max_iters.map(|v| Override::of("train.max_iters", v)),
+        ];
+        let set = self
+            .set
+            .iter()
+            .flatten()
+            .map(|text| Some(Override::parse(text)));
+        named
+            .into_iter()
+            .chain(set)
+            .flatten()
+            .map(|o| o.map_err(ApiError::bad))
+            .collect()
     }
 }
 
