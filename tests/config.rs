@@ -264,3 +264,23 @@ fn set_changes_every_setting() {
         assert!(err.contains(says) && err.contains("--set"), "{bad}: {err}");
     }
 }
+
+/// Whether a config is valid does not depend on the machine: a model of a billion layers is a
+/// valid config, and refused only where a model would be built on this machine.
+#[test]
+fn validity_is_the_configs_and_memory_is_the_machines() {
+    let huge = ModelConfig {
+        vocab_size: 100,
+        n_layer: 1_000_000_000,
+        ..Default::default()
+    };
+    huge.validate().unwrap();
+    let err = huge.check_weights_fit().unwrap_err().to_string();
+    assert!(
+        err.contains("weights alone take") && err.contains("available"),
+        "{err}"
+    );
+    let vb = candle_nn::VarBuilder::zeros(candle_core::DType::F32, &candle_core::Device::Cpu);
+    let err = shige::model::Gpt::new(vb, &huge).err().unwrap().to_string();
+    assert!(err.contains("weights alone take"), "{err}");
+}

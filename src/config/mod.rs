@@ -241,9 +241,29 @@ impl ModelConfig {
         4.0 * (4.0 * self.parameter_count() + batch as f64 * t * per_position + logits)
     }
 
+    /// Refuses this model where its weights alone need more memory than the machine has
+    /// available: a fact about the machine, checked where a model is built
+    /// ([`crate::model::Gpt::new`]), not part of the config's validity.
+    pub fn check_weights_fit(&self) -> Result<(), ConfigError> {
+        let available = crate::machine::available_memory();
+        let needed = 4.0 * self.parameter_count();
+        if needed > available as f64 {
+            return Err(ConfigError::Invalid(format!(
+                "the model's weights alone take {} ({:.3e} parameters) but this machine has {} available: \
+                 choose fewer layers, a smaller n_embd or a smaller block_size",
+                crate::machine::human_bytes(needed),
+                self.parameter_count(),
+                crate::machine::human_bytes(available as f64)
+            )));
+        }
+        Ok(())
+    }
+
     /// Refuses a training step of `batch` sequences that needs more memory than the machine has
-    /// available ([`ModelConfig::training_bytes`]), before anything is allocated.
+    /// available ([`ModelConfig::training_bytes`]), before anything is allocated: checked where
+    /// a run starts (and by the page before it starts one), weights first.
     pub fn check_training_memory(&self, batch: usize) -> Result<(), ConfigError> {
+        self.check_weights_fit()?;
         let needed = self.training_bytes(batch);
         let available = crate::machine::available_memory() as f64;
         if needed > available {
@@ -285,17 +305,6 @@ impl ModelConfig {
         }
         if !(0.0..1.0).contains(&self.dropout) {
             return invalid(format!("dropout {} must be in [0, 1)", self.dropout));
-        }
-        let available = crate::machine::available_memory();
-        let needed = 4.0 * self.parameter_count();
-        if needed > available as f64 {
-            return invalid(format!(
-                "the model's weights alone take {} ({:.3e} parameters) but this machine has {} available: \
-                 choose fewer layers, a smaller n_embd or a smaller block_size",
-                crate::machine::human_bytes(needed),
-                self.parameter_count(),
-                crate::machine::human_bytes(available as f64)
-            ));
         }
         if !(self.sinusoidal_scale.is_finite() && self.sinusoidal_scale > 0.0) {
             return invalid(format!(

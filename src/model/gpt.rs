@@ -49,6 +49,7 @@ impl Gpt {
         vocabulary: Option<&Vocabulary>,
     ) -> Result<Self> {
         cfg.validate().map_err(candle_core::Error::wrap)?;
+        cfg.check_weights_fit().map_err(candle_core::Error::wrap)?;
         if let Some(vocabulary) = vocabulary.filter(|v| v.len() > cfg.vocab_size) {
             candle_core::bail!(
                 "the vocabulary names {} tokens but the model has {}: they come from different runs",

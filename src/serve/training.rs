@@ -508,5 +508,10 @@ fn check_overrides(path: &Path, request: &TrainRequest) -> Result<(), ApiError> 
     let mut config = RunConfig::load_with(path, &request.overrides()?).map_err(ApiError::bad)?;
     // The corpus decides the vocabulary when the run starts; any size checks the rest.
     config.model.vocab_size = config.model.vocab_size.max(1);
-    config.validate().map_err(ApiError::bad)
+    config.validate().map_err(ApiError::bad)?;
+    let batch = config.train.batch_size;
+    config
+        .model
+        .check_training_memory(batch)
+        .map_err(ApiError::bad)
 }
