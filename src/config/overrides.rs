@@ -25,12 +25,10 @@ impl Override {
                 "give section.key=value, e.g. train.learning_rate=1e-3 (configs/default.toml lists the settings)",
             ));
         };
-        let value = match toml::from_str::<toml::Table>(&format!("v = {value}")) {
-            Ok(mut table) => table
-                .remove("v")
-                .unwrap_or(toml::Value::String(value.into())),
-            Err(_) => toml::Value::String(value.to_string()),
-        };
+        let value = toml::from_str::<toml::Table>(&format!("v = {value}"))
+            .ok()
+            .and_then(|mut table| table.remove("v"))
+            .unwrap_or_else(|| toml::Value::String(value.to_string()));
         Override::checked(key.trim(), value)
     }
 
