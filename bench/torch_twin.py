@@ -98,7 +98,7 @@ PUNCTUATION = "，。？！；"
 
 def verse_places(chars):
     """The rows of the verse-place table each position of a window of characters takes, read as
-    src/model/places.rs reads them (written here from its description): a (T, 20) 0/1 matrix."""
+    src/verse/inputs/places.rs reads them (written here from its description): a (T, 20) 0/1 matrix."""
     rows = torch.zeros(len(chars), RHYMES + 1)
     place = line = first_line = None
     for i, c in enumerate(chars):

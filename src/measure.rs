@@ -2,13 +2,13 @@
 //! against this machine's measured float32 matmul ceiling.
 
 use crate::config::ModelConfig;
-use crate::model::vocabulary::Vocabulary;
 use crate::model::{Gpt, Mode};
 use crate::ops::Precision;
 use crate::ops::WeightFormat;
 use crate::sample::{Generation, Generator, Sampling};
 use crate::train::optim::{clip_scale, AdamWParams, Optimizer, Rates};
 use crate::train::shards::Shards;
+use crate::verse::inputs::Vocabulary;
 use anyhow::Result;
 use candle_core::{Device, Tensor};
 use candle_nn::VarMap;
@@ -251,7 +251,8 @@ pub fn bench_model(
 ) -> Result<ModelBench> {
     cfg.check_training_memory(batch_size)?;
     let vocabulary = random_vocabulary(cfg.vocab_size);
-    let (model, varmap) = Gpt::seeded_with_vocabulary(cfg, Some(&vocabulary), 0, &Device::Cpu)?;
+    let inputs = crate::verse::inputs::for_vocabulary(cfg, &vocabulary)?;
+    let (model, varmap) = Gpt::seeded_with(cfg, inputs, 0, &Device::Cpu)?;
     let mut batches = RandomBatches {
         rng: ChaCha8Rng::seed_from_u64(0),
         batch_size,

@@ -15,6 +15,7 @@ use shige::engine::{self, CpuDecoder};
 use shige::model::{Gpt, Mode};
 use shige::ops::{Kernels, Precision, WeightFormat};
 use shige::train::optim::{AdamWParams, Gradients, Optimizer};
+use shige::verse::inputs;
 
 const VOCAB: usize = 40;
 /// Several of the attention products' register tiles (6 rows × 16 columns), the last ones
@@ -34,9 +35,9 @@ struct Layout {
     n_embd: usize,
     n_head: usize,
     dropout: f64,
-    /// Whether the characters' sounds are added to their embeddings (`model::sound`).
+    /// Whether the characters' sounds are added to their embeddings (`verse::inputs::sound`).
     sound: bool,
-    /// Whether the positions' verse places are added to their embeddings (`model::places`).
+    /// Whether the positions' verse places are added to their embeddings (`verse::inputs::places`).
     verse_places: bool,
 }
 
@@ -125,8 +126,13 @@ impl Layout {
             ..common::small_config(VOCAB, 2, self.position)
         };
         let vocabulary = common::vocabulary_of(VOCAB);
-        let (model, varmap) =
-            Gpt::seeded_with_vocabulary(&cfg, Some(&vocabulary), 12, &Device::Cpu).unwrap();
+        let (model, varmap) = Gpt::seeded_with(
+            &cfg,
+            inputs::for_vocabulary(&cfg, &vocabulary).unwrap(),
+            12,
+            &Device::Cpu,
+        )
+        .unwrap();
         for (name, var) in varmap.data().lock().unwrap().iter() {
             if name.ends_with("bias") {
                 var.set(&(var.as_tensor() + 0.1).unwrap()).unwrap();

@@ -6,6 +6,7 @@ use candle_core::{Device, Tensor};
 use rand::SeedableRng;
 use shige::config::{ModelConfig, Position};
 use shige::model::{Gpt, Mode};
+use shige::verse::inputs;
 
 fn count(varmap: &candle_nn::VarMap, prefix: &str) -> usize {
     let data = varmap.data().lock().unwrap();
@@ -80,8 +81,13 @@ fn every_parameter_gets_a_gradient_for_every_scheme() {
                 ..common::small_config(30, 2, position)
             };
             let vocabulary = common::vocabulary_of(30);
-            let (model, varmap) =
-                Gpt::seeded_with_vocabulary(&cfg, Some(&vocabulary), 1, &Device::Cpu).unwrap();
+            let (model, varmap) = Gpt::seeded_with(
+                &cfg,
+                inputs::for_vocabulary(&cfg, &vocabulary).unwrap(),
+                1,
+                &Device::Cpu,
+            )
+            .unwrap();
             let model = model.with_kernels(shige::ops::Kernels::Composite); // differentiable
             let ids: Vec<u32> = (0..32).map(|i| (i * 11 % 30) as u32).collect();
             let x = Tensor::new(&ids[..16], &Device::Cpu)
@@ -173,8 +179,13 @@ fn the_parameter_count_is_the_models_with_and_without_sounds() {
             ..common::small_config(30, 2, position)
         };
         let vocabulary = common::vocabulary_of(30);
-        let (_, varmap) =
-            Gpt::seeded_with_vocabulary(&cfg, Some(&vocabulary), 0, &Device::Cpu).unwrap();
+        let (_, varmap) = Gpt::seeded_with(
+            &cfg,
+            inputs::for_vocabulary(&cfg, &vocabulary).unwrap(),
+            0,
+            &Device::Cpu,
+        )
+        .unwrap();
         assert_eq!(
             cfg.parameter_count(),
             count(&varmap, "") as f64,
@@ -195,8 +206,13 @@ fn a_new_model_with_sounds_and_places_is_the_model_without_them() {
             ..common::small_config(30, 2, Position::Rope)
         };
         let vocabulary = common::vocabulary_of(30);
-        let (model, _) =
-            Gpt::seeded_with_vocabulary(&cfg, Some(&vocabulary), 5, &Device::Cpu).unwrap();
+        let (model, _) = Gpt::seeded_with(
+            &cfg,
+            inputs::for_vocabulary(&cfg, &vocabulary).unwrap(),
+            5,
+            &Device::Cpu,
+        )
+        .unwrap();
         let logits = model.forward(&ids, &mut Mode::Eval).unwrap();
         logits.flatten_all().unwrap().to_vec1::<f32>().unwrap()
     };
@@ -210,5 +226,5 @@ fn a_new_model_with_sounds_and_places_is_the_model_without_them() {
         .err()
         .unwrap()
         .to_string();
-    assert!(err.contains("Gpt::seeded_for"), "{err}");
+    assert!(err.contains("verse::inputs::for_tokenizer"), "{err}");
 }

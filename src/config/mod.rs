@@ -151,11 +151,11 @@ pub struct ModelConfig {
     /// embeddings' scale (docs/experiments.md, section 2).
     pub sinusoidal_scale: f64,
     /// Whether each character's rhyme groups and tone (the shipped tables) are learned rows added
-    /// to its embedding (`model::sound`).
+    /// to its embedding (an input, `verse::inputs::sound`).
     pub sound: bool,
     /// Whether each position's place in its poem (place in the line, line, whether the next
-    /// character ends a line and must rhyme) is learned rows added to its embedding
-    /// (`model::places`).
+    /// character ends a line and must rhyme) is learned rows added to its embedding (an input,
+    /// `verse::inputs::places`).
     pub verse_places: bool,
 }
 
@@ -197,6 +197,15 @@ impl ModelConfig {
         differences(self, other, names)
     }
 
+    /// The names of the inputs added to the token embeddings that this config switches on, in the
+    /// order the model takes them (`model::inputs`, `verse::inputs`).
+    pub fn inputs(&self) -> Vec<&'static str> {
+        [("sound", self.sound), ("verse_places", self.verse_places)]
+            .into_iter()
+            .filter_map(|(name, on)| on.then_some(name))
+            .collect()
+    }
+
     /// The number of parameters, as a float so that absurd sizes cannot overflow.
     pub fn parameter_count(&self) -> f64 {
         let (v, c, l) = (
@@ -212,17 +221,12 @@ impl ModelConfig {
             0.0
         };
         let head = if self.tie_weights { 0.0 } else { v * c };
-        let sound = if self.sound {
-            crate::model::sound::rows() as f64 * c
-        } else {
-            0.0
-        };
-        let places = if self.verse_places {
-            crate::model::places::ROWS as f64 * c
-        } else {
-            0.0
-        };
-        v * c + sound + places + table + l * block + (1.0 + biases) * c + head
+        let inputs: usize = self
+            .inputs()
+            .into_iter()
+            .map(crate::verse::inputs::rows)
+            .sum();
+        v * c + inputs as f64 * c + table + l * block + (1.0 + biases) * c + head
     }
 
     /// Bytes a training step needs, roughly: weights, gradients and AdamW's two moments, and the

@@ -18,10 +18,10 @@
 //! summed in a fixed order, so the logits do not depend on the thread count.
 
 use super::team::{lock, Team};
-use super::weights::{add_places, embed, Norm, TokenTable, Values};
+use super::weights::{add_sequence_input, embed, Norm, TokenTable, Values};
 use crate::model::block::Block;
+use crate::model::inputs::{SequenceEmbedding, SequenceReader, Shares};
 use crate::model::layers::Linear;
-use crate::model::places::{PlaceEmbedding, Places, PoemReader};
 use crate::model::position::{PositionEncoding, Rotations};
 use crate::model::Gpt;
 use crate::ops::attention::alibi_penalty;
@@ -156,8 +156,10 @@ pub struct DecodeState {
     keys: Vec<Vec<f32>>,
     values: Vec<Vec<f32>>,
     head_dim: usize,
-    /// Where the positions held stand in their poem (for verse places).
-    reader: PoemReader,
+    /// Each sequence input's reader, past the positions held.
+    readers: Vec<Box<dyn SequenceReader>>,
+    /// The inputs, to start their readers afresh.
+    inputs: Vec<SequenceEmbedding>,
 }
 
 impl DecodeState {
@@ -177,7 +179,7 @@ impl DecodeState {
             .iter_mut()
             .chain(&mut self.values)
             .for_each(Vec::clear);
-        self.reader = PoemReader::default();
+        self.readers = self.inputs.iter().map(SequenceEmbedding::reader).collect();
     }
 }
 
@@ -185,7 +187,7 @@ impl DecodeState {
 pub struct CpuDecoder<'m> {
     wte: TokenTable<'m>,
     position: &'m PositionEncoding,
-    places: Option<&'m PlaceEmbedding>,
+    sequence_inputs: &'m [SequenceEmbedding],
     blocks: Vec<BlockWeights<'m>>,
     ln_f: Norm<'m>,
     lm_head: PackedLinear,
@@ -212,7 +214,7 @@ impl<'m> CpuDecoder<'m> {
         };
         let wte = TokenTable::new(model)?;
         let lm_head = match &wte {
-            TokenTable::WithSounds(table) if cfg.tie_weights => {
+            TokenTable::WithInputs(table) if cfg.tie_weights => {
                 let table =
                     Tensor::from_slice(table, model.wte.embeddings().shape(), &Device::Cpu)?;
                 PackedLinear::whole(&Linear::tied(table), format)?
@@ -222,7 +224,7 @@ impl<'m> CpuDecoder<'m> {
         Ok(Some(CpuDecoder {
             wte,
             position: &model.position,
-            places: model.wvp.as_ref(),
+            sequence_inputs: &model.inputs.sequence,
             blocks: model
                 .h
                 .iter()
@@ -259,7 +261,8 @@ impl<'m> CpuDecoder<'m> {
             keys: vec![Vec::new(); caches],
             values: vec![Vec::new(); caches],
             head_dim: self.head_dim,
-            reader: PoemReader::default(),
+            readers: self.sequence_inputs.iter().map(|i| i.reader()).collect(),
+            inputs: self.sequence_inputs.to_vec(),
         }
     }
 
@@ -272,12 +275,9 @@ impl<'m> CpuDecoder<'m> {
             bail!("the decoder needs at least one new token")
         }
         let mut x = embed((self.wte.get(), c), self.position, tokens, (start, t))?; // (T, C)
-        if let Some(wvp) = self.places {
-            let places: Vec<Places> = tokens
-                .iter()
-                .map(|&id| state.reader.read(wvp.kind(id)))
-                .collect(); // (T)
-            add_places(wvp, &places, &mut x)?;
+        for (input, reader) in self.sequence_inputs.iter().zip(&mut state.readers) {
+            let shares: Vec<Shares> = tokens.iter().map(|&id| reader.read(id)).collect(); // (T)
+            add_sequence_input(input, &shares, &mut x)?;
         }
         let mut h = vec![0f32; t * c]; // (T, C)
 

@@ -9,10 +9,9 @@
 //! dropout included: the masks are drawn from the same RNG in the same order, so both give the
 //! same step (tests/engine.rs).
 
-use super::weights::{add_places, embed, Norm, TokenTable, Values};
+use super::weights::{add_sequence_input, embed, Norm, TokenTable, Values};
 use crate::model::block::Block;
 use crate::model::layers::{dropout_mask, LayerNorm, Linear};
-use crate::model::places::PlaceEmbedding;
 use crate::model::position::{PositionEncoding, Rotations};
 use crate::model::{Gpt, Mode};
 use crate::ops::attention::{self, Heads};
@@ -293,19 +292,15 @@ fn embed_backward(
         target.iter_mut().zip(row).for_each(|(d, g)| *d += g);
     }
     add_grad(grads, wte, d_wte);
-    if let Some(wvp) = &model.wvp {
-        let places = wvp.places_of(ids, t); // (N)
-        add_grad(
-            grads,
-            &wvp.weight,
-            PlaceEmbedding::gradient(&d_x, &places, c),
-        );
+    for input in &model.inputs.sequence {
+        let shares = input.shares_of(ids, t); // (N)
+        add_grad(grads, &input.weight, input.gradient(&d_x, &shares, c)); // (rows, C)
     }
-    if let Some(wse) = &model.wse {
+    for input in &model.inputs.token {
         // The token table's gradient, the output layer's part included when tied.
         let d_table = &grads[&wte.id()]; // (V, C)
-        let d_wse = wse.gradient(d_table, c); // (rows, C)
-        add_grad(grads, &wse.weight, d_wse);
+        let d_weight = input.gradient(d_table, c); // (rows, C)
+        add_grad(grads, &input.weight, d_weight);
     }
     if let Some((table, d_table)) = model.position.table_gradient(&d_x, (t, c)) {
         add_grad(grads, table, d_table);
@@ -352,8 +347,8 @@ pub fn loss_and_gradients(
     let table = TokenTable::new(model)?; // (V, C)
     let mut h = embed((table.get(), c), &model.position, &ids, (0, t))?; // (N, C)
     let tied_head = table.tied_head(model); // (V, C)
-    if let Some(wvp) = &model.wvp {
-        add_places(wvp, &wvp.places_of(&ids, t), &mut h)?;
+    for input in &model.inputs.sequence {
+        add_sequence_input(input, &input.shares_of(&ids, t), &mut h)?;
     }
     let embed_mask = s.dropout.mask(h.len()); // (N, C)
     if let Some(mask) = &embed_mask {

@@ -1,8 +1,8 @@
 //! The model's tensors read in place as f32 slices: the embeddings and the LayerNorm that read
 //! them.
 
+use crate::model::inputs::{SequenceEmbedding, Shares};
 use crate::model::layers::{LayerNorm, LN_EPS};
-use crate::model::places::{PlaceEmbedding, Places};
 use crate::model::position::PositionEncoding;
 use crate::model::Gpt;
 use crate::ops::layer_norm;
@@ -41,41 +41,40 @@ impl<'m> Values<'m> {
     }
 }
 
-/// The token table the engine reads (V × C): the embedding in place, or, for a model with sounds
-/// (`model::sound`), a copy with them added.
+/// The token table the engine reads (V × C): the embedding in place, or, for a model with token
+/// inputs (`model::inputs`), a copy with them added.
 pub(crate) enum TokenTable<'m> {
     InPlace(Values<'m>),
-    WithSounds(Vec<f32>),
+    WithInputs(Vec<f32>),
 }
 
 impl<'m> TokenTable<'m> {
     pub fn new(model: &'m Gpt) -> Result<Self> {
         let wte = Values::new(model.wte.embeddings())?;
-        let Some(wse) = &model.wse else {
+        if model.inputs.token.is_empty() {
             return Ok(TokenTable::InPlace(wte));
-        };
-        let weight = Values::new(&wse.weight)?;
+        }
         let c = model.config().n_embd;
-        Ok(TokenTable::WithSounds(wse.table_values(
-            wte.get(),
-            weight.get(),
-            c,
-        )))
+        let mut table = wte.get().to_vec(); // (V, C)
+        for input in &model.inputs.token {
+            input.add_to_table_values(&mut table, Values::new(&input.weight)?.get(), c);
+        }
+        Ok(TokenTable::WithInputs(table))
     }
 
     /// The values (V × C).
     pub fn get(&self) -> &[f32] {
         match self {
             TokenTable::InPlace(values) => values.get(),
-            TokenTable::WithSounds(table) => table,
+            TokenTable::WithInputs(table) => table,
         }
     }
 
     /// The output layer's weight if it is this table and not the embedding as stored: the table
-    /// with sounds of a tied model.
+    /// with token inputs of a tied model.
     pub fn tied_head(self, model: &Gpt) -> Option<Vec<f32>> {
         match self {
-            TokenTable::WithSounds(table) if model.config().tie_weights => Some(table),
+            TokenTable::WithInputs(table) if model.config().tie_weights => Some(table),
             _ => None,
         }
     }
@@ -104,11 +103,15 @@ pub(crate) fn embed(
     Ok(x)
 }
 
-/// Adds to the rows x (N × C) of the residual stream the rows of `wvp` of each position's verse
-/// places, `places` (N).
-pub(crate) fn add_places(wvp: &PlaceEmbedding, places: &[Places], x: &mut [f32]) -> Result<()> {
-    let weight = Values::new(&wvp.weight)?;
-    PlaceEmbedding::add_to_rows(x, places, weight.get(), wvp.weight.dim(1)?);
+/// Adds to the rows x (N × C) of the residual stream the rows of `input`'s W that each position
+/// takes, `shares` (N).
+pub(crate) fn add_sequence_input(
+    input: &SequenceEmbedding,
+    shares: &[Shares],
+    x: &mut [f32],
+) -> Result<()> {
+    let weight = Values::new(&input.weight)?;
+    SequenceEmbedding::add_to_rows(x, shares, weight.get(), input.weight.dim(1)?);
     Ok(())
 }
 

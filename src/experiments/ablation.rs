@@ -524,7 +524,8 @@ fn final_whole_split_loss(
 ) -> Result<f64> {
     let path = dir.join(STATE_FILE);
     let (tensors, _) = read_safetensors(&path)?;
-    let (model, varmap) = Gpt::seeded_for(&cfg.model, tokenizer, 0, &Device::Cpu)?;
+    let inputs = crate::verse::inputs::for_tokenizer(&cfg.model, tokenizer)?;
+    let (model, varmap) = Gpt::seeded_with(&cfg.model, inputs, 0, &Device::Cpu)?;
     load_params(&varmap, &tensors, "param.", &path)?;
     whole_split_loss(
         &model,

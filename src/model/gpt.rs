@@ -3,11 +3,9 @@
 use crate::config::ModelConfig;
 use crate::model::block::Block;
 use crate::model::init::seeded_var_builder;
+use crate::model::inputs::{Input, LearnedInputs};
 use crate::model::layers::{Dropout, LayerNorm, Linear, Mode, INIT_STD};
-use crate::model::places::PlaceEmbedding;
 use crate::model::position::PositionEncoding;
-use crate::model::sound::SoundEmbedding;
-use crate::model::vocabulary::Vocabulary;
 use crate::ops::Kernels;
 use candle_core::{Device, Module, Result, Tensor};
 use candle_nn::{Embedding, Init, VarBuilder, VarMap};
@@ -17,10 +15,8 @@ use std::borrow::Cow;
 #[derive(Clone)]
 pub struct Gpt {
     pub(crate) wte: Embedding,
-    /// Each character's rhyme groups and tone, added to its embedding (`sound = true`).
-    pub(crate) wse: Option<SoundEmbedding>,
-    /// Each position's place in its poem, added to its embedding (`verse_places = true`).
-    pub(crate) wvp: Option<PlaceEmbedding>,
+    /// What the config's inputs add to the token embeddings (`model::inputs`).
+    pub(crate) inputs: LearnedInputs,
     /// The positional scheme, public so that experiments can inspect it.
     pub position: PositionEncoding,
     drop: Dropout,
@@ -35,26 +31,22 @@ pub struct Gpt {
 
 impl Gpt {
     /// Builds the model, taking or creating its parameters through `vb`. The config is validated
-    /// first, so a bad one fails before any tensor is made. A model with `sound` or
-    /// `verse_places` needs its vocabulary's characters: [`Gpt::with_vocabulary`].
+    /// first, so a bad one fails before any tensor is made. A model whose config names inputs
+    /// needs them: [`Gpt::with_inputs`].
     pub fn new(vb: VarBuilder, cfg: &ModelConfig) -> Result<Self> {
-        Self::with_vocabulary(vb, cfg, None)
+        Self::with_inputs(vb, cfg, Vec::new())
     }
 
-    /// [`Gpt::new`] for tokens that are the characters of `vocabulary` (needed with `sound` or
-    /// `verse_places`).
-    pub fn with_vocabulary(
-        vb: VarBuilder,
-        cfg: &ModelConfig,
-        vocabulary: Option<&Vocabulary>,
-    ) -> Result<Self> {
+    /// [`Gpt::new`] with `inputs` added to its token embeddings: those its config names
+    /// (`ModelConfig::inputs`), in that order.
+    pub fn with_inputs(vb: VarBuilder, cfg: &ModelConfig, inputs: Vec<Input>) -> Result<Self> {
         cfg.validate().map_err(candle_core::Error::wrap)?;
         cfg.check_weights_fit().map_err(candle_core::Error::wrap)?;
-        if let Some(vocabulary) = vocabulary.filter(|v| v.len() > cfg.vocab_size) {
+        let given: Vec<&str> = inputs.iter().map(|input| input.name).collect();
+        if given != cfg.inputs() {
             candle_core::bail!(
-                "the vocabulary names {} tokens but the model has {}: they come from different runs",
-                vocabulary.len(),
-                cfg.vocab_size
+                "the config names the inputs {:?} but the model was given {given:?}: build them from its vocabulary (verse::inputs::for_tokenizer)",
+                cfg.inputs()
             )
         }
         let t = vb.pp("transformer");
@@ -66,25 +58,7 @@ impl Gpt {
                 stdev: INIT_STD,
             },
         )?;
-        let vocabulary = match vocabulary {
-            None if cfg.sound || cfg.verse_places => candle_core::bail!(
-                "a model with sound or verse_places needs its vocabulary's characters: build it with Gpt::seeded_for (from its tokenizer)"
-            ),
-            vocabulary => vocabulary,
-        };
-        let wse = match vocabulary.filter(|_| cfg.sound) {
-            Some(vocabulary) => Some(SoundEmbedding::new(
-                t.pp("wse"),
-                vocabulary,
-                cfg.vocab_size,
-                cfg.n_embd,
-            )?),
-            None => None,
-        };
-        let wvp = match vocabulary.filter(|_| cfg.verse_places) {
-            Some(vocabulary) => Some(PlaceEmbedding::new(t.pp("wvp"), vocabulary, cfg.n_embd)?),
-            None => None,
-        };
+        let inputs = LearnedInputs::new(&t, inputs, (cfg.vocab_size, cfg.n_embd))?;
         let position = PositionEncoding::new(t.clone(), cfg)?;
         let h = (0..cfg.n_layer)
             .map(|i| Block::new(t.pp(format!("h.{i}")), cfg))
@@ -104,8 +78,7 @@ impl Gpt {
         let kernels = Kernels::Fused.for_tensor(&wte_weight);
         Ok(Gpt {
             wte: Embedding::new(wte_weight, cfg.n_embd),
-            wse,
-            wvp,
+            inputs,
             position,
             drop: Dropout::new(cfg.dropout),
             h,
@@ -137,32 +110,19 @@ impl Gpt {
     /// A fresh model whose parameters are drawn from `seed` (GPT-2's initialisation), with the
     /// VarMap that holds them for training and saving.
     pub fn seeded(cfg: &ModelConfig, seed: u64, device: &Device) -> Result<(Gpt, VarMap)> {
-        Self::seeded_with_vocabulary(cfg, None, seed, device)
+        Self::seeded_with(cfg, Vec::new(), seed, device)
     }
 
-    /// [`Gpt::seeded`] for tokens that are the characters of `vocabulary` (needed when `sound =
-    /// true`).
-    pub fn seeded_with_vocabulary(
+    /// [`Gpt::seeded`] with `inputs` ([`Gpt::with_inputs`]).
+    pub fn seeded_with(
         cfg: &ModelConfig,
-        vocabulary: Option<&Vocabulary>,
+        inputs: Vec<Input>,
         seed: u64,
         device: &Device,
     ) -> Result<(Gpt, VarMap)> {
         let varmap = VarMap::new();
-        let model =
-            Gpt::with_vocabulary(seeded_var_builder(&varmap, seed, device), cfg, vocabulary)?;
+        let model = Gpt::with_inputs(seeded_var_builder(&varmap, seed, device), cfg, inputs)?;
         Ok((model, varmap))
-    }
-
-    /// [`Gpt::seeded`] for the vocabulary of `tokenizer`: what training and loading a run build.
-    pub fn seeded_for(
-        cfg: &ModelConfig,
-        tokenizer: &crate::data::CharTokenizer,
-        seed: u64,
-        device: &Device,
-    ) -> Result<(Gpt, VarMap)> {
-        let vocabulary = Vocabulary::new(tokenizer.chars());
-        Self::seeded_with_vocabulary(cfg, Some(&vocabulary), seed, device)
     }
 
     /// The device that holds the parameters.
@@ -178,18 +138,12 @@ impl Gpt {
     /// The residual stream entering the blocks for tokens idx (B, T): token embedding plus
     /// absolute positions.
     pub fn embed(&self, idx: &Tensor, mode: &mut Mode) -> Result<Tensor> {
-        let tok = match &self.wse {
+        let tok = match self.inputs.table(self.wte.embeddings())? {
             None => self.wte.forward(idx)?, // (B, T, C)
-            Some(wse) => {
-                let table = wse.table(self.wte.embeddings())?; // (V, C)
-                Embedding::new(table, self.cfg.n_embd).forward(idx)? // (B, T, C)
-            }
+            Some(table) => Embedding::new(table, self.cfg.n_embd).forward(idx)?, // (B, T, C)
         };
         let x = self.position.add_to_embedding(&tok)?; // (B, T, C)
-        let x = match &self.wvp {
-            None => x,
-            Some(wvp) => wvp.add_to_embedding(&x, idx)?, // (B, T, C)
-        };
+        let x = self.inputs.add_to_embedding(x, idx)?; // (B, T, C)
         self.drop.forward(&x, mode)
     }
 
@@ -202,13 +156,14 @@ impl Gpt {
         Ok(x)
     }
 
-    /// The output layer: `lm_head`, or, tied with sounds, the token table with its sounds.
+    /// The output layer: `lm_head`, or, tied with token inputs, the token table with them.
     fn output_layer(&self) -> Result<Cow<'_, Linear>> {
-        match (&self.wse, self.cfg.tie_weights) {
-            (Some(wse), true) => Ok(Cow::Owned(Linear::tied(
-                wse.table(self.wte.embeddings())?, // (V, C)
-            ))),
-            _ => Ok(Cow::Borrowed(&self.lm_head)),
+        if !self.cfg.tie_weights {
+            return Ok(Cow::Borrowed(&self.lm_head));
+        }
+        match self.inputs.table(self.wte.embeddings())? {
+            Some(table) => Ok(Cow::Owned(Linear::tied(table))), // (V, C)
+            None => Ok(Cow::Borrowed(&self.lm_head)),
         }
     }
 

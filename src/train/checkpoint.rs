@@ -465,7 +465,8 @@ pub fn load_run_on(dir: &Path, device: &Device) -> Result<LoadedRun> {
     let (tensors, metadata) = read_safetensors(&run.file(MODEL_FILE))?;
     check_weights_belong(dir, &config.model, &tokenizer, &tensors, &metadata)?;
     config.model.validate()?;
-    let (model, varmap) = crate::model::Gpt::seeded_for(&config.model, &tokenizer, 0, device)?;
+    let inputs = crate::verse::inputs::for_tokenizer(&config.model, &tokenizer)?;
+    let (model, varmap) = crate::model::Gpt::seeded_with(&config.model, inputs, 0, device)?;
     load_params(&varmap, &tensors, "", &run.file(MODEL_FILE))?;
     Ok(LoadedRun {
         model,

@@ -289,7 +289,8 @@ fn set_up(opts: &TrainOptions) -> Result<Setup> {
     };
     cfg.model.check_training_memory(cfg.train.batch_size)?;
     let t = &cfg.train;
-    let (model, varmap) = Gpt::seeded_for(&cfg.model, &tokenizer, t.seed, &opts.device)?;
+    let inputs = crate::verse::inputs::for_tokenizer(&cfg.model, &tokenizer)?;
+    let (model, varmap) = Gpt::seeded_with(&cfg.model, inputs, t.seed, &opts.device)?;
     check_precision(t.dtype, &opts.device, opts.kernels)?;
     let model = model.with_kernels(opts.kernels);
     let params = AdamWParams {

@@ -4,11 +4,11 @@
 use candle_core::Tensor;
 use shige::config::{ModelConfig, Position, RunConfig};
 use shige::data::{CharTokenizer, Corpus};
-use shige::model::vocabulary::Vocabulary;
 use shige::train::checkpoint::{RunDir, METRICS_FILE};
 use shige::train::metrics::from_csv;
 use shige::train::optim::Gradients;
 use shige::train::{train, TrainOptions, TrainSummary};
+use shige::verse::inputs::Vocabulary;
 use std::path::Path;
 
 /// configs/tiny.toml with its corpus path made absolute.

@@ -1,5 +1,5 @@
 //! The characters behind a model's token ids, for the inputs that depend on what a token is: its
-//! sound (`model::sound`) and whether it ends a line or a poem (`model::places`).
+//! sound ([`super::sound`]) and whether it ends a line or a poem ([`super::places`]).
 
 use crate::data::poem::PUNCTUATION;
 

@@ -1,9 +1,9 @@
-//! Verse places (`verse_places = true`): where each position stands in its poem, as learned rows
-//! added to its embedding: SongNet's format and rhyme symbols (Li et al., ACL 2020), read here
+//! Verse places (`verse_places = true`): where each position stands in its poem, a sequence input
+//! of the GPT (`model::inputs`): SongNet's format and rhyme symbols (Li et al., ACL 2020), read here
 //! from the tokens themselves, so that neither the data nor generation needs anything new.
 //!
-//! After token t (the position that predicts token t + 1) the rows of W (`transformer.wvp.weight`)
-//! for
+//! After token t (the position that predicts token t + 1) it takes the rows of W
+//! (`transformer.wvp.weight`) for
 //! - its place in the line: 0 right after a line end or a newline, then 1, 2, … (7 and beyond: 7);
 //! - its line's index in the poem: 0, 1, … (7 and beyond: 7);
 //! - whether the next character ends a line (its place is the first line's length), and whether
@@ -11,11 +11,11 @@
 //!
 //! are added to its embedding. A window of text may begin inside a poem: until a line end (for the
 //! place) and a newline (for the line) say where it stands, place and line take their "unknown"
-//! rows and no flag is set. W starts at zero, so that a new model is the same as without places.
+//! rows and no flag is set.
 
-use crate::model::vocabulary::{TokenKind, Vocabulary};
-use candle_core::{Result, Tensor};
-use candle_nn::{Init, VarBuilder};
+use super::vocabulary::{TokenKind, Vocabulary};
+use crate::model::inputs::{Reads, SequenceInput, SequenceReader, Shares};
+use std::sync::Arc;
 
 /// Places 0..=7, then "unknown".
 const PLACE_ROWS: usize = 9;
@@ -92,84 +92,44 @@ impl PoemReader {
     }
 }
 
-/// The learned rows W and what each token is to a poem.
-#[derive(Clone)]
-pub struct PlaceEmbedding {
-    /// W (ROWS, C).
-    pub(crate) weight: Tensor,
-    /// By token id.
-    kinds: Vec<TokenKind>,
+/// What each token is to a poem, by token id: what a reader needs.
+struct VersePlaces {
+    kinds: Arc<[TokenKind]>,
 }
 
-impl PlaceEmbedding {
-    /// W of [`ROWS`] × `n_embd`, zero at first, for tokens that are `vocabulary`'s characters.
-    pub fn new(vb: VarBuilder, vocabulary: &Vocabulary, n_embd: usize) -> Result<Self> {
-        let weight = vb.get_with_hints((ROWS, n_embd), "weight", Init::Const(0.0))?;
-        let kinds = (0..vocabulary.len())
-            .map(|id| vocabulary.kind(id))
-            .collect();
-        Ok(PlaceEmbedding { weight, kinds })
+impl SequenceInput for VersePlaces {
+    fn rows(&self) -> usize {
+        ROWS
     }
 
-    /// What token `id` is to a poem.
-    pub fn kind(&self, id: u32) -> TokenKind {
-        self.kinds
-            .get(id as usize)
-            .copied()
-            .unwrap_or(TokenKind::Char)
+    fn reader(&self) -> Box<dyn SequenceReader> {
+        Box::new(PlaceReader {
+            kinds: Arc::clone(&self.kinds),
+            poem: PoemReader::default(),
+        })
     }
+}
 
-    /// The places of `ids` (N), read as sequences of `t` tokens, each from a fresh reader.
-    pub fn places_of(&self, ids: &[u32], t: usize) -> Vec<Places> {
-        ids.chunks(t)
-            .flat_map(|sequence| {
-                let mut reader = PoemReader::default();
-                sequence
-                    .iter()
-                    .map(move |&id| reader.read(self.kind(id)))
-                    .collect::<Vec<_>>()
-            })
-            .collect()
-    }
+/// A [`PoemReader`] on token ids.
+struct PlaceReader {
+    kinds: Arc<[TokenKind]>,
+    poem: PoemReader,
+}
 
-    /// x (B, T, C) plus the rows of each position's places for tokens idx (B, T), as a graph of
-    /// differentiable ops.
-    pub fn add_to_embedding(&self, x: &Tensor, idx: &Tensor) -> Result<Tensor> {
-        let (b, t, c) = x.dims3()?;
-        let ids = idx.flatten_all()?.to_vec1::<u32>()?; // (B·T)
-        let mut choice = vec![0f32; b * t * ROWS]; // (B·T, ROWS)
-        for (i, places) in self.places_of(&ids, t).iter().enumerate() {
-            places
-                .rows()
-                .iter()
-                .for_each(|r| choice[i * ROWS + r] = 1.0);
-        }
-        let choice = Tensor::from_vec(choice, (b * t, ROWS), x.device())?;
-        x + choice.matmul(&self.weight)?.reshape((b, t, c))? // (B, T, C)
+impl SequenceReader for PlaceReader {
+    fn read(&mut self, id: u32) -> Shares {
+        let kind = self.kinds.get(id as usize).copied();
+        let places = self.poem.read(kind.unwrap_or(TokenKind::Char));
+        places.rows().iter().map(|&row| (row, 1.0)).collect()
     }
+}
 
-    /// [`Self::add_to_embedding`] on slices, for the CPU engine: x (N × C) plus the rows of W
-    /// (ROWS × C) of each position's `places` (N).
-    pub fn add_to_rows(x: &mut [f32], places: &[Places], weight: &[f32], c: usize) {
-        for (row, places) in x.chunks_mut(c).zip(places) {
-            for &r in places.rows() {
-                let w = &weight[r * c..(r + 1) * c]; // (C)
-                row.iter_mut().zip(w).for_each(|(x, w)| *x += w);
-            }
-        }
-    }
-
-    /// The gradient of W (ROWS × C) from the embedding's d_x (N × C), summed in position order.
-    pub fn gradient(d_x: &[f32], places: &[Places], c: usize) -> Vec<f32> {
-        let mut d_weight = vec![0f32; ROWS * c]; // (ROWS, C)
-        for (d_row, places) in d_x.chunks(c).zip(places) {
-            for &r in places.rows() {
-                let d_w = &mut d_weight[r * c..(r + 1) * c]; // (C)
-                d_w.iter_mut().zip(d_row).for_each(|(d, g)| *d += g);
-            }
-        }
-        d_weight
-    }
+/// The places of tokens that are `vocabulary`'s characters.
+pub fn reads(vocabulary: &Vocabulary) -> Reads {
+    let kinds = (0..vocabulary.len())
+        .map(|id| vocabulary.kind(id))
+        .collect();
+    Reads::Sequence(Arc::new(VersePlaces { kinds }))
 }
 
 #[cfg(test)]

@@ -1,0 +1,104 @@
+//! What the GPT is told of verse beyond its characters: the inputs it adds to its token
+//! embeddings (`model::inputs`), each in its own file:
+//!
+//! - [`sound`] (`sound = true`): each character's rhyme groups and tone, a token input;
+//! - [`places`] (`verse_places = true`): where each position stands in its poem, a sequence input;
+//!
+//! both read the characters behind the token ids ([`vocabulary`]). Adding an input touches its
+//! file here (what it reads, its rows, its tests), its switch in the config (a field of
+//! `ModelConfig` and its name in `ModelConfig::inputs`) and its line in [`INPUTS`]; the graph, the
+//! training step and the decoder take it as they take these.
+
+pub mod places;
+pub mod sound;
+pub mod vocabulary;
+
+use crate::config::ModelConfig;
+use crate::data::CharTokenizer;
+use crate::model::inputs::{Input, Reads};
+use candle_core::{bail, Result};
+pub use vocabulary::Vocabulary;
+
+/// An input: its config name, its parameter, its rows and what it reads from a vocabulary.
+struct Known {
+    name: &'static str,
+    tensor: &'static str,
+    rows: fn() -> usize,
+    reads: fn(&Vocabulary) -> Reads,
+}
+
+/// Every input, by config name.
+const INPUTS: [Known; 2] = [
+    Known {
+        name: "sound",
+        tensor: "wse",
+        rows: sound::rows,
+        reads: sound::reads,
+    },
+    Known {
+        name: "verse_places",
+        tensor: "wvp",
+        rows: || places::ROWS,
+        reads: places::reads,
+    },
+];
+
+/// The input named `name` in the config.
+fn known(name: &str) -> &'static Known {
+    INPUTS
+        .iter()
+        .find(|known| known.name == name)
+        .unwrap_or_else(|| panic!("ModelConfig::inputs names {name}, which verse::inputs lacks"))
+}
+
+/// Rows of the learned matrix of the input named `name` in the config.
+pub fn rows(name: &str) -> usize {
+    (known(name).rows)()
+}
+
+/// The inputs `cfg` switches on, for tokens that are the characters of `vocabulary`.
+pub fn for_vocabulary(cfg: &ModelConfig, vocabulary: &Vocabulary) -> Result<Vec<Input>> {
+    if vocabulary.len() > cfg.vocab_size {
+        bail!(
+            "the vocabulary names {} tokens but the model has {}: they come from different runs",
+            vocabulary.len(),
+            cfg.vocab_size
+        )
+    }
+    let input = |known: &'static Known| Input {
+        name: known.name,
+        tensor: known.tensor,
+        reads: (known.reads)(vocabulary),
+    };
+    Ok(cfg.inputs().into_iter().map(known).map(input).collect())
+}
+
+/// The inputs `cfg` switches on, for the vocabulary of `tokenizer`: what training and loading a run
+/// build.
+pub fn for_tokenizer(cfg: &ModelConfig, tokenizer: &CharTokenizer) -> Result<Vec<Input>> {
+    for_vocabulary(cfg, &Vocabulary::new(tokenizer.chars()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_input_a_config_can_name_is_known_and_built_in_its_order() {
+        let cfg = ModelConfig {
+            vocab_size: 4,
+            sound: true,
+            verse_places: true,
+            ..ModelConfig::default()
+        };
+        let vocabulary = Vocabulary::new("\n，东日".chars().zip(0..));
+        let inputs = for_vocabulary(&cfg, &vocabulary).expect("inputs");
+        let names: Vec<&str> = inputs.iter().map(|input| input.name).collect();
+        assert_eq!(names, ["sound", "verse_places"]);
+        assert_eq!(rows("verse_places"), places::ROWS);
+        // A vocabulary larger than the model's comes from another run.
+        let small = ModelConfig { vocab_size: 3, ..cfg };
+        let err = for_vocabulary(&small, &vocabulary).err().expect("refused");
+        assert!(err.to_string().contains("names 4 tokens but the model has 3"), "{err}");
+    }
+}
