@@ -4,7 +4,8 @@
 # regulated verse with the run's likelihood; then the real held-out poems' row, the free samples'
 # well-formed rate, and the meter's cost per form (mean NLL per character of the --meter samples
 # against the form's free samples, both under the run's model).
-# Usage: bash bench/verse_eval.sh checkpoints/<run>   (after `cargo build --release`)
+# Usage: bash bench/verse_eval.sh checkpoints/<run> [figures.json]   (after `cargo build --release`;
+# the figures also go to figures.json if given, for bench/record.py --extra)
 set -euo pipefail
 run=${1:?usage: bash bench/verse_eval.sh checkpoints/<run>}
 bin=$(dirname "$0")/../target/release
@@ -28,9 +29,10 @@ for form in wujue qijue wulv qilv; do
 done
 "$bin/score" --val --checkpoint "$run" --json >"$tmp/real.score.json"
 
-python3 - "$tmp" "$run" <<'EOF'
+python3 - "$tmp" "$run" "${2:-}" <<'EOF'
 import json, sys
-tmp, run = sys.argv[1], sys.argv[2]
+tmp, run, out = sys.argv[1], sys.argv[2], sys.argv[3]
+figures = {"settings": {"samples_per_row": 100, "temperature": 0.8, "seed": 7}}
 load = lambda name: json.load(open(f"{tmp}/{name}.score.json"))
 pct = lambda a, b: f"{100 * a / max(b, 1):.0f} %"
 print(f"run {run}\n")
@@ -47,9 +49,18 @@ for label, name in rows:
           f"{100 * s['mean_tone_fit']:.1f} % | {pct(s['rhyming'], reg)} | "
           f"{s['copied_run_median']} / {s['copied_run_max']} | {100 * s['lines_verbatim']:.1f} % | "
           f"{d['mean_nll']:.3f} |")
+    figures[name] = {"poems": n, "regular_percent": round(100 * reg / max(n, 1)),
+                     "template_percent": round(100 * s["fitting_a_template"] / max(reg, 1)),
+                     "mean_tone_fit_percent": round(100 * s["mean_tone_fit"], 1),
+                     "rhyme_percent": round(100 * s["rhyming"] / max(reg, 1)),
+                     "nll_per_char": round(d["mean_nll"], 3)}
 well = [json.loads(l)["well_formed"] for l in open(f"{tmp}/free.jsonl")]
 print(f"\nfree samples well-formed: {sum(well)} of {len(well)}")
 for form in ["wujue", "qijue", "wulv", "qilv"]:
     cost = load(f"{form}-meter")["mean_nll"] - load(form)["mean_nll"]
     print(f"meter cost, {form}: {cost:+.3f} nats per character")
+    figures[f"{form}-meter"]["meter_cost"] = round(cost, 3)
+figures["free"]["well_formed"] = sum(well)
+if out:
+    json.dump(figures, open(out, "w"), indent=1)
 EOF
