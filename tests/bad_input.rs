@@ -220,7 +220,7 @@ fn bad_configs_are_refused() {
             "empty file",
             String::new(),
             &[
-                "neither a [model] nor a [train] table",
+                "none of the sections [model], [data], [train]",
                 "configs/default.toml",
             ],
         ),

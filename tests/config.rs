@@ -137,11 +137,16 @@ proptest::proptest! {
         (m.bias, m.tie_weights, m.position) = (flags[0], flags[1], position);
         let t = &mut cfg.train;
         (t.batch_size, t.max_iters, t.eval_interval, t.eval_iters) = (size(5), size(6), size(7), size(8));
-        t.warmup_iters = t.max_iters.min(size(9));
         t.seed = sizes[9];
-        (t.learning_rate, t.beta1, t.beta2) = (reals[3], reals[4], reals[5]);
-        (t.weight_decay, t.grad_clip) = (reals[6], reals[7]);
-        t.corpus = corpus;
+        cfg.schedule.warmup_iters = t.max_iters.min(size(9));
+        let o = &mut cfg.optimizer;
+        (o.learning_rate, o.beta1, o.beta2) = (reals[3], reals[4], reals[5]);
+        (o.weight_decay, o.grad_clip) = (reals[6], reals[7]);
+        if flags[0] {
+            o.kind = shige::config::OptimizerKind::Muon;
+            o.muon_learning_rate = Some(reals[8]);
+        }
+        cfg.data.corpus = corpus;
         if cfg.validate().is_ok() {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("config.toml");
@@ -167,10 +172,10 @@ fn every_shipped_config_loads_and_its_corpus_ships() {
         cfg.validate()
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         assert!(
-            root.join(&cfg.train.corpus).is_file(),
+            root.join(&cfg.data.corpus).is_file(),
             "{}: its corpus {} is in the repository",
             path.display(),
-            cfg.train.corpus
+            cfg.data.corpus
         );
         seen += 1;
     }
@@ -185,15 +190,16 @@ fn every_shipped_config_loads_and_its_corpus_ships() {
 /// config names WSD; Muon's learning rate is the one the study chose.
 #[test]
 fn the_code_defaults_and_the_default_config_are_pinned() {
-    use shige::config::{OptimizerKind, ScheduleKind, TrainConfig};
-    let code = TrainConfig::default();
-    assert_eq!(code.schedule, ScheduleKind::Cosine);
-    assert_eq!(code.muon_learning_rate, 0.005);
-    assert_eq!(code.optimizer, OptimizerKind::Adamw);
+    use shige::config::{OptimizerKind, ScheduleKind};
+    let code = RunConfig::default();
+    assert_eq!(code.schedule.kind, ScheduleKind::Cosine);
+    assert_eq!(code.schedule.decay_fraction(), 0.2);
+    assert_eq!(code.optimizer.muon_learning_rate(), 0.005);
+    assert_eq!(code.optimizer.kind, OptimizerKind::Adamw);
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/default.toml");
     let file = RunConfig::load(std::path::Path::new(path)).unwrap();
-    assert_eq!(file.train.schedule, ScheduleKind::Wsd);
-    assert_eq!(file.train.optimizer, OptimizerKind::Adamw);
+    assert_eq!(file.schedule.kind, ScheduleKind::Wsd);
+    assert_eq!(file.optimizer.kind, OptimizerKind::Adamw);
     assert!(file.model.verse_places);
     assert_eq!((file.train.max_iters, file.train.batch_size), (12_000, 8));
 }
@@ -207,13 +213,17 @@ fn set_changes_every_setting() {
     let tmp = tempfile::tempdir().unwrap();
     let defaults = tmp.path().join("defaults.toml");
     std::fs::write(&defaults, RunConfig::default().to_toml().unwrap()).unwrap();
+    // The names, and the settings that only a kind has (absent from the defaults).
     let names = [
         ("model.position", "\"alibi\""),
-        ("train.corpus", "\"data/ci.txt\""),
-        ("train.corpus_kind", "\"lines\""),
+        ("data.corpus", "\"data/ci.txt\""),
+        ("data.kind", "\"lines\""),
         ("train.dtype", "\"bf16\""),
-        ("train.optimizer", "\"muon\""),
-        ("train.schedule", "\"wsd\""),
+        ("optimizer.kind", "\"muon\""),
+        ("optimizer.muon_learning_rate", "0.01"),
+        ("optimizer.muon_momentum", "0.9"),
+        ("schedule.kind", "\"wsd\""),
+        ("schedule.decay_fraction", "0.3"),
         ("train.minutes", "2.5"),
     ];
     let table: toml::Table = toml::from_str(&RunConfig::default().to_toml().unwrap()).unwrap();
@@ -252,9 +262,30 @@ fn set_changes_every_setting() {
         }
     }
     assert_eq!(set.train.minutes, Some(2.5));
+    assert_eq!(set.optimizer.muon_learning_rate(), 0.01);
+    assert_eq!(set.schedule.decay_fraction(), 0.3);
+    // A key of the old layout names the setting it is now.
+    let old = Override::parse("train.learning_rate=0.125").unwrap();
+    assert_eq!(old.key, "optimizer.learning_rate");
+    let read = RunConfig::load_with(&defaults, &[old]).unwrap();
+    assert_eq!(read.optimizer.learning_rate, 0.125);
+    // A setting of a kind not chosen is refused, saying which kind it belongs to.
+    for (set, kind) in [
+        ("optimizer.muon_learning_rate=0.01", "add --optimizer muon"),
+        ("schedule.decay_fraction=0.3", "add --schedule wsd"),
+    ] {
+        let o = Override::parse(set).unwrap();
+        let cfg = RunConfig::load_with(&defaults, &[o]).unwrap();
+        let checked = cfg
+            .optimizer
+            .validate()
+            .and(cfg.schedule.validate(&cfg.train));
+        let err = checked.unwrap_err().to_string();
+        assert!(err.contains(kind), "{set}: {err}");
+    }
 
     for (bad, says) in [
-        ("train.lerning_rate=1", "unknown field `lerning_rate`"),
+        ("optimizer.lerning_rate=1", "unknown field `lerning_rate`"),
         ("training.seed=1", "unknown field `training`"),
         ("train.max_iters=many", "expected usize"),
         ("n_layer=2", "section.key"),
@@ -283,4 +314,41 @@ fn validity_is_the_configs_and_memory_is_the_machines() {
     let vb = candle_nn::VarBuilder::zeros(candle_core::DType::F32, &candle_core::Device::Cpu);
     let err = shige::model::Gpt::new(vb, &huge).err().unwrap().to_string();
     assert!(err.contains("weights alone take"), "{err}");
+}
+
+/// Configs of the layout before the sections (all but the model in `[train]`), as runs saved
+/// them and as configs/default.toml was, read as the configs they were: the old default as
+/// today's file, an old run's config.toml with each key in its section and the settings of the
+/// kinds it did not use (Muon's under AdamW, WSD's under the cosine) left out.
+#[test]
+fn configs_of_the_old_layout_read_as_they_were_meant() {
+    let old_default = "[model]\nblock_size = 128\nn_layer = 2\nn_head = 4\nn_embd = 128\n\
+        position = \"rope\"\ndropout = 0.05\nbias = true\ntie_weights = true\nverse_places = true\n\n\
+        [train]\ncorpus = \"data/poems.txt\"\nbatch_size = 8\nmax_iters = 12000\neval_interval = 400\n\
+        eval_iters = 20\nlearning_rate = 2e-3\nwarmup_iters = 30\nschedule = \"wsd\"\nbeta2 = 0.999\n";
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/default.toml");
+    let today = RunConfig::load(std::path::Path::new(path)).unwrap();
+    assert_eq!(RunConfig::from_toml_str(old_default, "old").unwrap(), today);
+
+    let old_run = "[model]\nvocab_size = 2197\nposition = \"rope\"\nsound = true\n\n[train]\n\
+        corpus = \"data/tiny.txt\"\ncorpus_kind = \"verse\"\nbatch_size = 8\nmax_iters = 60\n\
+        eval_interval = 20\neval_iters = 4\nlearning_rate = 0.003\nwarmup_iters = 10\n\
+        weight_decay = 0.1\nbeta1 = 0.9\nbeta2 = 0.95\ngrad_clip = 1.0\nseed = 1337\ndtype = \"f32\"\n\
+        optimizer = \"adamw\"\nmuon_learning_rate = 0.005\nmuon_momentum = 0.95\n\
+        schedule = \"cosine\"\ndecay_fraction = 0.2\n";
+    let read = RunConfig::from_toml_str(old_run, "old run").unwrap();
+    read.validate().unwrap();
+    let expected = "[model]\nvocab_size = 2197\nposition = \"rope\"\nsound = true\n\n\
+        [data]\ncorpus = \"data/tiny.txt\"\nkind = \"verse\"\n\n\
+        [train]\nbatch_size = 8\nmax_iters = 60\neval_interval = 20\neval_iters = 4\nseed = 1337\n\
+        dtype = \"f32\"\n\n[optimizer]\nkind = \"adamw\"\nlearning_rate = 0.003\nweight_decay = 0.1\n\
+        beta1 = 0.9\nbeta2 = 0.95\ngrad_clip = 1.0\n\n[schedule]\nkind = \"cosine\"\nwarmup_iters = 10\n";
+    assert_eq!(read, RunConfig::from_toml_str(expected, "new").unwrap());
+    assert_eq!(
+        (
+            read.optimizer.muon_learning_rate,
+            read.schedule.decay_fraction
+        ),
+        (None, None)
+    );
 }

@@ -110,7 +110,7 @@ fn running_text_trains_resumes_exactly_samples_and_refuses_verse_rules() {
     );
     let config = std::fs::read_to_string(whole.join("config.toml")).unwrap();
     assert!(
-        config.contains("corpus_kind = \"text\""),
+        config.contains("kind = \"text\""),
         "the run saves its kind: {config}"
     );
 

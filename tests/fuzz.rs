@@ -324,7 +324,7 @@ fn damaged_run_files_load_or_are_refused() {
     (
         cfg.train.max_iters,
         cfg.train.eval_interval,
-        cfg.train.warmup_iters,
+        cfg.schedule.warmup_iters,
     ) = (2, 2, 1);
     common::run(&cfg, run.path(), false, None).unwrap();
     let files = [CONFIG_FILE, TOKENIZER_FILE, MODEL_FILE];

@@ -25,7 +25,7 @@ const STEPS: usize = 150;
 /// the matmuls in `precision` (same seeds, batches and learning rate for both precisions).
 fn losses(precision: Precision) -> Vec<f64> {
     let cfg = tiny_config();
-    let corpus = Corpus::load(Path::new(&cfg.train.corpus), cfg.train.corpus_kind).unwrap();
+    let corpus = Corpus::load(Path::new(&cfg.data.corpus), cfg.data.kind).unwrap();
     let tokenizer = CharTokenizer::from_text(&corpus.text()).unwrap();
     let model_cfg = shige::config::ModelConfig {
         vocab_size: tokenizer.vocab_size(),
@@ -110,7 +110,7 @@ fn the_trainer_takes_bf16_only_where_the_cpu_multiplies_bf16() {
     let mut cfg = tiny_config();
     cfg.train.dtype = Precision::Bf16;
     cfg.train.max_iters = 20;
-    cfg.train.warmup_iters = 5;
+    cfg.schedule.warmup_iters = 5;
     let result = run(&cfg, &dir.path().join("run"), false, None);
     if let Some(hardware) = bf16::Hardware::detect() {
         let summary =

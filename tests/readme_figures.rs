@@ -43,7 +43,8 @@ fn blocks(readme: &str) -> Vec<Block> {
             fenced = !fenced;
             continue;
         }
-        let starts_block = line.trim().is_empty() || line.starts_with("- ") || line.starts_with('|');
+        let starts_block =
+            line.trim().is_empty() || line.starts_with("- ") || line.starts_with('|');
         if starts_block && !blocks.last().is_some_and(|b| b.names.is_empty()) {
             blocks.push(Block::default());
         }
@@ -76,7 +77,10 @@ fn named(text: &str, folder: &str, ext: &str) -> Vec<String> {
         .skip(1)
         .filter_map(|rest| rest.split_once(ext))
         .map(|(name, _)| format!("{name}{ext}"))
-        .filter(|name| name.chars().all(|c| c.is_alphanumeric() || "_-.".contains(c)))
+        .filter(|name| {
+            name.chars()
+                .all(|c| c.is_alphanumeric() || "_-.".contains(c))
+        })
         .collect()
 }
 
@@ -213,13 +217,19 @@ fn every_figure_in_the_readme_is_a_recorded_result() {
         numbers(&results["data.json"], &mut recorded);
         for name in named(&block.names, "docs/results/", ".json") {
             let record = results.get(&name);
-            assert!(record.is_some(), "README.md links to docs/results/{name}, which is missing");
+            assert!(
+                record.is_some(),
+                "README.md links to docs/results/{name}, which is missing"
+            );
             numbers(record.expect("present"), &mut recorded);
         }
         for name in named(&block.names, "configs/", ".toml") {
             let text = std::fs::read_to_string(root.join("configs").join(&name)).expect(&name);
             let config: toml::Table = toml::from_str(&text).expect("a config");
-            numbers(&serde_json::to_value(config).expect("as JSON"), &mut recorded);
+            numbers(
+                &serde_json::to_value(config).expect("as JSON"),
+                &mut recorded,
+            );
         }
         for f in figures(&block.prose) {
             checked += 1;
@@ -287,11 +297,16 @@ fn the_recorded_corpus_figures_are_the_shipped_files() {
     let poems = read("data/poems.txt");
     let lines: Vec<&str> = poems.lines().filter(|l| !l.is_empty()).collect();
     let mut counts: HashMap<char, f64> = HashMap::new();
-    poems.chars().for_each(|c| *counts.entry(c).or_default() += 1.0);
+    poems
+        .chars()
+        .for_each(|c| *counts.entry(c).or_default() += 1.0);
     let total: f64 = counts.values().sum();
     let entropy: f64 = counts.values().map(|n| -n / total * (n / total).ln()).sum();
     let distinct = counts.keys().filter(|&&c| c != '\n').count();
-    let ci = read("data/ci.txt").lines().filter(|l| !l.is_empty()).count();
+    let ci = read("data/ci.txt")
+        .lines()
+        .filter(|l| !l.is_empty())
+        .count();
     let data = &results()["data.json"]["figures"];
     assert_eq!(data["poems"], lines.len());
     assert_eq!(
@@ -301,5 +316,8 @@ fn the_recorded_corpus_figures_are_the_shipped_files() {
     assert_eq!(data["distinct_characters"], distinct);
     assert_eq!(data["ci"], ci);
     let recorded = data["unigram_entropy_nats"].as_f64().expect("a number");
-    assert!((recorded - entropy).abs() < 5e-3, "{recorded} against {entropy}");
+    assert!(
+        (recorded - entropy).abs() < 5e-3,
+        "{recorded} against {entropy}"
+    );
 }

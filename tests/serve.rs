@@ -166,7 +166,7 @@ fn the_page_streams_poems_and_shows_attention() {
     // at 33 tokens it was cropped to the last 16, so for 49 (a newline and 48 characters) it
     // starts at token 17.
     assert_eq!(common::tiny_config().model.block_size, 32);
-    let corpus = std::fs::read_to_string(common::tiny_config().train.corpus).unwrap();
+    let corpus = std::fs::read_to_string(common::tiny_config().data.corpus).unwrap();
     let long: String = corpus.lines().flat_map(str::chars).take(48).collect();
     let (status, body) = get(&base, "/api/inspect", &[("text", &long)]);
     assert_eq!(status, 200, "{body}");
@@ -595,7 +595,7 @@ fn a_run_of_running_text_streams_past_newlines_and_refuses_verse_rules() {
     let speech = "ROMEO:\nBut soft, what light through yonder window breaks?\n\n";
     std::fs::write(&corpus, speech.repeat(80)).unwrap();
     let mut cfg = common::tiny_config();
-    (cfg.train.max_iters, cfg.train.corpus) = (20, corpus.to_str().unwrap().into());
+    (cfg.train.max_iters, cfg.data.corpus) = (20, corpus.to_str().unwrap().into());
     let dir = tmp.path().join("run");
     common::run(&cfg, &dir, false, None).unwrap();
     let base = serve_run(&dir, Limits::default());

@@ -152,7 +152,7 @@ fn bad_training_input_gets_clear_errors() {
     assert!(error_of(run(&cfg, &none, true, None)).contains("no checkpoint to resume"));
 
     let mut bad = cfg.clone();
-    bad.train.corpus = "/nonexistent.txt".into();
+    bad.data.corpus = "/nonexistent.txt".into();
     assert!(error_of(run(&bad, &tmp.path().join("x"), false, None)).contains("cannot read corpus"));
     let mut bad = cfg.clone();
     bad.model.n_head = 3;
@@ -162,14 +162,14 @@ fn bad_training_input_gets_clear_errors() {
     assert!(error_of(run(&bad, &tmp.path().join("z"), false, None)).contains("batch_size"));
 
     let mut huge = cfg.clone();
-    huge.train.learning_rate = 1e6;
-    huge.train.grad_clip = 0.0;
+    huge.optimizer.learning_rate = 1e6;
+    huge.optimizer.grad_clip = 0.0;
     let err = error_of(run(&huge, &tmp.path().join("nan"), false, None));
     assert!(err.contains("the loss became"), "{err}");
     assert!(!err.contains("muon"), "{err}");
     // With Muon, the message names Muon's learning rate too (its matrices go NaN first).
     let mut muon = huge.clone();
-    (muon.train.optimizer, muon.train.muon_learning_rate) = (OptimizerKind::Muon, 1e30);
+    (muon.optimizer.kind, muon.optimizer.muon_learning_rate) = (OptimizerKind::Muon, Some(1e30));
     let err = error_of(run(&muon, &tmp.path().join("muon-nan"), false, None));
     assert!(
         err.contains("--muon-learning-rate (now 1000000000000000000000000000000)"),
@@ -227,8 +227,8 @@ fn a_run_on_the_shipped_corpus_needs_no_memory_per_character_of_it() {
 fn muon_on_the_wsd_schedule_learns_and_resumes_exactly() {
     let tmp = tempfile::tempdir().unwrap();
     let mut cfg = tiny_config();
-    cfg.train.optimizer = OptimizerKind::Muon;
-    cfg.train.schedule = ScheduleKind::Wsd;
+    cfg.optimizer.kind = OptimizerKind::Muon;
+    cfg.schedule.kind = ScheduleKind::Wsd;
     let (whole, half, adamw) = (
         tmp.path().join("whole"),
         tmp.path().join("half"),
@@ -257,7 +257,7 @@ fn muon_on_the_wsd_schedule_learns_and_resumes_exactly() {
         "the loss falls: {losses:?}"
     );
 
-    cfg.train.optimizer = OptimizerKind::Adamw;
+    cfg.optimizer.kind = OptimizerKind::Adamw;
     run(&cfg, &adamw, false, None).unwrap();
     assert_ne!(curve(&adamw), losses, "the optimizer changes the run");
     // A resume keeps its optimizer (its moments are of one kind).
@@ -270,7 +270,7 @@ fn minutes_plans_a_step_count_that_the_run_saves_and_keeps() {
     let tmp = tempfile::tempdir().unwrap();
     let mut cfg = tiny_config();
     cfg.train.minutes = Some(0.05); // 3 seconds
-    cfg.train.schedule = ScheduleKind::Wsd; // re-plans leave its rates before the decay alike
+    cfg.schedule.kind = ScheduleKind::Wsd; // re-plans leave its rates before the decay alike
     let planned_dir = tmp.path().join("planned");
     let summary = run(&cfg, &planned_dir, false, None).unwrap();
     let saved = RunConfig::load(&planned_dir.join(CONFIG_FILE)).unwrap();
@@ -279,7 +279,7 @@ fn minutes_plans_a_step_count_that_the_run_saves_and_keeps() {
         "the plan is saved as max_iters"
     );
     assert_eq!(saved.train.minutes, Some(0.05));
-    assert!(summary.steps >= cfg.train.warmup_iters);
+    assert!(summary.steps >= cfg.schedule.warmup_iters);
 
     // The plan is nothing but a step count, however often it was re-planned before the decay:
     // the same run with that max_iters trains alike.
@@ -295,7 +295,7 @@ fn minutes_plans_a_step_count_that_the_run_saves_and_keeps() {
     let err = error_of(run(&other, &planned_dir, true, None));
     assert!(err.contains("keeps its plan"), "{err}");
     let mut short = tiny_config();
-    (short.train.minutes, short.train.warmup_iters) = (Some(1.0), 2);
+    (short.train.minutes, short.schedule.warmup_iters) = (Some(1.0), 2);
     let err = error_of(run(&short, &tmp.path().join("short"), false, None));
     assert!(err.contains("--warmup-iters 5 or more"), "{err}");
 }
@@ -349,15 +349,16 @@ fn a_resume_that_would_change_the_schedule_or_go_back_is_refused_before_writing(
     let summary = std::fs::read(dir.join(SUMMARY_FILE)).unwrap();
 
     let mut wsd = cfg.clone();
-    wsd.train.schedule = ScheduleKind::Wsd;
+    wsd.schedule.kind = ScheduleKind::Wsd;
     let err = error_of(run(&wsd, &dir, true, None));
     assert!(err.contains("keeps its schedule"), "{err}");
     let mut decay = cfg.clone();
-    decay.train.decay_fraction = 0.5;
-    assert!(error_of(run(&decay, &dir, true, None)).contains("keeps its schedule"));
+    decay.schedule.decay_fraction = Some(0.5); // a setting of WSD alone
+    assert!(error_of(run(&decay, &dir, true, None))
+        .contains("decay_fraction is a setting of the wsd schedule"));
 
     let mut short = cfg.clone();
-    (short.train.max_iters, short.train.warmup_iters) = (30, 10);
+    (short.train.max_iters, short.schedule.warmup_iters) = (30, 10);
     let err = error_of(run(&short, &dir, true, None));
     assert!(
         err.contains("max_iters 30 is below the step the run in") && err.contains("(60)"),
@@ -365,7 +366,7 @@ fn a_resume_that_would_change_the_schedule_or_go_back_is_refused_before_writing(
     );
     assert_eq!(std::fs::read(dir.join(SUMMARY_FILE)).unwrap(), summary);
     let saved = RunConfig::load(&dir.join(CONFIG_FILE)).unwrap();
-    assert_eq!(saved.train.schedule, ScheduleKind::Cosine);
+    assert_eq!(saved.schedule.kind, ScheduleKind::Cosine);
     assert_eq!(saved.train.max_iters, cfg.train.max_iters);
 }
 
@@ -375,7 +376,7 @@ fn a_resume_that_would_change_the_schedule_or_go_back_is_refused_before_writing(
 fn a_plan_of_ages_is_saved_as_a_count_the_run_reads_back() {
     let tmp = tempfile::tempdir().unwrap();
     let mut cfg = tiny_config();
-    (cfg.train.minutes, cfg.train.schedule) = (Some(6e14), ScheduleKind::Wsd);
+    (cfg.train.minutes, cfg.schedule.kind) = (Some(6e14), ScheduleKind::Wsd);
     let dir = tmp.path().join("ages");
     let summary = run(&cfg, &dir, false, Some(20)).unwrap();
     assert_eq!(summary.steps, 20);

@@ -103,10 +103,10 @@ fn run() -> Result<()> {
     let sampling = checked_request(&args)?;
     let device = shige::device::open(&args.device)?;
     let run = load_run_on(&args.checkpoint, &device)?;
-    let kind = run.config.train.trained_kind();
+    let kind = run.config.data.trained_kind();
     if args.form.is_some() || args.acrostic.is_some() || args.meter {
         run.config
-            .train
+            .data
             .check_verse("--form, --acrostic and --meter write regulated verse")
             .map_err(anyhow::Error::msg)?;
     }
@@ -226,7 +226,7 @@ fn write_poems(
         let text = format!("{opening}{}", new.trim_end_matches(NEWLINE));
         if let (true, Some(score)) = (args.json, score_ci(&text, Tunes::shipped())) {
             outln!("{}", serde_json::json!({ "text": text, "ci": score }))?;
-        } else if args.json && run.config.train.trained_kind() != CorpusKind::Verse {
+        } else if args.json && run.config.data.trained_kind() != CorpusKind::Verse {
             outln!("{}", serde_json::json!({ "text": text }))?;
         } else if args.json {
             let (ok, verse) = (is_well_formed(&text), score_poem(&text, Tables::shipped()));

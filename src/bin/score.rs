@@ -82,7 +82,7 @@ struct PoemReport<'a> {
 fn likelihoods(dir: &Path, poems: &[String]) -> Result<Vec<f64>> {
     let run = load_run(dir)?;
     run.config
-        .train
+        .data
         .check_verse("score weighs poems of regulated verse by the run's likelihood")
         .map_err(anyhow::Error::msg)?;
     let newline = run

@@ -18,7 +18,7 @@ cargo run --release --bin train -- --config configs/tiny.toml --out checkpoints/
 cargo run --release --bin train -- --resume checkpoints/tiny --max-iters 400"
 )]
 struct Args {
-    /// Config file (TOML with [model] and [train] tables). Default: configs/default.toml, or the
+    /// Config file (TOML with [model], [data], [train], [optimizer] and [schedule] tables). Default: configs/default.toml, or the
     /// saved config of the run given to --resume.
     #[arg(long)]
     config: Option<PathBuf>,
@@ -115,7 +115,7 @@ struct Args {
     /// starts its runs so, so that a run is saved whichever way the server ends.
     #[arg(long)]
     stop_with_parent: bool,
-    /// Change any setting of the config: section.key=value, e.g. --set train.weight_decay=0.05
+    /// Change any setting of the config: section.key=value, e.g. --set optimizer.weight_decay=0.05
     /// --set model.position=alibi (repeatable; applied after the flags above, which are
     /// shortcuts for their keys).
     #[arg(long, value_name = "SECTION.KEY=VALUE")]
@@ -210,16 +210,20 @@ fn overrides(a: &Args) -> Result<Vec<Override>> {
     push(&mut all, "train.max_iters", &a.max_iters)?;
     push(&mut all, "train.eval_interval", &a.eval_interval)?;
     push(&mut all, "train.eval_iters", &a.eval_iters)?;
-    push(&mut all, "train.warmup_iters", &a.warmup_iters)?;
+    push(&mut all, "schedule.warmup_iters", &a.warmup_iters)?;
     push(&mut all, "train.batch_size", &a.batch_size)?;
-    push(&mut all, "train.learning_rate", &a.learning_rate)?;
+    push(&mut all, "optimizer.learning_rate", &a.learning_rate)?;
     push(&mut all, "train.seed", &a.seed)?;
     push(&mut all, "train.dtype", &a.dtype)?;
-    push(&mut all, "train.corpus", &a.corpus)?;
-    push(&mut all, "train.corpus_kind", &a.corpus_kind)?;
-    push(&mut all, "train.optimizer", &a.optimizer)?;
-    push(&mut all, "train.muon_learning_rate", &a.muon_learning_rate)?;
-    push(&mut all, "train.schedule", &a.schedule)?;
+    push(&mut all, "data.corpus", &a.corpus)?;
+    push(&mut all, "data.kind", &a.corpus_kind)?;
+    push(&mut all, "optimizer.kind", &a.optimizer)?;
+    push(
+        &mut all,
+        "optimizer.muon_learning_rate",
+        &a.muon_learning_rate,
+    )?;
+    push(&mut all, "schedule.kind", &a.schedule)?;
     push(&mut all, "train.minutes", &a.minutes)?;
     push(&mut all, "model.block_size", &a.block_size)?;
     push(&mut all, "model.n_layer", &a.n_layer)?;

@@ -3,7 +3,7 @@
 //! and the page's Train form sends its fields the same way; all of them meet the file's values in
 //! [`RunConfig::load_with`].
 
-use super::{parse_error, read_config_file, ConfigError, RunConfig};
+use super::{legacy, parse_error, read_config_file, ConfigError, RunConfig};
 use serde::Serialize;
 use std::path::Path;
 
@@ -16,13 +16,14 @@ pub struct Override {
 
 impl Override {
     /// `section.key=value` as typed: the value read as TOML (a number, true or false, "a
-    /// string", [an, array]), or else taken as a string (`train.schedule=wsd`). The key is
-    /// checked to name a setting, and the value to be one it takes.
+    /// string", [an, array]), or else taken as a string (`schedule.kind=wsd`). The key is
+    /// checked to name a setting, and the value to be one it takes; a key of the old layout
+    /// (`train.learning_rate`) is read as the key it is now (`optimizer.learning_rate`).
     pub fn parse(text: &str) -> Result<Self, ConfigError> {
         let Some((key, value)) = text.split_once('=') else {
             return Err(invalid(
                 text,
-                "give section.key=value, e.g. train.learning_rate=1e-3 (configs/default.toml lists the settings)",
+                "give section.key=value, e.g. optimizer.learning_rate=1e-3 (configs/default.toml lists the settings)",
             ));
         };
         let value = toml::from_str::<toml::Table>(&format!("v = {value}"))
@@ -55,19 +56,31 @@ impl Override {
                 "name a setting as section.key, e.g. train.max_iters or model.n_layer",
             ));
         };
+        let (section, name) = legacy::current_key(section, name);
         let alone = toml::Table::from_iter([(
-            section.to_string(),
-            toml::Value::Table(toml::Table::from_iter([(name.to_string(), value.clone())])),
+            section.clone(),
+            toml::Value::Table(toml::Table::from_iter([(name.clone(), value.clone())])),
         )]);
         toml::Value::Table(alone)
             .try_into::<RunConfig>()
-            .map_err(|e| parse_error(&format!("--set {key}"), e))?;
+            .map_err(
+                |e| match (parse_error(&format!("--set {key}"), e), section.as_str()) {
+                    (ConfigError::Parse { path, message }, "train") => ConfigError::Parse {
+                        path,
+                        message: format!("{message}; {MOVED_OUT_OF_TRAIN}"),
+                    },
+                    (e, _) => e,
+                },
+            )?;
         Ok(Override {
-            key: key.to_string(),
+            key: format!("{section}.{name}"),
             value,
         })
     }
 }
+
+/// Where the settings that are not `[train]`'s live, for a `--set train.…` that names none.
+const MOVED_OUT_OF_TRAIN: &str = "the optimiser's settings (optimizer.learning_rate, optimizer.beta2, …) are in [optimizer], the warm-up and decay in [schedule], the corpus in [data]";
 
 /// An override refused before it was read as a setting.
 fn invalid(what: &str, why: &str) -> ConfigError {
@@ -84,10 +97,11 @@ impl RunConfig {
         let text = read_config_file(path)?;
         let origin = path.display().to_string();
         let mut table: toml::Table = toml::from_str(&text).map_err(|e| parse_error(&origin, e))?;
-        if !table.contains_key("model") && !table.contains_key("train") {
+        const SECTIONS: [&str; 5] = ["model", "data", "train", "optimizer", "schedule"];
+        if !SECTIONS.iter().any(|s| table.contains_key(*s)) {
             return Err(ConfigError::Parse {
                 path: origin,
-                message: "it has neither a [model] nor a [train] table: copy configs/default.toml and change what you need".into(),
+                message: "it has none of the sections [model], [data], [train], [optimizer], [schedule]: copy configs/default.toml and change what you need".into(),
             });
         }
         // The file's own values are checked (with their lines) before any override hides them.
@@ -95,6 +109,7 @@ impl RunConfig {
         if overrides.is_empty() {
             return Ok(file);
         }
+        legacy::upgrade(&mut table);
         let given = |key: &str| overrides.iter().any(|o| o.key == key);
         if given("train.max_iters") && !given("train.minutes") {
             if let Some(toml::Value::Table(train)) = table.get_mut("train") {
@@ -110,9 +125,6 @@ impl RunConfig {
                 section.insert(name.to_string(), o.value.clone());
             }
         }
-        let with = format!("{origin} with its overrides");
-        toml::Value::Table(table)
-            .try_into()
-            .map_err(|e| parse_error(&with, e))
+        RunConfig::from_table(table, &format!("{origin} with its overrides"))
     }
 }

@@ -171,7 +171,7 @@ impl Corpus {
             _ => "running text, one token stream, its last tenth held out".to_string(),
         };
         format!(
-            "corpus {path}: {what} ({}); another kind: corpus_kind = \"verse\", \"lines\" or \"text\" in [train], or --corpus-kind",
+            "corpus {path}: {what} ({}); another kind: kind = \"verse\", \"lines\" or \"text\" in [data], or --corpus-kind",
             self.why
         )
     }

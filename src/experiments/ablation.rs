@@ -4,7 +4,7 @@
 //! mean and range: one seed's loss moves by a few hundredths of a nat.
 //!
 //! A spec (`configs/ablations/*.toml`) names a base run config and its variants, each a set of
-//! `model` and `train` keys that override the base:
+//! keys of `model`, `data`, `train`, `optimizer` and `schedule` that override the base:
 //!
 //! ```toml
 //! name = "heads"
@@ -14,7 +14,7 @@
 //! model = { n_head = 1 }
 //! ```
 
-use crate::config::{CorpusKind, RunConfig};
+use crate::config::{CorpusKind, Override, RunConfig};
 use crate::data::{CharTokenizer, Corpus, Split, Splits};
 use crate::experiments::{lesson, probe};
 use crate::model::{Gpt, Mode};
@@ -73,9 +73,38 @@ pub struct Variant {
     /// Keys of `[model]` to override.
     #[serde(default)]
     pub model: toml::Table,
-    /// Keys of `[train]` to override.
+    /// Keys of `[data]` to override.
+    #[serde(default)]
+    pub data: toml::Table,
+    /// Keys of `[train]` to override (those of the old layout too, such as `learning_rate`).
     #[serde(default)]
     pub train: toml::Table,
+    /// Keys of `[optimizer]` to override.
+    #[serde(default)]
+    pub optimizer: toml::Table,
+    /// Keys of `[schedule]` to override.
+    #[serde(default)]
+    pub schedule: toml::Table,
+}
+
+impl Variant {
+    /// The settings it changes, as overrides of the base config.
+    fn overrides(&self) -> Result<Vec<Override>> {
+        let sections = [
+            ("model", &self.model),
+            ("data", &self.data),
+            ("train", &self.train),
+            ("optimizer", &self.optimizer),
+            ("schedule", &self.schedule),
+        ];
+        let mut all = Vec::new();
+        for (section, table) in sections {
+            for (key, value) in table {
+                all.push(Override::of(&format!("{section}.{key}"), value)?);
+            }
+        }
+        Ok(all)
+    }
 }
 
 impl Spec {
@@ -195,22 +224,11 @@ impl Spec {
     /// The full config of `variant`: the base with its overrides, validated except for the
     /// vocabulary (which training fills in).
     pub fn config(&self, variant: &Variant) -> Result<RunConfig> {
-        let text = crate::config::read_config_file(&self.base)?;
-        let mut table: toml::Table = toml::from_str(&text)
-            .map_err(|e| crate::config::parse_error(&self.base.display().to_string(), e))?;
-        for (section, overrides) in [("model", &variant.model), ("train", &variant.train)] {
-            let entry = table
-                .entry(section)
-                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-            let Some(target) = entry.as_table_mut() else {
-                bail!("[{section}] of {} is not a table", self.base.display());
-            };
-            target.extend(overrides.iter().map(|(k, v)| (k.clone(), v.clone())));
-        }
-        let cfg: RunConfig = toml::Value::Table(table)
-            .try_into()
-            .map_err(|e| crate::config::parse_error(&format!("variant `{}`", variant.name), e))?;
-        Ok(cfg)
+        let overrides = variant
+            .overrides()
+            .with_context(|| format!("variant `{}`", variant.name))?;
+        RunConfig::load_with(&self.base, &overrides)
+            .with_context(|| format!("variant `{}`", variant.name))
     }
 }
 
@@ -362,7 +380,7 @@ fn run_variants(opts: &AblationOptions, configs: Vec<RunConfig>) -> Result<Vec<V
             if let Some(n) = opts.max_iters {
                 cfg.train.max_iters = n;
                 cfg.train.eval_interval = cfg.train.eval_interval.min(n.max(1));
-                cfg.train.warmup_iters = cfg.train.warmup_iters.min(n / 10);
+                cfg.schedule.warmup_iters = cfg.schedule.warmup_iters.min(n / 10);
             }
             let label = match seed {
                 None => variant.name.clone(),
@@ -432,8 +450,8 @@ fn finished_run_of(run: &RunDir, cfg: &RunConfig) -> Result<bool> {
     if asked.model.vocab_size == 0 {
         asked.model.vocab_size = saved.model.vocab_size;
     }
-    if asked.train.corpus_kind == CorpusKind::Auto {
-        asked.train.corpus_kind = saved.train.corpus_kind;
+    if asked.data.kind == CorpusKind::Auto {
+        asked.data.kind = saved.data.kind;
     }
     let differences = saved.differences(&asked, ["saved", "asked"]);
     if !differences.is_empty() {
@@ -463,7 +481,7 @@ fn measure(spec: &Spec, variant: &Variant, label: String, dir: &Path) -> Result<
         .map(|(_, t)| t.elem_count())
         .sum();
     let cfg = &loaded.config;
-    let corpus = Corpus::load(Path::new(&cfg.train.corpus), cfg.train.corpus_kind)?;
+    let corpus = Corpus::load(Path::new(&cfg.data.corpus), cfg.data.kind)?;
     let longest = spec
         .contexts
         .iter()

@@ -224,16 +224,16 @@ fn read_summary(dir: &Path) -> Option<Ended> {
 
 /// `2 layers × 4 heads × 128, rope, adamw cosine, data/poems.txt`.
 pub fn one_line(config: &RunConfig) -> String {
-    let (m, t) = (&config.model, &config.train);
+    let m = &config.model;
     format!(
         "{} layers × {} heads × {}, {}, {} {}, {}",
         m.n_layer,
         m.n_head,
         m.n_embd,
         m.position,
-        t.optimizer.name(),
-        t.schedule.name(),
-        t.corpus
+        config.optimizer.kind.name(),
+        config.schedule.kind.name(),
+        config.data.corpus
     )
 }
 

@@ -62,7 +62,7 @@ pub async fn info(
         json!({
             "name": o.name,
             "model": o.run().config.model,
-            "corpus_kind": o.run().config.train.trained_kind(),
+            "corpus_kind": o.run().config.data.trained_kind(),
         })
     });
     Ok(Json(json!({
@@ -139,8 +139,8 @@ fn poem_request(run: &LoadedRun, p: PoemParams) -> Result<PoemRequest, ApiError>
         name => Some(name.parse::<Form>().map_err(as_parameters)?),
     };
     if form.is_some() || !p.acrostic.is_empty() || p.meter {
-        let train = &run.config.train;
-        train
+        run.config
+            .data
             .check_verse("form, acrostic and meter write regulated verse")
             .map_err(ApiError::bad)?;
     }
@@ -185,9 +185,9 @@ fn write_poem(
     events: mpsc::Sender<Event>,
 ) {
     let cancel = AtomicBool::new(false);
-    let verse = run.config.train.trained_kind() == CorpusKind::Verse;
+    let verse = run.config.data.trained_kind() == CorpusKind::Verse;
     // Running text goes on past its newlines, which are part of it.
-    let running = run.config.train.trained_kind() == CorpusKind::Text;
+    let running = run.config.data.trained_kind() == CorpusKind::Text;
     let newline = request.ids[0];
     let stop = (!running).then_some(newline);
     let gen = Generation {

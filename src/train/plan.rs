@@ -8,7 +8,7 @@
 //! before the decay is the peak whatever the step count, so a re-planned run trains exactly as a
 //! run given its final step count would; under the cosine each new plan bends the rest of the curve.
 
-use crate::config::{TrainConfig, MAX_ITERS};
+use crate::config::{RunConfig, MAX_ITERS};
 use crate::train::schedule::decay_start;
 
 /// A step count planned for the time left.
@@ -54,13 +54,13 @@ pub struct Budget {
 }
 
 impl Budget {
-    pub fn new(t: &TrainConfig, minutes: f64, val_batches: f64) -> Self {
+    pub fn new(cfg: &RunConfig, minutes: f64, val_batches: f64) -> Self {
         Budget {
             seconds: minutes * 60.0,
-            warmup_iters: t.warmup_iters,
-            eval_interval: t.eval_interval,
-            eval_iters: t.eval_iters,
-            decay_fraction: t.decay_fraction,
+            warmup_iters: cfg.schedule.warmup_iters,
+            eval_interval: cfg.train.eval_interval,
+            eval_iters: cfg.train.eval_iters,
+            decay_fraction: cfg.schedule.decay_fraction(),
             val_batches,
         }
     }

@@ -125,17 +125,17 @@ pub(super) fn rng(seed: u64, stream: u64) -> ChaCha8Rng {
 /// Reads the corpus, saying on stderr which kind it is read as, and why, and how many of its
 /// lines were left out.
 fn load_corpus(cfg: &RunConfig, progress: bool) -> Result<Corpus> {
-    let t = &cfg.train;
-    let corpus = Corpus::load(Path::new(&t.corpus), t.corpus_kind)?;
+    let d = &cfg.data;
+    let corpus = Corpus::load(Path::new(&d.corpus), d.kind)?;
     if progress {
-        crate::note!("{}", corpus.describe(&t.corpus));
+        crate::note!("{}", corpus.describe(&d.corpus));
     }
     if progress && corpus.skipped > 0 {
         crate::note!(
             "note: {} of {} lines of {} are not regular verse (4 or 8 lines of 5 or 7 characters, each ended by ，。？！；) and were left out; to keep every line, train with --corpus-kind lines",
             corpus.skipped,
             corpus.skipped + corpus.items.len(),
-            t.corpus
+            d.corpus
         );
     }
     Ok(corpus)
@@ -164,6 +164,7 @@ fn check_resume(run: &RunDir, cfg: &RunConfig, progress: bool) -> Result<()> {
     // These change nothing a resumed run trains on (its random state is saved), only what it
     // measures: the fixed validation batches (and the final samples) are drawn from the seed, and
     // a curve whose losses came from other batches would compare them to pick the best weights.
+    check_recipe_kept(run, cfg, &saved)?;
     let (t, saved) = (&cfg.train, &saved.train);
     for (name, flag, saved, asked) in [
         ("seed", "--seed", saved.seed, t.seed),
@@ -182,15 +183,6 @@ fn check_resume(run: &RunDir, cfg: &RunConfig, progress: bool) -> Result<()> {
             );
         }
     }
-    if saved.optimizer != t.optimizer {
-        bail!(
-            "the optimizer is {} but the run in {} was trained with {}: a resumed run keeps its optimizer, \
-             whose moments it saved; leave --optimizer out (or start a new run with --out)",
-            t.optimizer.name(),
-            run.path.display(),
-            saved.optimizer.name()
-        );
-    }
     // A step count given for a run planned by minutes ends the plan (minutes is then None).
     if t.minutes.is_some() && saved.minutes != t.minutes {
         bail!(
@@ -200,32 +192,49 @@ fn check_resume(run: &RunDir, cfg: &RunConfig, progress: bool) -> Result<()> {
             saved.max_iters
         );
     }
-    if (saved.schedule, saved.decay_fraction) != (t.schedule, t.decay_fraction) {
-        bail!(
-            "the schedule is {} (decay_fraction {}) but the run in {} was trained with {} (decay_fraction {}): a resumed run keeps \
-             its schedule, since a new one would jump its learning rate mid-run; leave --schedule out (or start a new run with --out)",
-            t.schedule.name(),
-            t.decay_fraction,
-            run.path.display(),
-            saved.schedule.name(),
-            saved.decay_fraction
-        );
-    }
-    if saved.trained_kind() != t.corpus_kind {
-        bail!(
-            "the corpus is read as {} but the run in {} was trained on it as {}: a resumed run keeps its kind, \
-             since the kind decides the validation split; leave --corpus-kind out (or start a new run with --out)",
-            t.corpus_kind,
-            run.path.display(),
-            saved.trained_kind()
-        );
-    }
     if progress && saved.batch_size != t.batch_size {
         crate::note!(
             "note: batch_size {} → {}: the fixed validation batches are drawn at the new size from here on, \
              so the validation losses before this resume and after it come from different batches",
             saved.batch_size,
             t.batch_size
+        );
+    }
+    Ok(())
+}
+
+/// Refuses a resume that would change what the run's saved state belongs to: its optimiser (its
+/// moments are saved), its schedule (a new one would jump the learning rate) and the kind its
+/// corpus is read as (it decides the validation split).
+fn check_recipe_kept(run: &RunDir, cfg: &RunConfig, saved: &RunConfig) -> Result<()> {
+    if saved.optimizer.kind != cfg.optimizer.kind {
+        bail!(
+            "the optimizer is {} but the run in {} was trained with {}: a resumed run keeps its optimizer, \
+             whose moments it saved; leave --optimizer out (or start a new run with --out)",
+            cfg.optimizer.kind.name(),
+            run.path.display(),
+            saved.optimizer.kind.name()
+        );
+    }
+    let (s, was) = (&cfg.schedule, &saved.schedule);
+    if (was.kind, was.decay_fraction()) != (s.kind, s.decay_fraction()) {
+        bail!(
+            "the schedule is {} (decay_fraction {}) but the run in {} was trained with {} (decay_fraction {}): a resumed run keeps \
+             its schedule, since a new one would jump its learning rate mid-run; leave --schedule out (or start a new run with --out)",
+            s.kind.name(),
+            s.decay_fraction(),
+            run.path.display(),
+            was.kind.name(),
+            was.decay_fraction()
+        );
+    }
+    if saved.data.trained_kind() != cfg.data.kind {
+        bail!(
+            "the corpus is read as {} but the run in {} was trained on it as {}: a resumed run keeps its kind, \
+             since the kind decides the validation split; leave --corpus-kind out (or start a new run with --out)",
+            cfg.data.kind,
+            run.path.display(),
+            saved.data.trained_kind()
         );
     }
     Ok(())
@@ -264,7 +273,7 @@ fn set_up(opts: &TrainOptions) -> Result<Setup> {
     }
     run.remove_temporary_files();
     let corpus = load_corpus(&cfg, opts.progress)?;
-    cfg.train.corpus_kind = corpus.kind; // saved with the run: a resume reads it the same way
+    cfg.data.kind = corpus.kind; // saved with the run: a resume reads it the same way
     let tokenizer = tokenizer_for(&run, &corpus, opts.resume)?;
     match cfg.model.vocab_size {
         0 => cfg.model.vocab_size = tokenizer.vocab_size(),
@@ -281,7 +290,7 @@ fn set_up(opts: &TrainOptions) -> Result<Setup> {
     let splits = match Splits::new(&corpus, &tokenizer, cfg.model.block_size) {
         Err(DataError::UnknownChars(chars)) if opts.resume => bail!(
             "{} has {} characters that the run's vocabulary lacks (such as {}): a run keeps the vocabulary of the corpus it started on, so resume with that corpus, or start a new run with --out",
-            cfg.train.corpus,
+            cfg.data.corpus,
             chars.len(),
             chars.iter().take(3).map(|&c| describe_char(c)).collect::<Vec<_>>().join(" ")
         ),
@@ -293,14 +302,15 @@ fn set_up(opts: &TrainOptions) -> Result<Setup> {
     let (model, varmap) = Gpt::seeded_with(&cfg.model, inputs, t.seed, &opts.device)?;
     check_precision(t.dtype, &opts.device, opts.kernels)?;
     let model = model.with_kernels(opts.kernels);
+    let o = &cfg.optimizer;
     let params = AdamWParams {
-        beta1: t.beta1,
-        beta2: t.beta2,
+        beta1: o.beta1,
+        beta2: o.beta2,
         eps: 1e-8,
-        weight_decay: t.weight_decay,
+        weight_decay: o.weight_decay,
     };
-    let muon = (t.optimizer == OptimizerKind::Muon).then_some(MuonParams {
-        momentum: t.muon_momentum,
+    let muon = (o.kind == OptimizerKind::Muon).then_some(MuonParams {
+        momentum: o.muon_momentum(),
     });
     let vars = varmap.data().lock().expect("parameter map").clone();
     let opt = Optimizer::new(vars, params, muon)?;
@@ -353,7 +363,7 @@ fn restore(s: &mut Setup, resume: bool) -> Result<Progress> {
             bail!(
                 "{} is not the corpus this run was trained on (its poems or their order changed), so other poems would be held out for validation and the old ones trained on: \
                  resume with the corpus the run started on, or start a new run with --out",
-                s.cfg.train.corpus
+                s.cfg.data.corpus
             );
         }
     }
@@ -383,13 +393,14 @@ fn restore(s: &mut Setup, resume: bool) -> Result<Progress> {
 
 /// What to say about the run directory when training must stop on a non-finite number.
 pub(super) fn what_is_kept(s: &Setup, p: &Progress) -> String {
-    let t = &s.cfg.train;
-    let lower = match t.optimizer {
+    let o = &s.cfg.optimizer;
+    let lower = match o.kind {
         OptimizerKind::Muon => format!(
             "lower Muon's --muon-learning-rate (now {}) or AdamW's --learning-rate (now {})",
-            t.muon_learning_rate, t.learning_rate
+            o.muon_learning_rate(),
+            o.learning_rate
         ),
-        OptimizerKind::Adamw => format!("lower --learning-rate (now {})", t.learning_rate),
+        OptimizerKind::Adamw => format!("lower --learning-rate (now {})", o.learning_rate),
     };
     match p.saved_step {
         Some(step) => format!(

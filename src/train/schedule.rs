@@ -1,7 +1,7 @@
 //! The learning-rate schedules: linear warm-up, then cosine decay to a tenth of the peak
 //! (nanoGPT's), or the peak held and a linear decay to a tenth over the last steps (WSD).
 
-use crate::config::{ScheduleKind, TrainConfig};
+use crate::config::{RunConfig, ScheduleKind};
 
 /// Learning rate at `step` (0-based) of a run of `max_iters` steps: cosine.
 pub fn learning_rate(step: usize, peak: f64, warmup: usize, max_iters: usize) -> f64 {
@@ -45,13 +45,14 @@ pub fn decay_start(max_iters: usize, warmup: usize, decay_fraction: f64) -> usiz
     max_iters.saturating_sub(decay_steps)
 }
 
-/// The learning rate at `step` of a run trained with `t`, for the peak `peak` (AdamW's
+/// The learning rate at `step` of a run trained with `cfg`, for the peak `peak` (AdamW's
 /// learning_rate, or Muon's).
-pub fn rate_at(t: &TrainConfig, step: usize, peak: f64) -> f64 {
-    match t.schedule {
-        ScheduleKind::Cosine => learning_rate(step, peak, t.warmup_iters, t.max_iters),
+pub fn rate_at(cfg: &RunConfig, step: usize, peak: f64) -> f64 {
+    let (s, max_iters) = (&cfg.schedule, cfg.train.max_iters);
+    match s.kind {
+        ScheduleKind::Cosine => learning_rate(step, peak, s.warmup_iters, max_iters),
         ScheduleKind::Wsd => {
-            wsd_learning_rate(step, peak, t.warmup_iters, t.max_iters, t.decay_fraction)
+            wsd_learning_rate(step, peak, s.warmup_iters, max_iters, s.decay_fraction())
         }
     }
 }

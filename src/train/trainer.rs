@@ -127,10 +127,10 @@ pub fn whole_split_loss(
 
 /// One optimiser step; returns its training loss.
 fn train_step(s: &mut Setup, p: &mut Progress) -> Result<f64> {
-    let t = &s.cfg.train;
+    let (cfg, t) = (&s.cfg, &s.cfg.train);
     let lr = Rates {
-        adamw: rate_at(t, p.step, t.learning_rate),
-        muon: rate_at(t, p.step, t.muon_learning_rate),
+        adamw: rate_at(cfg, p.step, cfg.optimizer.learning_rate),
+        muon: rate_at(cfg, p.step, cfg.optimizer.muon_learning_rate()),
     };
     let (x, y) = s.splits.batch(
         Split::Train,
@@ -152,8 +152,11 @@ fn train_step(s: &mut Setup, p: &mut Progress) -> Result<f64> {
             what_is_kept(s, p)
         );
     }
-    s.opt
-        .step(&grads, lr, clip_scale(grads.norm(), t.grad_clip))?;
+    s.opt.step(
+        &grads,
+        lr,
+        clip_scale(grads.norm(), cfg.optimizer.grad_clip),
+    )?;
     p.step += 1;
     Ok(loss)
 }
@@ -165,7 +168,7 @@ fn evaluate_and_save(s: &Setup, p: &mut Progress, bar: &ProgressBar) -> Result<(
         return save_checkpoint(s, p, None);
     };
     let t = &s.cfg.train;
-    let lr = rate_at(t, p.step - 1, t.learning_rate);
+    let lr = rate_at(&s.cfg, p.step - 1, s.cfg.optimizer.learning_rate);
     let tokens = (t.batch_size * s.cfg.model.block_size * p.interval.steps) as f64;
     p.rows.push(MetricRow {
         step: p.step,
@@ -223,7 +226,7 @@ fn draw_sample(s: &Setup, rng: &mut ChaCha8Rng) -> Result<String> {
         .tokenizer
         .id(NEWLINE)
         .context("the tokenizer has no newline token")?;
-    let (length, stop) = match s.cfg.train.corpus_kind {
+    let (length, stop) = match s.cfg.data.kind {
         CorpusKind::Text => (200, None),
         _ => (100, Some(newline)),
     };
@@ -301,7 +304,7 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
             m.n_head,
             m.n_embd,
             m.position,
-            s.cfg.train.corpus,
+            s.cfg.data.corpus,
             s.run.path.display(),
             path
         );
@@ -314,7 +317,7 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
     let (mut run_tokens, mut run_time) = (0.0, 0.0);
     let mut planner = s.cfg.train.minutes.map(|minutes| {
         let val_batches = s.splits.tokens(Split::Val).len() as f64 / tokens_per_step;
-        Planner::new(Budget::new(&s.cfg.train, minutes, val_batches))
+        Planner::new(Budget::new(&s.cfg, minutes, val_batches))
     });
     while p.step < end {
         let step_start = Instant::now();

@@ -16,7 +16,7 @@ pub fn tiny_config() -> RunConfig {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut cfg =
         RunConfig::load(&root.join("configs/tiny.toml")).expect("configs/tiny.toml loads");
-    cfg.train.corpus = root.join("data/tiny.txt").display().to_string();
+    cfg.data.corpus = root.join("data/tiny.txt").display().to_string();
     cfg
 }
 

@@ -97,8 +97,15 @@ mod tests {
         assert_eq!(names, ["sound", "verse_places"]);
         assert_eq!(rows("verse_places"), places::ROWS);
         // A vocabulary larger than the model's comes from another run.
-        let small = ModelConfig { vocab_size: 3, ..cfg };
+        let small = ModelConfig {
+            vocab_size: 3,
+            ..cfg
+        };
         let err = for_vocabulary(&small, &vocabulary).err().expect("refused");
-        assert!(err.to_string().contains("names 4 tokens but the model has 3"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("names 4 tokens but the model has 3"),
+            "{err}"
+        );
     }
 }
