@@ -179,6 +179,7 @@ fn an_ablation_with_seeds_trains_each_variant_once_per_seed_and_gives_their_mean
         stop_at: None,
         progress: false,
         kernels: shige::ops::Kernels::Fused,
+        parent: None,
     })
     .unwrap();
     assert_eq!(alone.val_loss_whole, a);

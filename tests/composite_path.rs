@@ -25,6 +25,7 @@ fn tiny_curve(position: Position, kernels: Kernels, dir: &Path) -> Vec<(usize, f
         stop_at: None,
         progress: false,
         kernels,
+        parent: None,
     })
     .unwrap();
     common::curve(dir)

@@ -243,6 +243,38 @@ fn a_run_trained_from_the_page_updates_stops_and_resumes_as_if_never_stopped() {
 }
 
 #[test]
+fn a_run_fine_tuned_from_the_page_starts_from_a_listed_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    train_cli(&tmp.path().join("parent"), &[]);
+    let base = serve_runs(tmp.path());
+    let request =
+        json!({ "config": "tiny", "run": "child", "init_from": "parent", "max_iters": 20 });
+    let (status, started) = post(&base, "/api/train", &request);
+    assert_eq!(status, 200, "{started}");
+    common::wait_for("the fine-tune to end", || {
+        get(&base, "/api/train").1["running"] == false
+    });
+    assert_eq!(get(&base, "/api/train").1["exit"], 0);
+    let parent: Value = serde_json::from_str(
+        &std::fs::read_to_string(tmp.path().join("child/parent.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        parent["run"],
+        tmp.path().join("parent").display().to_string()
+    );
+    let (parent_curve, child_curve) = (
+        common::curve(&tmp.path().join("parent")),
+        common::curve(&tmp.path().join("child")),
+    );
+    // On the parent's own corpus, its weights begin where it ended: far below its first step.
+    assert!(
+        child_curve[0].2 < parent_curve[0].2 - 0.2,
+        "{child_curve:?} {parent_curve:?}"
+    );
+}
+
+#[test]
 fn bad_training_requests_get_a_json_error_and_start_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     train_cli(&tmp.path().join("done"), &["--max-iters", "20"]);
@@ -329,6 +361,26 @@ fn bad_training_requests_get_a_json_error_and_start_nothing() {
             "unknown field `epochs`",
         ),
         (json!({}), 400, "either config"),
+        (
+            json!({ "config": "tiny", "init_from": "other" }),
+            400,
+            "init_from: --init-from needs a trained run",
+        ),
+        (
+            json!({ "config": "tiny", "init_from": "../outside" }),
+            400,
+            "is not a run's name",
+        ),
+        (
+            json!({ "config": "tiny", "init_from": "done", "n_layer": 3 }),
+            400,
+            "takes the model's shape from",
+        ),
+        (
+            json!({ "resume": "done", "init_from": "done" }),
+            400,
+            "keeps its model",
+        ),
     ];
     for (request, status, piece) in cases {
         let (got, error) = post(&base, "/api/train", &request);

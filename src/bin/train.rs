@@ -3,7 +3,7 @@
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use shige::config::{CorpusKind, OptimizerKind, Override, Position, RunConfig, ScheduleKind};
-use shige::train::{checkpoint::RunDir, train, TrainOptions};
+use shige::train::{checkpoint::RunDir, parent::Parent, train, TrainOptions};
 use std::path::PathBuf;
 
 /// Train a character-level GPT on classical Chinese poems.
@@ -111,6 +111,11 @@ struct Args {
     /// the run as its max_iters (best with wsd, whose held peak does not depend on it).
     #[arg(long, conflicts_with = "max_iters")]
     minutes: Option<f64>,
+    /// Start from the weights of this trained run (fine-tuning): a new run at step 0, on this
+    /// run's corpus and recipe, with the parent's model and its vocabulary extended by the new
+    /// corpus's characters.
+    #[arg(long, value_name = "RUN", conflicts_with = "resume")]
+    init_from: Option<PathBuf>,
     /// Save a checkpoint and stop, as Ctrl-C does, when standard input closes: the page's server
     /// starts its runs so, so that a run is saved whichever way the server ends.
     #[arg(long)]
@@ -141,7 +146,12 @@ fn run() -> Result<()> {
     }
     let config_path = config_path(&args)?;
     let device = shige::device::open(&args.device)?;
-    let cfg = config_with_flags(&config_path, &args)?;
+    let parent = args.init_from.as_deref().map(Parent::open).transpose()?;
+    let overrides = overrides(&args)?;
+    let cfg = match &parent {
+        Some(parent) => parent.config_for(&config_path, &overrides)?,
+        None => RunConfig::load_with(&config_path, &overrides)?,
+    };
     let eval_iters = cfg.train.eval_iters;
     let options = TrainOptions {
         config: cfg,
@@ -159,6 +169,7 @@ fn run() -> Result<()> {
             true => shige::ops::Kernels::Composite,
             false => shige::ops::Kernels::Fused,
         },
+        parent,
     };
     shige::train::interrupt::catch_ctrl_c();
     if args.stop_with_parent {
@@ -197,11 +208,6 @@ fn config_path(args: &Args) -> Result<PathBuf> {
         );
     }
     Ok(dir.join(file))
-}
-
-/// The config file at `path` with the values that flags and `--set` override.
-fn config_with_flags(path: &std::path::Path, args: &Args) -> Result<RunConfig> {
-    Ok(RunConfig::load_with(path, &overrides(args)?)?)
 }
 
 /// The flags given, each as the setting it is a shortcut for, then `--set`'s.

@@ -26,10 +26,21 @@ impl CharTokenizer {
     /// The vocabulary of `text`: newline first (id 0), then every other character in code-point order.
     pub fn from_text(text: &str) -> Result<Self, DataError> {
         let chars: BTreeSet<char> = text.chars().filter(|&c| c != NEWLINE).collect();
-        let vocab = std::iter::once(NEWLINE)
-            .chain(chars)
-            .enumerate()
-            .map(|(i, c)| (c.to_string(), i as u32));
+        Self::of_chars(std::iter::once(NEWLINE).chain(chars))
+    }
+
+    /// This vocabulary with the characters of `text` it lacks added after its own, in code-point
+    /// order: every character keeps its id (a fine-tuned run's, `train --init-from`).
+    pub fn extended(&self, text: &str) -> Result<Self, DataError> {
+        let mut by_id: Vec<(u32, char)> = self.ids.iter().map(|(&c, &id)| (id, c)).collect();
+        by_id.sort_unstable();
+        let new: BTreeSet<char> = text.chars().filter(|c| !self.ids.contains_key(c)).collect();
+        Self::of_chars(by_id.into_iter().map(|(_, c)| c).chain(new))
+    }
+
+    /// The vocabulary whose ids are `chars`' positions.
+    fn of_chars(chars: impl Iterator<Item = char>) -> Result<Self, DataError> {
+        let vocab = chars.enumerate().map(|(i, c)| (c.to_string(), i as u32));
         let model = WordLevel::builder()
             .vocab(vocab.collect())
             .unk_token("[UNK]".into())

@@ -426,6 +426,7 @@ fn train_unless_finished(
         stop_at: None,
         progress: opts.progress,
         kernels: crate::ops::Kernels::Fused,
+        parent: None,
     })?;
     if summary.interrupted {
         bail!(

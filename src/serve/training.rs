@@ -9,6 +9,7 @@ use super::{body, ApiError, Served};
 use crate::clock::UtcTime;
 use crate::config::{Override, RunConfig};
 use crate::train::checkpoint::{check_steps_left, saved_step, RunDir, CONFIG_FILE, STATE_FILE};
+use crate::train::parent::Parent;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -42,6 +43,8 @@ pub struct TrainRequest {
     pub resume: Option<String>,
     /// The new run's name (default: the config's name and the time, as `train` names runs).
     pub run: Option<String>,
+    /// A listed run with weights to start the new one from (fine-tuning, `train --init-from`).
+    pub init_from: Option<String>,
     pub n_layer: Option<usize>,
     pub n_head: Option<usize>,
     pub position: Option<String>,
@@ -232,9 +235,23 @@ impl Trainer {
         RunDir::new(&dir)
             .check_fresh_or("another name")
             .map_err(|e| ApiError(StatusCode::CONFLICT, format!("{e:#}")))?;
-        check_overrides(&path, request)?;
+        let parent = match &request.init_from {
+            Some(name) => Some(self.parent_run(name)?),
+            None => None,
+        };
+        check_overrides(&path, request, parent.as_ref())?;
         let (path, dir) = (path.display().to_string(), dir.display().to_string());
-        Ok((run, vec!["--config".into(), path, "--out".into(), dir]))
+        let mut args = vec!["--config".into(), path, "--out".into(), dir];
+        if let Some(parent) = parent {
+            args.extend(["--init-from".into(), parent.record.run]);
+        }
+        Ok((run, args))
+    }
+
+    /// The listed run `name` to fine-tune from, checked as `train --init-from` checks it.
+    fn parent_run(&self, name: &str) -> Result<Parent, ApiError> {
+        let dir = run_dir(&self.root, name).map_err(ApiError::bad)?;
+        Parent::open(&dir).map_err(|e| ApiError::bad(format!("init_from: {e:#}")))
     }
 
     /// The resumption of the listed run `run`: `train`'s first arguments.
@@ -250,7 +267,8 @@ impl Trainer {
             )));
         }
         let r = request;
-        let changes = r.run.is_some() || r.position.is_some() || r.n_layer.is_some();
+        let changes = r.run.is_some() || r.init_from.is_some() || r.position.is_some();
+        let changes = changes || r.n_layer.is_some();
         if changes || r.n_head.is_some() || r.set.is_some() {
             return Err(ApiError::bad(
                 "a resumed run keeps its model, recipe and name: give resume alone, or with max_iters",
@@ -502,10 +520,21 @@ fn shipped_config(name: &str) -> Result<PathBuf, ApiError> {
     Ok(Path::new(CONFIGS_DIR).join(format!("{name}.toml")))
 }
 
-/// Checks the config at `path` with `request`'s overrides as `train` will, so that a bad
-/// combination (heads that do not divide the width) is a 400 now, not a failed run.
-fn check_overrides(path: &Path, request: &TrainRequest) -> Result<(), ApiError> {
-    let mut config = RunConfig::load_with(path, &request.overrides()?).map_err(ApiError::bad)?;
+/// Checks the config at `path` with `request`'s overrides (and the model of the run it starts
+/// from) as `train` will, so that a bad combination (heads that do not divide the width, a shape
+/// that is not the parent's) is a 400 now, not a failed run.
+fn check_overrides(
+    path: &Path,
+    request: &TrainRequest,
+    parent: Option<&Parent>,
+) -> Result<(), ApiError> {
+    let overrides = request.overrides()?;
+    let mut config = match parent {
+        Some(parent) => parent
+            .config_for(path, &overrides)
+            .map_err(|e| ApiError::bad(format!("{e:#}")))?,
+        None => RunConfig::load_with(path, &overrides).map_err(ApiError::bad)?,
+    };
     // The corpus decides the vocabulary when the run starts; any size checks the rest.
     config.model.vocab_size = config.model.vocab_size.max(1);
     config.validate().map_err(ApiError::bad)?;

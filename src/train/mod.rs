@@ -5,6 +5,7 @@ pub mod interrupt;
 pub mod metrics;
 pub mod muon;
 pub mod optim;
+pub mod parent;
 pub mod plan;
 pub mod run;
 pub mod schedule;

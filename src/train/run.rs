@@ -15,6 +15,7 @@ use crate::train::metrics::{
 };
 use crate::train::muon::MuonParams;
 use crate::train::optim::{AdamWParams, Optimizer};
+use crate::train::parent::{write_record, ParentRecord, PARENT_FILE};
 use crate::train::shards::Shards;
 use crate::train::state::{Interval, SavedState};
 use crate::train::TrainOptions;
@@ -99,6 +100,8 @@ pub(super) struct Setup {
     pub(super) opt: Optimizer,
     pub(super) shards: Shards,
     pub(super) device: Device,
+    /// The run it was fine-tuned from, recorded at its first checkpoint.
+    pub(super) parent: Option<ParentRecord>,
 }
 
 /// Where a run stands: everything its checkpoint saves besides the tensors.
@@ -141,12 +144,14 @@ fn load_corpus(cfg: &RunConfig, progress: bool) -> Result<Corpus> {
     Ok(corpus)
 }
 
-/// The vocabulary: the run's saved tokenizer when resuming, else one built from the corpus.
-fn tokenizer_for(run: &RunDir, corpus: &Corpus, resume: bool) -> Result<CharTokenizer> {
-    if resume {
-        return Ok(CharTokenizer::load(&run.file(TOKENIZER_FILE))?);
+/// The vocabulary: the run's saved tokenizer when resuming, else one built from the corpus (the
+/// parent's extended by it, when fine-tuning).
+fn tokenizer_for(opts: &TrainOptions, corpus: &Corpus) -> Result<CharTokenizer> {
+    match (opts.resume, &opts.parent) {
+        (true, _) => Ok(CharTokenizer::load(&opts.run.file(TOKENIZER_FILE))?),
+        (false, Some(parent)) => parent.tokenizer_for(&corpus.text()),
+        (false, None) => Ok(CharTokenizer::from_text(&corpus.text())?),
     }
-    Ok(CharTokenizer::from_text(&corpus.text())?)
 }
 
 /// Checks that a resume asks for the model saved in the run directory, and for the seed and
@@ -274,7 +279,10 @@ fn set_up(opts: &TrainOptions) -> Result<Setup> {
     run.remove_temporary_files();
     let corpus = load_corpus(&cfg, opts.progress)?;
     cfg.data.kind = corpus.kind; // saved with the run: a resume reads it the same way
-    let tokenizer = tokenizer_for(&run, &corpus, opts.resume)?;
+    if opts.resume && opts.parent.is_some() {
+        bail!("--init-from starts a new run: leave it out to resume one (the run keeps the weights it trained)")
+    }
+    let tokenizer = tokenizer_for(opts, &corpus)?;
     match cfg.model.vocab_size {
         0 => cfg.model.vocab_size = tokenizer.vocab_size(),
         v if v != tokenizer.vocab_size() => bail!(
@@ -300,6 +308,19 @@ fn set_up(opts: &TrainOptions) -> Result<Setup> {
     let t = &cfg.train;
     let inputs = crate::verse::inputs::for_tokenizer(&cfg.model, &tokenizer)?;
     let (model, varmap) = Gpt::seeded_with(&cfg.model, inputs, t.seed, &opts.device)?;
+    if let Some(parent) = &opts.parent {
+        parent.copy_weights_into(&varmap)?;
+        if opts.progress {
+            let added = tokenizer.vocab_size() - parent.record.vocab_size;
+            crate::note!(
+                "fine-tuning from {} (weights {}), its {} characters and {added} new ones of {}",
+                parent.record.run,
+                parent.record.weights,
+                parent.record.vocab_size,
+                cfg.data.corpus
+            );
+        }
+    }
     check_precision(t.dtype, &opts.device, opts.kernels)?;
     let model = model.with_kernels(opts.kernels);
     let o = &cfg.optimizer;
@@ -315,6 +336,7 @@ fn set_up(opts: &TrainOptions) -> Result<Setup> {
     let vars = varmap.data().lock().expect("parameter map").clone();
     let opt = Optimizer::new(vars, params, muon)?;
     Ok(Setup {
+        parent: opts.parent.as_ref().map(|p| p.record.clone()),
         shards: Shards::for_device(&opts.device)?,
         device: opts.device.clone(),
         cfg,
@@ -457,6 +479,13 @@ pub(super) fn save_checkpoint(s: &Setup, p: &mut Progress, val: Option<f64>) -> 
         )?;
     }
     atomic_write(&s.run.file(CONFIG_FILE), s.cfg.to_toml()?.as_bytes())?;
+    if let Some(parent) = s
+        .parent
+        .as_ref()
+        .filter(|_| !s.run.file(PARENT_FILE).exists())
+    {
+        write_record(&s.run, parent)?;
+    }
     let mut tensors: Vec<_> = params
         .into_iter()
         .map(|(n, t)| (format!("param.{n}"), t))

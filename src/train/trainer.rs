@@ -12,6 +12,7 @@ use crate::train::checkpoint::*;
 use crate::train::interrupt;
 use crate::train::metrics::{EvalSample, MetricRow};
 use crate::train::optim::{clip_scale, Rates};
+use crate::train::parent::Parent;
 use crate::train::plan::{Budget, Planner};
 use crate::train::run::{rng, save_checkpoint, what_is_kept, OpenRun, Progress, Setup};
 use crate::train::schedule::rate_at;
@@ -80,6 +81,8 @@ pub struct TrainOptions {
     pub device: Device,
     /// The fused kernels, or the composite ops other devices take.
     pub kernels: crate::ops::Kernels,
+    /// The trained run a new run starts from (fine-tuning: `config` is [`Parent::config_for`]'s).
+    pub parent: Option<Parent>,
 }
 
 /// Mean validation loss over `eval_iters` batches drawn from a fixed RNG, so every evaluation

@@ -35,6 +35,7 @@ pub fn run(
         stop_at,
         progress: false,
         kernels: shige::ops::Kernels::Fused,
+        parent: None,
     })
 }
 

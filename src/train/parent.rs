@@ -1,0 +1,136 @@
+//! Fine-tuning (`train --init-from RUN`): a new run that starts from the best weights of a trained
+//! one, as nanoGPT's `init_from` does. It begins at step 0 with a fresh optimiser and schedule,
+//! on its own corpus and recipe; the model's shape is the parent's, and its vocabulary the
+//! parent's with the characters the new corpus adds after it (their embedding rows, and the
+//! output layer's, drawn as a new model's are). The run records its parent in `parent.json`.
+
+use crate::config::{ModelConfig, Override, RunConfig};
+use crate::data::CharTokenizer;
+use crate::files::atomic_write;
+use crate::train::checkpoint::{load_run, read_safetensors, RunDir, MODEL_FILE};
+use anyhow::{bail, Context, Result};
+use candle_core::Tensor;
+use candle_nn::VarMap;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::path::Path;
+
+/// The file of a fine-tuned run that names its parent.
+pub const PARENT_FILE: &str = "parent.json";
+
+/// The tensors whose rows are the vocabulary's: they grow with it.
+const BY_TOKEN: [&str; 2] = ["transformer.wte.weight", "lm_head.weight"];
+
+/// What a fine-tuned run records of its parent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ParentRecord {
+    /// The parent's run directory, as given.
+    pub run: String,
+    /// The fingerprint of its model.safetensors (FNV-1a of the file's bytes).
+    pub weights: String,
+    /// Its vocabulary size, the first rows of the new run's embedding.
+    pub vocab_size: usize,
+}
+
+/// A trained run to start from: its config, tokenizer and named weights.
+pub struct Parent {
+    pub config: RunConfig,
+    pub tokenizer: CharTokenizer,
+    tensors: HashMap<String, Tensor>,
+    pub record: ParentRecord,
+}
+
+impl Parent {
+    /// The run in `dir`, checked as `sample` checks one (config, tokenizer and weights belong
+    /// together, the weights finite).
+    pub fn open(dir: &Path) -> Result<Self> {
+        let loaded = load_run(dir).context("--init-from needs a trained run")?;
+        let file = RunDir::new(dir).file(MODEL_FILE);
+        let bytes = crate::files::read_limited(&file, crate::files::WEIGHTS_LIMIT)?;
+        let (tensors, _) = read_safetensors(&file)?;
+        let record = ParentRecord {
+            run: dir.display().to_string(),
+            weights: crate::data::fingerprint(bytes),
+            vocab_size: loaded.tokenizer.vocab_size(),
+        };
+        Ok(Parent {
+            config: loaded.config,
+            tokenizer: loaded.tokenizer,
+            tensors,
+            record,
+        })
+    }
+
+    /// The config of a run fine-tuned from this one: the file at `path` with `overrides` (its
+    /// corpus and recipe), and the parent's model. A shape asked for that is not the parent's is
+    /// refused; dropout may change.
+    pub fn config_for(&self, path: &Path, overrides: &[Override]) -> Result<RunConfig> {
+        let own = toml::Table::try_from(&self.config.model)?;
+        for o in overrides {
+            let Some(name) = o.key.strip_prefix("model.") else {
+                continue;
+            };
+            if name != "dropout" && own.get(name) != Some(&o.value) {
+                let theirs = own.get(name).map_or("none".into(), |v| v.to_string());
+                bail!(
+                    "--init-from takes the model's shape from {} ({name} {theirs}), but {} was asked: leave it out, or train a new model without --init-from",
+                    self.record.run,
+                    o.value
+                )
+            }
+        }
+        let mut cfg = RunConfig::load_with(path, overrides)?;
+        let given_dropout = overrides.iter().any(|o| o.key == "model.dropout");
+        cfg.model = ModelConfig {
+            vocab_size: 0, // the parent's and the new corpus's characters
+            dropout: match given_dropout {
+                true => cfg.model.dropout,
+                false => self.config.model.dropout,
+            },
+            ..self.config.model.clone()
+        };
+        Ok(cfg)
+    }
+
+    /// The parent's vocabulary extended by the characters of `text` it lacks.
+    pub fn tokenizer_for(&self, text: &str) -> Result<CharTokenizer> {
+        Ok(self.tokenizer.extended(text)?)
+    }
+
+    /// Sets every parameter of a new model (`varmap`, drawn from its seed) to the parent's, but
+    /// for the rows of characters the parent lacks, which keep their fresh draws.
+    pub fn copy_weights_into(&self, varmap: &VarMap) -> Result<()> {
+        let data = varmap.data().lock().expect("parameter map");
+        for (name, var) in data.iter() {
+            let Some(saved) = self.tensors.get(name) else {
+                bail!(
+                    "{} has no tensor {name}: it is not a run of this program's model",
+                    self.record.run
+                )
+            };
+            let saved = saved.to_device(var.device())?.to_dtype(var.dtype())?;
+            let (old, new) = (saved.dims(), var.dims());
+            let grows =
+                BY_TOKEN.contains(&name.as_str()) && old[1..] == new[1..] && old[0] <= new[0];
+            if old == new {
+                var.set(&saved)?;
+            } else if grows {
+                let fresh = var.as_tensor().narrow(0, old[0], new[0] - old[0])?; // (V_new − V, C)
+                var.set(&Tensor::cat(&[&saved, &fresh], 0)?)?;
+            } else {
+                bail!(
+                    "{}: {name} has shape {old:?} but the fine-tuned model needs {new:?}",
+                    self.record.run
+                )
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Writes `record` as the run's parent.json.
+pub fn write_record(run: &RunDir, record: &ParentRecord) -> Result<()> {
+    let text = serde_json::to_string_pretty(record)?;
+    atomic_write(&run.file(PARENT_FILE), text.as_bytes())?;
+    Ok(())
+}

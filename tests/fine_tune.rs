@@ -1,0 +1,213 @@
+//! Fine-tuning (`train --init-from RUN`): a new run starts from a trained run's weights, with its
+//! vocabulary extended by the new corpus's characters; shapes other than the parent's are refused.
+
+mod common;
+
+use candle_core::Device;
+use shige::config::Override;
+use shige::data::CharTokenizer;
+use shige::model::Gpt;
+use shige::train::checkpoint::{read_safetensors, RunDir, MODEL_FILE, TOKENIZER_FILE};
+use shige::train::parent::{Parent, ParentRecord, PARENT_FILE};
+use shige::train::{train, TrainOptions};
+use std::path::Path;
+
+/// A corpus of real poems most of whose characters the tiny corpus lacks: 300 poems of
+/// data/poems.txt that data/tiny.txt (every 100th poem) does not hold.
+fn new_corpus(dir: &Path) -> String {
+    let poems = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/data/poems.txt"));
+    let lines: Vec<&str> = poems.as_ref().unwrap().lines().skip(1).take(300).collect();
+    let path = dir.join("new.txt");
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    path.display().to_string()
+}
+
+/// Trains the tiny config into `dir` (60 steps).
+fn parent_run(dir: &Path) {
+    common::run(&common::tiny_config(), dir, false, None).unwrap();
+}
+
+#[test]
+fn a_fine_tune_keeps_the_parents_weights_and_ids_and_draws_the_new_rows() {
+    let tmp = tempfile::tempdir().unwrap();
+    let parent_dir = tmp.path().join("parent");
+    parent_run(&parent_dir);
+    let corpus = new_corpus(tmp.path());
+    let parent = Parent::open(&parent_dir).unwrap();
+    let tiny = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/configs/tiny.toml"));
+    let set = |key: &str, value: &str| Override::parse(&format!("{key}={value}")).unwrap();
+    let mut cfg = parent
+        .config_for(
+            &tiny,
+            &[
+                set("data.corpus", &format!("\"{corpus}\"")),
+                set("train.seed", "7"),
+            ],
+        )
+        .unwrap();
+
+    // The vocabulary: every character of the parent under its id, then the new ones in
+    // code-point order.
+    let text = std::fs::read_to_string(&corpus).unwrap();
+    let tokenizer = parent.tokenizer_for(&text).unwrap();
+    let old = CharTokenizer::load(&parent_dir.join(TOKENIZER_FILE)).unwrap();
+    for (c, id) in old.chars() {
+        assert_eq!(tokenizer.id(c), Some(id), "{c} keeps its id");
+    }
+    let mut new: Vec<char> = text.chars().filter(|&c| old.id(c).is_none()).collect();
+    new.sort_unstable();
+    new.dedup();
+    assert!(
+        new.len() > 100,
+        "the new corpus adds characters: {}",
+        new.len()
+    );
+    for (i, &c) in new.iter().enumerate() {
+        assert_eq!(tokenizer.id(c), Some((old.vocab_size() + i) as u32));
+    }
+
+    // The weights: the parent's tensors, and for the new characters' rows a new model's draws
+    // from the run's seed.
+    cfg.model.vocab_size = tokenizer.vocab_size();
+    let fresh = || {
+        Gpt::seeded_with(&cfg.model, Vec::new(), 7, &Device::Cpu)
+            .unwrap()
+            .1
+    };
+    let (varmap, drawn) = (fresh(), fresh());
+    parent.copy_weights_into(&varmap).unwrap();
+    let (saved, _) = read_safetensors(&parent_dir.join(MODEL_FILE)).unwrap();
+    let values = |t: &candle_core::Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    let drawn = drawn.data().lock().unwrap().clone();
+    for (name, var) in varmap.data().lock().unwrap().iter() {
+        let (got, theirs) = (values(var.as_tensor()), values(&saved[name]));
+        assert_eq!(
+            got[..theirs.len()],
+            theirs[..],
+            "{name}: the parent's values"
+        );
+        let drawn = values(drawn[name].as_tensor());
+        assert_eq!(
+            got[theirs.len()..],
+            drawn[theirs.len()..],
+            "{name}: fresh rows"
+        );
+        if name == "transformer.wte.weight" || name == "lm_head.weight" {
+            assert!(got.len() > theirs.len(), "{name} grew with the vocabulary");
+        }
+    }
+}
+
+#[test]
+fn a_fine_tuned_run_starts_at_step_0_learns_sooner_and_names_its_parent() {
+    let tmp = tempfile::tempdir().unwrap();
+    let parent_dir = tmp.path().join("parent");
+    parent_run(&parent_dir);
+    let corpus = new_corpus(tmp.path());
+    let tiny = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/configs/tiny.toml"));
+    let overrides = [Override::parse(&format!("data.corpus=\"{corpus}\"")).unwrap()];
+    let parent = Parent::open(&parent_dir).unwrap();
+    let record = parent.record.clone();
+    let tuned_cfg = parent.config_for(&tiny, &overrides).unwrap();
+    let options = |dir: &Path, parent: Option<Parent>, config| TrainOptions {
+        device: Device::Cpu,
+        config,
+        run: RunDir::new(dir),
+        resume: false,
+        stop_at: None,
+        progress: false,
+        kernels: shige::ops::Kernels::Fused,
+        parent,
+    };
+    let (tuned, scratch) = (tmp.path().join("tuned"), tmp.path().join("scratch"));
+    train(options(&tuned, Some(parent), tuned_cfg.clone())).unwrap();
+    let mut scratch_cfg = tuned_cfg.clone();
+    scratch_cfg.model = common::tiny_config().model;
+    train(options(&scratch, None, scratch_cfg)).unwrap();
+    let (tuned_curve, scratch_curve) = (common::curve(&tuned), common::curve(&scratch));
+    assert_eq!(
+        tuned_curve[0].0, 20,
+        "a new run: its first evaluation at eval_interval"
+    );
+    assert!(
+        tuned_curve[0].2 < scratch_curve[0].2 - 0.1,
+        "the parent's weights help from the start: {tuned_curve:?} against {scratch_curve:?}"
+    );
+    let written: ParentRecord =
+        serde_json::from_str(&std::fs::read_to_string(tuned.join(PARENT_FILE)).unwrap()).unwrap();
+    assert_eq!(written, record);
+    assert!(!scratch.join(PARENT_FILE).exists());
+    // A fine-tuned run resumes as any run does, from its own files.
+    common::run(
+        &shige::config::RunConfig {
+            train: shige::config::TrainConfig {
+                max_iters: 80,
+                ..tuned_cfg.train.clone()
+            },
+            ..shige::config::RunConfig::load(&tuned.join("config.toml")).unwrap()
+        },
+        &tuned,
+        true,
+        None,
+    )
+    .unwrap();
+    assert_eq!(common::curve(&tuned).last().unwrap().0, 80);
+}
+
+#[test]
+fn a_fine_tune_refuses_another_shape_a_resume_and_a_missing_run() {
+    let tmp = tempfile::tempdir().unwrap();
+    let parent_dir = tmp.path().join("parent");
+    parent_run(&parent_dir);
+    let parent = parent_dir.display().to_string();
+    let out = tmp.path().join("child").display().to_string();
+    let fails = |args: &[&str], says: &[&str]| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_train"))
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{args:?} succeeded");
+        for s in says {
+            assert!(err.contains(s), "{args:?}: {err}");
+        }
+        assert!(!Path::new(&out).exists(), "{args:?} wrote {out}");
+    };
+    let base = [
+        "--config",
+        "configs/tiny.toml",
+        "--init-from",
+        &parent,
+        "--out",
+        &out,
+    ];
+    fails(
+        &[&base[..], &["--n-layer", "3"]].concat(),
+        &["--init-from takes the model's shape", "n_layer 2"],
+    );
+    fails(
+        &[&base[..], &["--set", "model.position=\"rope\""]].concat(),
+        &["position \"learned\""],
+    );
+    fails(
+        &["--init-from", &parent, "--resume", &parent],
+        &["--init-from", "--resume"],
+    );
+    let missing = tmp.path().join("nothing").display().to_string();
+    fails(
+        &[
+            "--config",
+            "configs/tiny.toml",
+            "--init-from",
+            &missing,
+            "--out",
+            &out,
+        ],
+        &["--init-from needs a trained run", "no run directory"],
+    );
+    // Dropout may change.
+    common::train_ok(&[&base[..], &["--dropout", "0.1", "--max-iters", "20"]].concat());
+    let saved = shige::config::RunConfig::load(&Path::new(&out).join("config.toml")).unwrap();
+    assert_eq!(saved.model.dropout, 0.1);
+}
