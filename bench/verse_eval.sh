@@ -36,8 +36,8 @@ figures = {"settings": {"samples_per_row": 100, "temperature": 0.8, "seed": 7}}
 load = lambda name: json.load(open(f"{tmp}/{name}.score.json"))
 pct = lambda a, b: f"{100 * a / max(b, 1):.0f} %"
 print(f"run {run}\n")
-print("| poems | n | regular form | fit a template | mean tone fit | rhyme | longest copied run (median / max) | lines verbatim | NLL per char |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("| poems | n | regular form | fit a template | mean tone fit | rhyme | repeated rhyme | rhyme, distinct | longest copied run (median / max) | lines verbatim | NLL per char |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
 rows = [("real poems (val split)", "real"), ("unconstrained", "free")]
 for form in ["wujue", "qijue", "wulv", "qilv"]:
     rows += [(f"`--form {form}`", form), (f"`--form {form} --meter`", f"{form}-meter")]
@@ -47,12 +47,15 @@ for label, name in rows:
     n, reg = s["poems"], s["regular"]
     print(f"| {label} | {n} | {pct(reg, n)} | {pct(s['fitting_a_template'], reg)} | "
           f"{100 * s['mean_tone_fit']:.1f} % | {pct(s['rhyming'], reg)} | "
+          f"{pct(s['repeated_rhyme'], reg)} | {pct(s['rhyming_distinct'], reg)} | "
           f"{s['copied_run_median']} / {s['copied_run_max']} | {100 * s['lines_verbatim']:.1f} % | "
           f"{d['mean_nll']:.3f} |")
     figures[name] = {"poems": n, "regular_percent": round(100 * reg / max(n, 1)),
                      "template_percent": round(100 * s["fitting_a_template"] / max(reg, 1)),
                      "mean_tone_fit_percent": round(100 * s["mean_tone_fit"], 1),
                      "rhyme_percent": round(100 * s["rhyming"] / max(reg, 1)),
+                     "repeated_rhyme_percent": round(100 * s["repeated_rhyme"] / max(reg, 1)),
+                     "rhyme_distinct_percent": round(100 * s["rhyming_distinct"] / max(reg, 1)),
                      "nll_per_char": round(d["mean_nll"], 3)}
 well = [json.loads(l)["well_formed"] for l in open(f"{tmp}/free.jsonl")]
 print(f"\nfree samples well-formed: {sum(well)} of {len(well)}")

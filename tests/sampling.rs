@@ -410,6 +410,15 @@ fn the_meter_gives_only_poems_that_keep_tones_and_rhyme() {
             );
             assert_eq!(score.tones_unknown, 0, "{poem}");
             assert!(score.rhymes, "{form:?} {acrostic}: {poem} {score:?}");
+            // No 重韵: the even lines end on distinct characters.
+            let finals: Vec<char> = poem
+                .split(['，', '。'])
+                .skip(1)
+                .step_by(2)
+                .filter_map(|line| line.chars().last())
+                .collect();
+            let distinct: std::collections::HashSet<&char> = finals.iter().collect();
+            assert_eq!(distinct.len(), finals.len(), "{poem}");
             if let Some(first) = acrostic.chars().next() {
                 assert!(poem.starts_with(first), "{poem}");
             }
@@ -440,6 +449,13 @@ fn the_meter_refuses_what_breaks_it() {
     let err = refusal(&full, prompt, metered, 120).unwrap_err();
     assert!(
         err.contains("character 23 is '山'") && err.contains("rhymes"),
+        "{err}"
+    );
+    // Nor may it rhyme on 流 again (重韵).
+    let prompt = "白日依山尽，黄河入海流。欲穷千里目，更上一层流";
+    let err = refusal(&full, prompt, metered, 120).unwrap_err();
+    assert!(
+        err.contains("character 23 is '流'") && err.contains("ends no earlier line"),
         "{err}"
     );
     // Without a form there is no template to keep.

@@ -324,3 +324,59 @@ fn score_reads_standard_input_for_a_dash_and_the_lines_of_sample_json() {
     std::fs::write(&file, format!("\u{feff}{}", text.replace('\n', "\r\n"))).unwrap();
     assert_eq!(from_stdin, score(file.to_str().unwrap()));
 }
+
+/// 重韵: two rhyming lines on one character is a fault of its own, apart from whether they rhyme.
+/// Issue #58 counts 5 of the 1,815 held-out real poems whose even lines repeat a character; one
+/// more repeats its rhyming first line's (莫惊西上独迟回 … 一名闲事逐秋回), so the scorer finds 6.
+#[test]
+fn a_repeated_rhyme_character_is_its_own_fault() {
+    let tables = Tables::shipped();
+    // 登鹳雀楼 with 楼 replaced by the second line's 流: it still rhymes (尤), on one character.
+    let s = score_poem("白日依山尽，黄河入海流。欲穷千里目，更上一层流。", tables);
+    assert!(s.rhymes && s.repeated_rhyme, "{s:?}");
+    let s = score_poem("白日依山尽，黄河入海流。欲穷千里目，更上一层楼。", tables);
+    assert!(s.rhymes && !s.repeated_rhyme, "{s:?}");
+    // 早发白帝城 rhymes its first line (间, 还, 山): 间 again at the end repeats it.
+    let s = score_poem(
+        "朝辞白帝彩云间，千里江陵一日还。两岸猿声啼不住，轻舟已过万重间。",
+        tables,
+    );
+    assert!(s.repeated_rhyme, "{s:?}");
+    // A line that does not rhyme may end on a rhyme's character.
+    let s = score_poem("白日依山流，黄河入海楼。欲穷千里目，更上一层流。", tables);
+    assert!(!s.repeated_rhyme, "{s:?}");
+
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/data/poems.txt"));
+    let val: Vec<String> = text
+        .unwrap()
+        .lines()
+        .skip(19)
+        .step_by(20)
+        .map(str::to_string)
+        .collect();
+    assert_eq!(val.len(), 1815);
+    let even_lines_repeat = |poem: &String| {
+        let finals: Vec<char> = poem
+            .split(['，', '。', '？', '！', '；'])
+            .skip(1)
+            .step_by(2)
+            .filter_map(|line| line.chars().last())
+            .collect();
+        finals
+            .iter()
+            .collect::<std::collections::HashSet<_>>()
+            .len()
+            < finals.len()
+    };
+    assert_eq!(val.iter().filter(|p| even_lines_repeat(p)).count(), 5);
+    let (summary, scores) = Summary::of(&val, tables, None);
+    assert_eq!(summary.repeated_rhyme, 6, "{summary:?}");
+    let first_line = val
+        .iter()
+        .zip(&scores)
+        .find(|(p, s)| s.repeated_rhyme && !even_lines_repeat(p));
+    assert!(first_line.is_some_and(|(p, _)| p.starts_with("莫惊西上独迟回")));
+    // Five of the six rhyme otherwise (世有多事人 … 开佛之知见 ends its lines on 仄 characters).
+    assert_eq!(summary.rhyming_distinct, summary.rhyming - 5, "{summary:?}");
+    assert!(summary.describe().contains("6 repeat a rhyme character"));
+}

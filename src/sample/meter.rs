@@ -4,8 +4,10 @@
 //! the form's templates ([`crate::verse::templates()`]) still fits the poem so far and also fits
 //! the poem with that character: its tone fits the template's slot (a character of both tones
 //! fits either; one of unknown tone only a free slot), and at the end of a rhyming line it shares
-//! a 平声 rhyme group with the earlier rhyming line ends. So the prompt and the first characters
-//! choose between 平起 and 仄起, and the first rhyme chooses the group.
+//! a 平声 rhyme group with the earlier rhyming line ends and ends no earlier line (no 重韵, a
+//! rhyme by repeating a character, whichever template the poem is later read by: a character of
+//! two tones may end a first line that one template rhymes and another does not). So the prompt
+//! and the first characters choose between 平起 and 仄起, and the first rhyme chooses the group.
 
 use crate::data::poem::Form;
 use crate::verse::tables::common_groups;
@@ -82,26 +84,44 @@ impl Meter {
     }
 
     /// Whether `next` may stand at (line, col) after `poem`, given the templates still `open`.
-    fn admits(&self, open: &[Open], (line, col): (usize, usize), next: u32) -> bool {
-        let next = next as usize;
+    /// The tokens that end the lines of `poem` before `line`.
+    fn finals(&self, poem: &[u32], line: usize) -> Vec<u32> {
+        (0..line)
+            .map(|l| self.at(poem, l, self.chars - 1))
+            .collect()
+    }
+
+    /// Whether `next` may stand at (line, col), given the templates still `open` and the
+    /// `finals` of the lines before.
+    fn admits(
+        &self,
+        open: &[Open],
+        finals: &[u32],
+        (line, col): (usize, usize),
+        next: u32,
+    ) -> bool {
+        let rhymes = |o: &Open| {
+            !finals.contains(&next)
+                && !common_groups(o.groups.as_deref(), &self.groups[next as usize]).is_empty()
+        };
         open.iter().any(|o| {
-            o.template.lines[line][col].admits(self.tones[next])
-                && (!self.rhymes_at(o.template, line, col)
-                    || !common_groups(o.groups.as_deref(), &self.groups[next]).is_empty())
+            o.template.lines[line][col].admits(self.tones[next as usize])
+                && (!self.rhymes_at(o.template, line, col) || rhymes(o))
         })
     }
 
     /// For each token, whether it may stand at (line, col) after `poem`.
     pub fn allowed(&self, poem: &[u32], position: (usize, usize)) -> Vec<bool> {
-        let open = self.open(poem, position);
+        let (open, finals) = (self.open(poem, position), self.finals(poem, position.0));
         (0..self.tones.len() as u32)
-            .map(|id| self.admits(&open, position, id))
+            .map(|id| self.admits(&open, &finals, position, id))
             .collect()
     }
 
     /// Whether `next` may stand at (line, col) after `poem`.
     pub fn allows(&self, poem: &[u32], position: (usize, usize), next: u32) -> bool {
-        self.admits(&self.open(poem, position), position, next)
+        let (open, finals) = (self.open(poem, position), self.finals(poem, position.0));
+        self.admits(&open, &finals, position, next)
     }
 
     /// What the meter asks for at (line, col) after `poem`, in words.
@@ -120,7 +140,7 @@ impl Meter {
             "a character of known tone"
         };
         if open.iter().any(|o| self.rhymes_at(o.template, line, col)) {
-            format!("{tone} that rhymes (平水韵) with the earlier rhyming line ends")
+            format!("{tone} that rhymes (平水韵) with the earlier rhyming line ends and ends no earlier line")
         } else {
             tone.to_string()
         }

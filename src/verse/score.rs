@@ -29,6 +29,8 @@ pub struct VerseScore {
     /// Whether an even line's last character is missing from the rhyme table (a traditional
     /// form, a rare character): then whether the poem rhymes is not known.
     pub rhyme_unknown: bool,
+    /// Whether two rhyming lines end on the same character (重韵, a fault poets avoid).
+    pub repeated_rhyme: bool,
 }
 
 impl VerseScore {
@@ -61,6 +63,9 @@ struct Fit {
     groups: Vec<u16>,
     /// Whether one of those characters is missing from the rhyme table.
     rhyme_unknown: bool,
+    /// Whether two of the rhyming lines (the first among them where it rhymes) end on one
+    /// character.
+    repeated: bool,
 }
 
 /// How `lines` fit `template`.
@@ -89,12 +94,21 @@ fn fit(lines: &[Vec<char>], template: &Template, tables: &Tables) -> Fit {
         .filter(|&&i| i % 2 == 1)
         .filter_map(|&i| lines.get(i).and_then(|l| l.last().copied()))
         .collect();
+    let mut rhyme_chars: Vec<char> = template
+        .rhyming_lines
+        .iter()
+        .filter_map(|&i| lines.get(i).and_then(|l| l.last().copied()))
+        .collect();
+    let rhyme_count = rhyme_chars.len();
+    rhyme_chars.sort_unstable();
+    rhyme_chars.dedup();
     Fit {
         checked,
         fitting,
         unknown,
         groups: tables.shared_groups(&finals),
         rhyme_unknown: finals.iter().any(|&c| tables.rhyme_groups(c).is_empty()),
+        repeated: rhyme_chars.len() < rhyme_count,
     }
 }
 
@@ -132,6 +146,7 @@ pub fn score_poem(poem: &str, tables: &Tables) -> VerseScore {
         rhymes: false,
         rhyme_group: None,
         rhyme_unknown: false,
+        repeated_rhyme: false,
     };
     let Some(form) = form else {
         return score;
@@ -148,6 +163,7 @@ pub fn score_poem(poem: &str, tables: &Tables) -> VerseScore {
             .first()
             .map(|&g| tables.group_name(g).to_string());
         score.rhyme_unknown = !score.rhymes && fit.rhyme_unknown;
+        score.repeated_rhyme = fit.repeated;
     }
     score
 }
@@ -230,6 +246,10 @@ pub struct Summary {
     pub mean_tone_fit: f64,
     /// Regular poems whose rhyming lines end in one 平声 group.
     pub rhyming: usize,
+    /// Regular poems two of whose rhyming lines end on the same character (重韵).
+    pub repeated_rhyme: usize,
+    /// Regular poems that rhyme with a different character at every rhyming line.
+    pub rhyming_distinct: usize,
     /// The median and the largest over all poems of the longest run copied from the training text
     /// (characters), if the training text was given.
     pub copied_run_median: Option<usize>,
@@ -266,6 +286,11 @@ impl Summary {
             mean_tone_fit: regular.iter().fold(0.0, |sum, s| sum + s.tone_fit())
                 / regular.len().max(1) as f64,
             rhyming: regular.iter().filter(|s| s.rhymes).count(),
+            repeated_rhyme: regular.iter().filter(|s| s.repeated_rhyme).count(),
+            rhyming_distinct: regular
+                .iter()
+                .filter(|s| s.rhymes && !s.repeated_rhyme)
+                .count(),
             copied_run_median: runs.get(runs.len() / 2).copied(),
             copied_run_max: runs.last().copied(),
             lines_verbatim: verbatim,
@@ -307,7 +332,8 @@ impl Summary {
         let share = |n: usize, of: usize| 100.0 * n as f64 / of as f64; // of ≥ 1 here
         format!(
             "{}, {} of a regular form ({:.0} %); of those, {} fit a tonal template in every checked \
-             position ({:.0} %; mean share of fitting tones {:.1} %) and {} rhyme ({:.0} %)",
+             position ({:.0} %; mean share of fitting tones {:.1} %) and {} rhyme ({:.0} %); \
+             {} repeat a rhyme character ({:.0} %), so {} rhyme with distinct ones ({:.0} %)",
             self.poem_count(),
             self.regular,
             share(self.regular, self.poems),
@@ -316,6 +342,10 @@ impl Summary {
             100.0 * self.mean_tone_fit,
             self.rhyming,
             share(self.rhyming, self.regular),
+            self.repeated_rhyme,
+            share(self.repeated_rhyme, self.regular),
+            self.rhyming_distinct,
+            share(self.rhyming_distinct, self.regular),
         )
     }
 }
