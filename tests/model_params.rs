@@ -176,6 +176,7 @@ fn the_parameter_count_is_the_models_with_and_without_sounds() {
             tie_weights,
             sound,
             verse_places,
+            rhyme_memory: verse_places, // a row per token
             ..common::small_config(30, 2, position)
         };
         let vocabulary = common::vocabulary_of(30);

@@ -91,6 +91,9 @@ pub struct ModelConfig {
     /// character ends a line and must rhyme) is learned rows added to its embedding (an input,
     /// `verse::inputs::places`).
     pub verse_places: bool,
+    /// Whether, before a rhyme, the characters that ended the poem's earlier lines are learned
+    /// rows (one per token) added to its embedding (an input, `verse::inputs::rhymes`).
+    pub rhyme_memory: bool,
 }
 
 impl Default for ModelConfig {
@@ -110,6 +113,7 @@ impl Default for ModelConfig {
             sinusoidal_scale: 1.0,
             sound: false,
             verse_places: false,
+            rhyme_memory: false,
         }
     }
 }
@@ -134,7 +138,11 @@ impl ModelConfig {
     /// The names of the inputs added to the token embeddings that this config switches on, in the
     /// order the model takes them (`model::inputs`, `verse::inputs`).
     pub fn inputs(&self) -> Vec<&'static str> {
-        [("sound", self.sound), ("verse_places", self.verse_places)]
+        [
+            ("sound", self.sound),
+            ("verse_places", self.verse_places),
+            ("rhyme_memory", self.rhyme_memory),
+        ]
             .into_iter()
             .filter_map(|(name, on)| on.then_some(name))
             .collect()
@@ -158,7 +166,7 @@ impl ModelConfig {
         let inputs: usize = self
             .inputs()
             .into_iter()
-            .map(crate::verse::inputs::rows)
+            .map(|name| crate::verse::inputs::rows(name, self.vocab_size))
             .sum();
         v * c + inputs as f64 * c + table + l * block + (1.0 + biases) * c + head
     }

@@ -3,6 +3,8 @@
 //!
 //! - [`sound`] (`sound = true`): each character's rhyme groups and tone, a token input;
 //! - [`places`] (`verse_places = true`): where each position stands in its poem, a sequence input;
+//! - [`rhymes`] (`rhyme_memory = true`): before a rhyme, the characters that ended the poem's
+//!   earlier lines, a sequence input;
 //!
 //! both read the characters behind the token ids ([`vocabulary`]). Adding an input touches its
 //! file here (what it reads, its rows, its tests), its switch in the config (a field of
@@ -10,6 +12,7 @@
 //! training step and the decoder take it as they take these.
 
 pub mod places;
+pub mod rhymes;
 pub mod sound;
 pub mod vocabulary;
 
@@ -23,23 +26,31 @@ pub use vocabulary::Vocabulary;
 struct Known {
     name: &'static str,
     tensor: &'static str,
-    rows: fn() -> usize,
-    reads: fn(&Vocabulary) -> Reads,
+    /// Rows of its W for a model of this many tokens.
+    rows: fn(usize) -> usize,
+    /// What it reads, for a vocabulary and a model of this many tokens.
+    reads: fn(&Vocabulary, usize) -> Reads,
 }
 
 /// Every input, by config name.
-const INPUTS: [Known; 2] = [
+const INPUTS: [Known; 3] = [
     Known {
         name: "sound",
         tensor: "wse",
-        rows: sound::rows,
-        reads: sound::reads,
+        rows: |_| sound::rows(),
+        reads: |vocabulary, _| sound::reads(vocabulary),
     },
     Known {
         name: "verse_places",
         tensor: "wvp",
-        rows: || places::ROWS,
-        reads: places::reads,
+        rows: |_| places::ROWS,
+        reads: |vocabulary, _| places::reads(vocabulary),
+    },
+    Known {
+        name: "rhyme_memory",
+        tensor: "wrm",
+        rows: |vocab_size| vocab_size,
+        reads: rhymes::reads,
     },
 ];
 
@@ -51,9 +62,10 @@ fn known(name: &str) -> &'static Known {
         .unwrap_or_else(|| panic!("ModelConfig::inputs names {name}, which verse::inputs lacks"))
 }
 
-/// Rows of the learned matrix of the input named `name` in the config.
-pub fn rows(name: &str) -> usize {
-    (known(name).rows)()
+/// Rows of the learned matrix of the input named `name` in the config, for a model of
+/// `vocab_size` tokens.
+pub fn rows(name: &str, vocab_size: usize) -> usize {
+    (known(name).rows)(vocab_size)
 }
 
 /// The inputs `cfg` switches on, for tokens that are the characters of `vocabulary`.
@@ -68,7 +80,7 @@ pub fn for_vocabulary(cfg: &ModelConfig, vocabulary: &Vocabulary) -> Result<Vec<
     let input = |known: &'static Known| Input {
         name: known.name,
         tensor: known.tensor,
-        reads: (known.reads)(vocabulary),
+        reads: (known.reads)(vocabulary, cfg.vocab_size),
     };
     Ok(cfg.inputs().into_iter().map(known).map(input).collect())
 }
@@ -95,7 +107,7 @@ mod tests {
         let inputs = for_vocabulary(&cfg, &vocabulary).expect("inputs");
         let names: Vec<&str> = inputs.iter().map(|input| input.name).collect();
         assert_eq!(names, ["sound", "verse_places"]);
-        assert_eq!(rows("verse_places"), places::ROWS);
+        assert_eq!(rows("verse_places", 4), places::ROWS);
         // A vocabulary larger than the model's comes from another run.
         let small = ModelConfig {
             vocab_size: 3,

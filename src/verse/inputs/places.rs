@@ -51,6 +51,11 @@ impl Places {
     pub fn rows(&self) -> &[usize] {
         &self.rows[..self.len]
     }
+
+    /// Whether the next character ends a line that must rhyme.
+    pub fn next_rhymes(&self) -> bool {
+        self.rows().contains(&RHYMES)
+    }
 }
 
 impl PoemReader {
