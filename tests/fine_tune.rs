@@ -27,14 +27,19 @@ fn parent_run(dir: &Path) {
     common::run(&common::tiny_config(), dir, false, None).unwrap();
 }
 
+/// A parent trained into `tmp`/parent, the new corpus's path, and configs/tiny.toml's.
+fn parent_and_corpus(tmp: &Path) -> (std::path::PathBuf, String, std::path::PathBuf) {
+    let parent_dir = tmp.join("parent");
+    parent_run(&parent_dir);
+    let tiny = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/tiny.toml");
+    (parent_dir, new_corpus(tmp), tiny)
+}
+
 #[test]
 fn a_fine_tune_keeps_the_parents_weights_and_ids_and_draws_the_new_rows() {
     let tmp = tempfile::tempdir().unwrap();
-    let parent_dir = tmp.path().join("parent");
-    parent_run(&parent_dir);
-    let corpus = new_corpus(tmp.path());
+    let (parent_dir, corpus, tiny) = parent_and_corpus(tmp.path());
     let parent = Parent::open(&parent_dir).unwrap();
-    let tiny = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/configs/tiny.toml"));
     let set = |key: &str, value: &str| Override::parse(&format!("{key}={value}")).unwrap();
     let mut cfg = parent
         .config_for(
@@ -101,10 +106,7 @@ fn a_fine_tune_keeps_the_parents_weights_and_ids_and_draws_the_new_rows() {
 #[test]
 fn a_fine_tuned_run_starts_at_step_0_learns_sooner_and_names_its_parent() {
     let tmp = tempfile::tempdir().unwrap();
-    let parent_dir = tmp.path().join("parent");
-    parent_run(&parent_dir);
-    let corpus = new_corpus(tmp.path());
-    let tiny = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/configs/tiny.toml"));
+    let (parent_dir, corpus, tiny) = parent_and_corpus(tmp.path());
     let overrides = [Override::parse(&format!("data.corpus=\"{corpus}\"")).unwrap()];
     let parent = Parent::open(&parent_dir).unwrap();
     let record = parent.record.clone();

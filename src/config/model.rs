@@ -143,9 +143,9 @@ impl ModelConfig {
             ("verse_places", self.verse_places),
             ("rhyme_memory", self.rhyme_memory),
         ]
-            .into_iter()
-            .filter_map(|(name, on)| on.then_some(name))
-            .collect()
+        .into_iter()
+        .filter_map(|(name, on)| on.then_some(name))
+        .collect()
     }
 
     /// The number of parameters, as a float so that absurd sizes cannot overflow.

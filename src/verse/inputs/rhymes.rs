@@ -43,7 +43,11 @@ struct RhymeReader {
 
 impl SequenceReader for RhymeReader {
     fn read(&mut self, id: u32) -> Shares {
-        let kind = self.kinds.get(id as usize).copied().unwrap_or(TokenKind::Char);
+        let kind = self
+            .kinds
+            .get(id as usize)
+            .copied()
+            .unwrap_or(TokenKind::Char);
         match kind {
             TokenKind::PoemEnd => self.finals.clear(),
             TokenKind::LineEnd => self.finals.extend(self.last),
@@ -60,7 +64,9 @@ impl SequenceReader for RhymeReader {
 /// The rhymes so far of tokens that are `vocabulary`'s characters, for a model of `vocab_size`
 /// tokens.
 pub fn reads(vocabulary: &Vocabulary, vocab_size: usize) -> Reads {
-    let kinds = (0..vocabulary.len()).map(|id| vocabulary.kind(id)).collect();
+    let kinds = (0..vocabulary.len())
+        .map(|id| vocabulary.kind(id))
+        .collect();
     Reads::Sequence(Arc::new(RhymeMemory {
         kinds,
         rows: vocab_size,
@@ -79,10 +85,15 @@ mod tests {
             panic!("a sequence input")
         };
         let mut reader = input.reader();
-        let rows: Vec<Shares> = (0..text.chars().count() as u32).map(|id| reader.read(id)).collect();
+        let rows: Vec<Shares> = (0..text.chars().count() as u32)
+            .map(|id| reader.read(id))
+            .collect();
         let id = |c: char| text.chars().position(|x| x == c).unwrap();
         // Before 楼 (at 层, 22): the lines so far ended on 尽, 流 and 目.
-        assert_eq!(rows[22], [(id('尽'), 1.0), (id('流'), 1.0), (id('目'), 1.0)]);
+        assert_eq!(
+            rows[22],
+            [(id('尽'), 1.0), (id('流'), 1.0), (id('目'), 1.0)]
+        );
         // Before 流 (at 海, 10): 尽 alone; elsewhere nothing.
         assert_eq!(rows[10], [(id('尽'), 1.0)]);
         let taken: Vec<usize> = (0..rows.len()).filter(|&i| !rows[i].is_empty()).collect();
