@@ -80,6 +80,22 @@ impl Parent {
             }
         }
         let mut cfg = RunConfig::load_with(path, overrides)?;
+        let unused = cfg.model.differences(
+            &self.config.model,
+            [&path.display().to_string(), "the run's"],
+        );
+        let unused: Vec<String> = unused
+            .into_iter()
+            .filter(|d| !d.starts_with("vocab_size:") && !d.starts_with("dropout:"))
+            .collect();
+        if !unused.is_empty() {
+            crate::note!(
+                "note: --init-from trains {}'s model; the [model] settings of {} that differ are not used ({})",
+                self.record.run,
+                path.display(),
+                unused.join("; ")
+            );
+        }
         let given_dropout = overrides.iter().any(|o| o.key == "model.dropout");
         cfg.model = ModelConfig {
             vocab_size: 0, // the parent's and the new corpus's characters
