@@ -267,6 +267,14 @@ fn a_run_fine_tuned_from_the_page_starts_from_a_listed_run() {
         common::curve(&tmp.path().join("parent")),
         common::curve(&tmp.path().join("child")),
     );
+    let (_, list) = get(&base, "/api/runs");
+    let child = list["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "child");
+    let line = child.unwrap()["line"].as_str().unwrap();
+    assert!(line.ends_with(", fine-tuned from parent"), "{line}");
     // On the parent's own corpus, its weights begin where it ended: far below its first step.
     assert!(
         child_curve[0].2 < parent_curve[0].2 - 0.2,

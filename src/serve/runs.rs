@@ -9,6 +9,7 @@ use crate::train::checkpoint::{
     RunDir, CONFIG_FILE, METRICS_FILE, MODEL_FILE, SAMPLES_FILE, STATE_FILE, SUMMARY_FILE,
 };
 use crate::train::metrics::{read_metrics, read_samples, EvalSample, MetricRow};
+use crate::train::parent::{ParentRecord, PARENT_FILE};
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
@@ -33,7 +34,8 @@ const ACTIVE_WITHIN: Duration = Duration::from_secs(120);
 pub struct RunEntry {
     /// Its path under the folder, `/`-separated: what the API's `run` parameters take.
     pub name: String,
-    /// Its config in one line: layers × heads × width, positions, optimiser, corpus.
+    /// Its config in one line: layers × heads × width, positions, optimiser, corpus, and the run
+    /// it was fine-tuned from.
     pub line: String,
     /// Its whole config, for the page to highlight what differs between runs (`None` when its
     /// config.toml cannot be read: `problem` says why).
@@ -172,9 +174,16 @@ fn entry_and_rows(root: &Path, dir: &Path) -> (RunEntry, Vec<MetricRow>) {
     let active = RunDir::new(dir)
         .is_locked()
         .unwrap_or_else(recently_written);
+    let mut line = config.as_ref().map_or_else(|| "?".into(), one_line);
+    if let Some(parent) = read_parent(dir) {
+        line += &format!(
+            ", fine-tuned from {}",
+            run_name(root, Path::new(&parent.run))
+        );
+    }
     let entry = RunEntry {
         name: run_name(root, dir),
-        line: config.as_ref().map_or_else(|| "?".into(), one_line),
+        line,
         step: rows.last().map_or(0, |r| r.step),
         max_iters: config.as_ref().map_or(0, |c| c.train.max_iters),
         val_loss: rows.last().map(|r| r.val_loss),
@@ -219,6 +228,13 @@ fn read_summary(dir: &Path) -> Option<Ended> {
     let text =
         crate::files::read_text_limited(&dir.join(SUMMARY_FILE), crate::files::SMALL_FILE_LIMIT)
             .ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// The record of the run `dir` was fine-tuned from, if it was.
+fn read_parent(dir: &Path) -> Option<ParentRecord> {
+    let file = dir.join(PARENT_FILE);
+    let text = crate::files::read_text_limited(&file, crate::files::SMALL_FILE_LIMIT).ok()?;
     serde_json::from_str(&text).ok()
 }
 
