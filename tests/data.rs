@@ -256,3 +256,21 @@ fn prepare_refuses_every_source_that_gives_nothing_to_write() {
     let err = message(rhyme_table(&rhymes, same).unwrap_err());
     assert!(err.contains("no character in a 平声 rhyme group"), "{err}");
 }
+
+/// data/titled.txt is data/poems.txt line by line, each poem after one header `【poet·title】`.
+#[test]
+fn the_titled_corpus_is_the_poems_after_their_headers() {
+    let read = |name: &str| {
+        std::fs::read_to_string(format!("{}/data/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+    };
+    let (titled, poems) = (read("titled.txt"), read("poems.txt"));
+    assert_eq!(titled.lines().count(), poems.lines().count());
+    for (line, poem) in titled.lines().zip(poems.lines()) {
+        let (header, rest) = line.split_once('】').expect("a header");
+        assert_eq!(rest, poem);
+        let (poet, title) = header.strip_prefix('【').unwrap().split_once('·').unwrap();
+        assert!(!poet.is_empty() && !title.is_empty(), "{line}");
+        assert!(!title.contains(['【', '·']), "{line}");
+    }
+    assert!(titled.starts_with("【太宗皇帝·帝京篇十首 一】秦川雄帝宅"));
+}

