@@ -3,7 +3,7 @@
 //! it lives now.
 
 /// Where each key of the old `[train]` that moved lives now: (old name, section, new name).
-const MOVED: [(&str, &str, &str); 12] = [
+const MOVED: [(&str, &str, &str); 13] = [
     ("corpus", "data", "corpus"),
     ("corpus_kind", "data", "kind"),
     ("optimizer", "optimizer", "kind"),
@@ -16,18 +16,12 @@ const MOVED: [(&str, &str, &str); 12] = [
     ("muon_momentum", "optimizer", "muon_momentum"),
     ("schedule", "schedule", "kind"),
     ("warmup_iters", "schedule", "warmup_iters"),
+    ("decay_fraction", "schedule", "decay_fraction"),
 ];
-
-/// `decay_fraction` moved too, but only where its kind is chosen (see [`upgrade`]).
-const DECAY_FRACTION: (&str, &str, &str) = ("decay_fraction", "schedule", "decay_fraction");
 
 /// The key `section.name` as it is written now.
 pub(super) fn current_key(section: &str, name: &str) -> (String, String) {
-    match MOVED
-        .iter()
-        .chain([&DECAY_FRACTION])
-        .find(|m| section == "train" && m.0 == name)
-    {
+    match MOVED.iter().find(|m| section == "train" && m.0 == name) {
         Some(&(_, section, name)) => (section.to_string(), name.to_string()),
         None => (section.to_string(), name.to_string()),
     }
@@ -42,7 +36,6 @@ pub(super) fn upgrade(table: &mut toml::Table) {
     };
     let moved: Vec<(String, String, toml::Value)> = MOVED
         .iter()
-        .chain([&DECAY_FRACTION])
         .filter_map(|&(old, section, name)| {
             let value = train.remove(old)?;
             Some((section.to_string(), name.to_string(), value))

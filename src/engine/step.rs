@@ -11,6 +11,7 @@
 
 use super::weights::{add_sequence_input, embed, Norm, TokenTable, Values};
 use crate::model::block::Block;
+use crate::model::inputs::Shares;
 use crate::model::layers::{dropout_mask, LayerNorm, Linear};
 use crate::model::position::{PositionEncoding, Rotations};
 use crate::model::{Gpt, Mode};
@@ -276,10 +277,11 @@ fn block_backward(
 }
 
 /// The embeddings' gradients from the gradient `d_x` (N × C) of the residual stream entering
-/// the blocks, dropped out by `mask` if given.
+/// the blocks, dropped out by `mask` if given; `shares` are the rows each sequence input's
+/// positions took in the forward pass.
 fn embed_backward(
     model: &Gpt,
-    (ids, t): (&[u32], usize),
+    (ids, t, shares): (&[u32], usize, &[Vec<Shares>]),
     (d_x, mask): (&[f32], Option<&[f32]>),
     grads: &mut ParamGrads,
 ) {
@@ -292,9 +294,8 @@ fn embed_backward(
         target.iter_mut().zip(row).for_each(|(d, g)| *d += g);
     }
     add_grad(grads, wte, d_wte);
-    for input in &model.inputs.sequence {
-        let shares = input.shares_of(ids, t); // (N)
-        add_grad(grads, &input.weight, input.gradient(&d_x, &shares, c)); // (rows, C)
+    for (input, shares) in model.inputs.sequence.iter().zip(shares) {
+        add_grad(grads, &input.weight, input.gradient(&d_x, shares, c)); // (rows, C)
     }
     for input in &model.inputs.token {
         // The token table's gradient, the output layer's part included when tied.
@@ -347,8 +348,14 @@ pub fn loss_and_gradients(
     let table = TokenTable::new(model)?; // (V, C)
     let mut h = embed((table.get(), c), &model.position, &ids, (0, t))?; // (N, C)
     let tied_head = table.tied_head(model); // (V, C)
-    for input in &model.inputs.sequence {
-        add_sequence_input(input, &input.shares_of(&ids, t), &mut h)?;
+    let shares: Vec<Vec<Shares>> = model
+        .inputs
+        .sequence
+        .iter()
+        .map(|i| i.shares_of(&ids, t))
+        .collect(); // (inputs, N)
+    for (input, shares) in model.inputs.sequence.iter().zip(&shares) {
+        add_sequence_input(input, shares, &mut h)?;
     }
     let embed_mask = s.dropout.mask(h.len()); // (N, C)
     if let Some(mask) = &embed_mask {
@@ -377,7 +384,12 @@ pub fn loss_and_gradients(
     for (block, activations) in model.h.iter().zip(&kept).rev() {
         d_h = block_backward(block, activations, &s, d_h, &mut grads)?; // (N, C)
     }
-    embed_backward(model, (&ids, t), (&d_h, embed_mask.as_deref()), &mut grads);
+    embed_backward(
+        model,
+        (&ids, t, &shares),
+        (&d_h, embed_mask.as_deref()),
+        &mut grads,
+    );
     Ok((loss, grads))
 }
 

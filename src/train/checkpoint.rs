@@ -45,6 +45,14 @@ pub fn to_safetensors(
 pub fn read_safetensors(path: &Path) -> Result<(HashMap<String, Tensor>, HashMap<String, String>)> {
     let bytes = crate::files::read_limited(path, crate::files::WEIGHTS_LIMIT)
         .with_context(|| format!("cannot read {}", path.display()))?;
+    parse_safetensors(&bytes, path)
+}
+
+/// The tensors and metadata of the safetensors file `bytes`, read from `path`.
+pub fn parse_safetensors(
+    bytes: &[u8],
+    path: &Path,
+) -> Result<(HashMap<String, Tensor>, HashMap<String, String>)> {
     // The cause's own text only: safetensors' errors repeat their source in it.
     let invalid = |cause: &dyn std::fmt::Display| {
         anyhow::anyhow!(
@@ -52,10 +60,10 @@ pub fn read_safetensors(path: &Path) -> Result<(HashMap<String, Tensor>, HashMap
             path.display()
         )
     };
-    let (_, header) = safetensors::SafeTensors::read_metadata(&bytes).map_err(|e| invalid(&e))?;
+    let (_, header) = safetensors::SafeTensors::read_metadata(bytes).map_err(|e| invalid(&e))?;
     let metadata = header.metadata().clone().unwrap_or_default();
     let tensors =
-        candle_core::safetensors::load_buffer(&bytes, &Device::Cpu).map_err(|e| invalid(&e))?;
+        candle_core::safetensors::load_buffer(bytes, &Device::Cpu).map_err(|e| invalid(&e))?;
     Ok((tensors, metadata))
 }
 

@@ -7,7 +7,7 @@
 use crate::config::{ModelConfig, Override, RunConfig};
 use crate::data::CharTokenizer;
 use crate::files::atomic_write;
-use crate::train::checkpoint::{load_run, read_safetensors, RunDir, MODEL_FILE};
+use crate::train::checkpoint::{load_run, parse_safetensors, RunDir, MODEL_FILE};
 use anyhow::{bail, Context, Result};
 use candle_core::Tensor;
 use candle_nn::VarMap;
@@ -47,10 +47,10 @@ impl Parent {
         let loaded = load_run(dir).context("--init-from needs a trained run")?;
         let file = RunDir::new(dir).file(MODEL_FILE);
         let bytes = crate::files::read_limited(&file, crate::files::WEIGHTS_LIMIT)?;
-        let (tensors, _) = read_safetensors(&file)?;
+        let (tensors, _) = parse_safetensors(&bytes, &file)?;
         let record = ParentRecord {
             run: dir.display().to_string(),
-            weights: crate::data::fingerprint(bytes),
+            weights: crate::data::fingerprint(bytes.iter().copied()),
             vocab_size: loaded.tokenizer.vocab_size(),
         };
         Ok(Parent {

@@ -13,7 +13,7 @@
 //! place) and a newline (for the line) say where it stands, place and line take their "unknown"
 //! rows and no flag is set.
 
-use super::vocabulary::{TokenKind, Vocabulary};
+use super::vocabulary::{TokenKind, TokenKinds, Vocabulary};
 use crate::model::inputs::{Reads, SequenceInput, SequenceReader, Shares};
 use std::sync::Arc;
 
@@ -101,7 +101,7 @@ impl PoemReader {
 
 /// What each token is to a poem, by token id: what a reader needs.
 struct VersePlaces {
-    kinds: Arc<[TokenKind]>,
+    kinds: TokenKinds,
 }
 
 impl SequenceInput for VersePlaces {
@@ -111,7 +111,7 @@ impl SequenceInput for VersePlaces {
 
     fn reader(&self) -> Box<dyn SequenceReader> {
         Box::new(PlaceReader {
-            kinds: Arc::clone(&self.kinds),
+            kinds: self.kinds.clone(),
             poem: PoemReader::default(),
         })
     }
@@ -119,24 +119,22 @@ impl SequenceInput for VersePlaces {
 
 /// A [`PoemReader`] on token ids.
 struct PlaceReader {
-    kinds: Arc<[TokenKind]>,
+    kinds: TokenKinds,
     poem: PoemReader,
 }
 
 impl SequenceReader for PlaceReader {
     fn read(&mut self, id: u32) -> Shares {
-        let kind = self.kinds.get(id as usize).copied();
-        let places = self.poem.read(kind.unwrap_or(TokenKind::Char));
+        let places = self.poem.read(self.kinds.get(id));
         places.rows().iter().map(|&row| (row, 1.0)).collect()
     }
 }
 
 /// The places of tokens that are `vocabulary`'s characters.
 pub fn reads(vocabulary: &Vocabulary) -> Reads {
-    let kinds = (0..vocabulary.len())
-        .map(|id| vocabulary.kind(id))
-        .collect();
-    Reads::Sequence(Arc::new(VersePlaces { kinds }))
+    Reads::Sequence(Arc::new(VersePlaces {
+        kinds: TokenKinds::of(vocabulary),
+    }))
 }
 
 #[cfg(test)]

@@ -6,13 +6,13 @@
 //! third of their regular poems (docs/experiments.md, section 11).
 
 use super::places::PoemReader;
-use super::vocabulary::{TokenKind, Vocabulary};
+use super::vocabulary::{TokenKind, TokenKinds, Vocabulary};
 use crate::model::inputs::{Reads, SequenceInput, SequenceReader, Shares};
 use std::sync::Arc;
 
 /// What each token is to a poem, by token id, and the rows of W (one per token).
 struct RhymeMemory {
-    kinds: Arc<[TokenKind]>,
+    kinds: TokenKinds,
     rows: usize,
 }
 
@@ -23,7 +23,7 @@ impl SequenceInput for RhymeMemory {
 
     fn reader(&self) -> Box<dyn SequenceReader> {
         Box::new(RhymeReader {
-            kinds: Arc::clone(&self.kinds),
+            kinds: self.kinds.clone(),
             poem: PoemReader::default(),
             last: None,
             finals: Vec::new(),
@@ -33,7 +33,7 @@ impl SequenceInput for RhymeMemory {
 
 /// A [`PoemReader`] that keeps the characters that ended the poem's lines.
 struct RhymeReader {
-    kinds: Arc<[TokenKind]>,
+    kinds: TokenKinds,
     poem: PoemReader,
     /// The last character read, if the last token was one.
     last: Option<u32>,
@@ -43,11 +43,7 @@ struct RhymeReader {
 
 impl SequenceReader for RhymeReader {
     fn read(&mut self, id: u32) -> Shares {
-        let kind = self
-            .kinds
-            .get(id as usize)
-            .copied()
-            .unwrap_or(TokenKind::Char);
+        let kind = self.kinds.get(id);
         match kind {
             TokenKind::PoemEnd | TokenKind::HeaderStart | TokenKind::HeaderEnd => {
                 self.finals.clear()
@@ -66,11 +62,8 @@ impl SequenceReader for RhymeReader {
 /// The rhymes so far of tokens that are `vocabulary`'s characters, for a model of `vocab_size`
 /// tokens.
 pub fn reads(vocabulary: &Vocabulary, vocab_size: usize) -> Reads {
-    let kinds = (0..vocabulary.len())
-        .map(|id| vocabulary.kind(id))
-        .collect();
     Reads::Sequence(Arc::new(RhymeMemory {
-        kinds,
+        kinds: TokenKinds::of(vocabulary),
         rows: vocab_size,
     }))
 }

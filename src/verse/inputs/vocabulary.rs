@@ -2,6 +2,7 @@
 //! sound ([`super::sound`]) and whether it ends a line or a poem ([`super::places`]).
 
 use crate::data::poem::PUNCTUATION;
+use std::sync::Arc;
 
 /// What a token is to a poem.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,5 +63,25 @@ impl Vocabulary {
             Some(c) if PUNCTUATION.contains(&c) => TokenKind::LineEnd,
             _ => TokenKind::Char,
         }
+    }
+}
+
+/// What each token of a vocabulary is to a poem, by token id, shared by an input's readers.
+#[derive(Debug, Clone)]
+pub struct TokenKinds(Arc<[TokenKind]>);
+
+impl TokenKinds {
+    /// The kinds of `vocabulary`'s tokens.
+    pub fn of(vocabulary: &Vocabulary) -> Self {
+        TokenKinds(
+            (0..vocabulary.len())
+                .map(|id| vocabulary.kind(id))
+                .collect(),
+        )
+    }
+
+    /// What token `id` is (a character for an id the vocabulary does not name).
+    pub fn get(&self, id: u32) -> TokenKind {
+        self.0.get(id as usize).copied().unwrap_or(TokenKind::Char)
     }
 }
