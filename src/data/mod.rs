@@ -3,6 +3,8 @@
 pub mod batches;
 pub mod corpus;
 pub mod error;
+pub mod header;
+pub mod one_poet;
 pub mod poem;
 pub mod prepare;
 pub mod tokenizer;
@@ -15,6 +17,8 @@ pub use tokenizer::CharTokenizer;
 
 /// The shipped corpus.
 pub const DEFAULT_CORPUS: &str = "data/poems.txt";
+/// The shipped corpus's poems after their headers `【poet·title】`.
+pub const TITLED_CORPUS: &str = "data/titled.txt";
 
 /// The 64-bit FNV-1a hash of `bytes`, as 16 hexadecimal digits: the fingerprints by which a run
 /// knows its vocabulary and its corpus again.

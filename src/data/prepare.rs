@@ -1,6 +1,7 @@
 //! Builds the corpora from the `chinese-poetry` npm package: the regular Tang poems of
 //! `dist/quantangshi/poet.tang.*.json` and the Song ci of `dist/songci/ci.song.*.json`.
 
+use crate::data::header::{header, CLOSE, OPEN, SEPARATOR};
 use crate::data::poem::{is_cjk_ideograph, regular_form, Form};
 use crate::verse::tunes::{TunePattern, Tunes, CI_MARKS, TUNE_LOST};
 use anyhow::{bail, Context, Result};
@@ -30,12 +31,12 @@ pub struct Kept {
 pub fn poem_header(author: &str, title: &str) -> String {
     let clean = |s: &str| -> String {
         s.chars()
-            .filter(|c| !matches!(c, '【' | '】' | '·' | '\n'))
+            .filter(|c| ![OPEN, CLOSE, SEPARATOR, '\n'].contains(c))
             .collect::<String>()
             .trim()
             .to_string()
     };
-    format!("【{}·{}】", clean(author), clean(title))
+    header(&[&clean(author), &clean(title)])
 }
 
 /// What a build kept and dropped.

@@ -2,6 +2,7 @@
 
 pub mod ablation;
 pub mod attention_maps;
+pub mod headers;
 pub mod heatmap;
 pub mod lesson;
 pub mod probe;

@@ -1,14 +1,17 @@
 //! Form control: masking the logits so that every poem has an exact regular form (`--form`), its
 //! lines begin with given characters (`--acrostic`, 藏头诗), its tones and rhymes keep a
 //! template of regulated verse (`--meter`, [`super::meter`]), or a ci has its tune's sentences
-//! (`--tune`, the 词谱 of [`crate::verse::tunes`]). A form and a tune are both a [`Shape`].
+//! (`--tune`, the 词谱 of [`crate::verse::tunes`]). A form and a tune are both a [`Shape`]. A
+//! line's header (`【李白·静夜思】`, `【浣溪沙】`) is not part of the poem: the rules hold after its
+//! `】`, and inside it the fields a request leaves to the model ([`HeaderRule`]).
 
 use super::meter::Meter;
+use crate::data::header::{HeaderRequest, CLOSE, MAX_FIELD_CHARS, OPEN, SEPARATOR};
 use crate::data::poem::{is_cjk_ideograph, Form, PUNCTUATION};
 use crate::data::tokenizer::NEWLINE;
 use crate::data::CharTokenizer;
 use crate::sample::SampleError;
-use crate::verse::tunes::{tune_header, Tune};
+use crate::verse::tunes::Tune;
 use crate::verse::Tables;
 
 /// What the next character of a poem may be.
@@ -20,12 +23,13 @@ enum Slot {
     Content,
     /// Exactly this token.
     Exactly(u32),
+    /// A character of a header's field (anything but a line break or the header's own marks), or
+    /// the mark that ends the field if given.
+    Field(Option<u32>),
 }
 
-/// A poem's places: an opening written as given (a ci's tune, `【浣溪沙】`), then sentences of
-/// fixed lengths, each ended by its mark, then the newline.
+/// A poem's places: sentences of fixed lengths, each ended by its mark, then the newline.
 struct Shape {
-    opening: Vec<u32>,
     /// (characters, the mark's id) per sentence.
     sentences: Vec<(usize, u32)>,
     /// For messages: "a wujue", "a ci to the tune 浣溪沙".
@@ -34,8 +38,6 @@ struct Shape {
 
 /// The place of a poem's next character in its [`Shape`].
 enum Place {
-    /// In the opening: this token.
-    Opening(u32),
     /// A character of the text: its sentence and column.
     Text(usize, usize),
     /// The mark that ends a sentence: this token.
@@ -50,7 +52,6 @@ impl Shape {
         let (chars, lines) = form.shape();
         let marks = [comma, period].into_iter().cycle();
         Shape {
-            opening: Vec::new(),
             sentences: marks.take(lines).map(|mark| (chars, mark)).collect(),
             name: format!("a {}", form.name()),
         }
@@ -58,15 +59,12 @@ impl Shape {
 
     /// Tokens of a whole poem of this shape, without the newline that ends it.
     fn len(&self) -> usize {
-        self.opening.len() + self.sentences.iter().map(|(n, _)| n + 1).sum::<usize>()
+        self.sentences.iter().map(|(n, _)| n + 1).sum::<usize>()
     }
 
     /// The place of the character after the first `written` ones.
     fn place(&self, written: usize) -> Place {
-        if let Some(&id) = self.opening.get(written) {
-            return Place::Opening(id);
-        }
-        let mut offset = written - self.opening.len();
+        let mut offset = written;
         for (sentence, &(chars, mark)) in self.sentences.iter().enumerate() {
             match offset.cmp(&chars) {
                 std::cmp::Ordering::Less => return Place::Text(sentence, offset),
@@ -78,8 +76,47 @@ impl Shape {
     }
 }
 
-/// The rules of `--form`, `--acrostic` and `--tune`, over token ids. The poem being written is
-/// everything after the last newline of the context.
+/// The fields of a header that a request leaves to the model (`--title` without `--poet`, or
+/// `--poet` alone): given fields are written as given, the others by the model, each of 1 to
+/// [`MAX_FIELD_CHARS`] characters and ended by its mark (`·` between fields, `】` after the last).
+struct HeaderRule {
+    /// Each field's tokens where given, `None` where the model writes it.
+    fields: Vec<Option<Vec<u32>>>,
+    separator: u32,
+}
+
+impl HeaderRule {
+    /// The slot after `written`, the header's tokens after its `【`.
+    fn slot(&self, written: &[u32], close: u32) -> Slot {
+        let field = written.iter().filter(|&&id| id == self.separator).count();
+        let so_far = written.len()
+            - written
+                .iter()
+                .rposition(|&id| id == self.separator)
+                .map_or(0, |i| i + 1);
+        let end = match field + 1 < self.fields.len() {
+            true => self.separator,
+            false => close,
+        };
+        match self.fields.get(field) {
+            Some(Some(given)) => Slot::Exactly(given.get(so_far).copied().unwrap_or(end)),
+            Some(None) if so_far == 0 => Slot::Field(None),
+            Some(None) if so_far < MAX_FIELD_CHARS => Slot::Field(Some(end)),
+            Some(None) => Slot::Exactly(end),
+            None => Slot::Exactly(close),
+        }
+    }
+}
+
+/// Where the next token of a line goes: inside its header (the tokens after `【` so far), or in
+/// its poem (the tokens after the header, or after the newline where it has none).
+enum Part<'a> {
+    Header(&'a [u32]),
+    Poem(&'a [u32]),
+}
+
+/// The rules of `--form`, `--acrostic`, `--tune` and a header's fields, over token ids. The poem
+/// being written is everything after the last newline of the context and after its header.
 pub struct PoemConstraint {
     shape: Option<Shape>,
     /// The regular form, for the meter.
@@ -91,6 +128,10 @@ pub struct PoemConstraint {
     is_text: Vec<bool>,
     names: Vec<char>,
     meter: Option<Meter>,
+    /// The ids of the header's brackets, where the vocabulary has them.
+    brackets: Option<(u32, u32)>,
+    /// The header's fields, where some are left to the model.
+    header: Option<HeaderRule>,
 }
 
 impl PoemConstraint {
@@ -144,24 +185,44 @@ impl PoemConstraint {
             is_text: names.iter().map(|&c| is_cjk_ideograph(c)).collect(),
             names,
             meter: None,
+            brackets: tokenizer.id(OPEN).zip(tokenizer.id(CLOSE)),
+            header: None,
         })
     }
 
-    /// The rules of a ci to `tune`: its header, then its pattern's sentences and marks.
+    /// The rules of a ci to `tune` (after its header): its pattern's sentences and marks.
     pub fn for_tune(tokenizer: &CharTokenizer, tune: &Tune) -> Result<Self, SampleError> {
         let mut constraint = PoemConstraint::new(tokenizer, None, "")?;
         let id = |c: char| tokenizer.id(c).ok_or(SampleError::MissingMark(c));
         let sentences = tune.pattern.sentences.iter();
         constraint.shape = Some(Shape {
-            opening: tokenizer
-                .encode(&tune_header(&tune.name))
-                .map_err(|_| SampleError::TuneNotLearned(tune.name.clone()))?,
             sentences: sentences
                 .map(|&(chars, mark)| Ok((chars, id(mark)?)))
                 .collect::<Result<_, SampleError>>()?,
             name: format!("a ci to the tune {}", tune.name),
         });
         Ok(constraint)
+    }
+
+    /// The same rules after a header whose fields `request` gives or leaves to the model (the
+    /// rule applies where it leaves one; a header given whole is written by the program).
+    pub fn with_header(
+        mut self,
+        tokenizer: &CharTokenizer,
+        request: &HeaderRequest,
+    ) -> Result<Self, SampleError> {
+        let fields = request.fields();
+        if fields.iter().all(Option::is_some) {
+            return Ok(self);
+        }
+        let encode = |field: Option<&str>| field.map(|f| tokenizer.encode(f)).transpose();
+        self.header = Some(HeaderRule {
+            fields: fields.into_iter().map(encode).collect::<Result<_, _>>()?,
+            separator: tokenizer
+                .id(SEPARATOR)
+                .ok_or(SampleError::MissingMark(SEPARATOR))?,
+        });
+        Ok(self)
     }
 
     /// The same rules, and the tones and rhymes of the form's templates (`--meter`) by `tables`.
@@ -181,13 +242,41 @@ impl PoemConstraint {
         }
     }
 
-    /// The slot for the character after `poem` (the ids after the last newline).
+    /// Where the token after `context` goes: in the header of its line, or in its poem.
+    fn part<'c>(&self, context: &'c [u32]) -> Part<'c> {
+        let start = context
+            .iter()
+            .rposition(|&id| id == self.newline)
+            .map_or(0, |i| i + 1);
+        let line = &context[start..];
+        let Some((_, close)) = self
+            .brackets
+            .filter(|&(open, _)| line.first() == Some(&open))
+        else {
+            return Part::Poem(line);
+        };
+        match line.iter().position(|&id| id == close) {
+            Some(end) => Part::Poem(&line[end + 1..]),
+            None => Part::Header(&line[1..]),
+        }
+    }
+
+    /// The slot for the token after `written` of the header of the line (after its `【`).
+    fn header_slot(&self, written: &[u32]) -> Slot {
+        let close = self.brackets.map_or(self.newline, |(_, close)| close);
+        match &self.header {
+            Some(rule) => rule.slot(written, close),
+            None => Slot::Field(Some(close)),
+        }
+    }
+
+    /// The slot for the character after `poem` (the ids after the line's header).
     fn slot(&self, poem: &[u32]) -> Slot {
         let Some(shape) = &self.shape else {
             return Slot::Free;
         };
         match shape.place(poem.len()) {
-            Place::Opening(id) | Place::Mark(id) => Slot::Exactly(id),
+            Place::Mark(id) => Slot::Exactly(id),
             Place::Text(line, 0) if line < self.acrostic.len() => {
                 Slot::Exactly(self.acrostic[line])
             }
@@ -202,6 +291,13 @@ impl PoemConstraint {
             Slot::Free => true,
             Slot::Content => self.is_text[next as usize],
             Slot::Exactly(id) => next == id,
+            Slot::Field(end) => {
+                Some(next) == end
+                    || !matches!(
+                        self.names[next as usize],
+                        NEWLINE | OPEN | CLOSE | SEPARATOR
+                    )
+            }
         }
     }
 
@@ -218,7 +314,18 @@ impl PoemConstraint {
     /// Sets to −∞ the logits (V,) of every token that may not come next after `context`; an error
     /// if that leaves none (the meter can find no character for the place).
     pub fn mask(&self, context: &[u32], logits: &mut [f32]) -> Result<(), SampleError> {
-        let poem = poem_of(context, self.newline);
+        let poem = match self.part(context) {
+            Part::Header(written) => {
+                let slot = self.header_slot(written);
+                for (id, l) in logits.iter_mut().enumerate() {
+                    if !self.allows(slot, id as u32) {
+                        *l = f32::NEG_INFINITY;
+                    }
+                }
+                return Ok(());
+            }
+            Part::Poem(poem) => poem,
+        };
         let slot = self.slot(poem);
         let metered = match (&self.meter, self.position(poem), slot) {
             (Some(meter), Some(position), Slot::Content) => Some(meter.allowed(poem, position)),
@@ -239,22 +346,20 @@ impl PoemConstraint {
         Ok(())
     }
 
-    /// Checks that the poem begun in `context` (its ids after the last newline) fits the form and
-    /// the acrostic, and that `max_new_tokens` can finish it; the error says where it does not.
+    /// Checks that the poem begun in `context` (its ids after the last newline and its header,
+    /// which the program writes) fits the form and the acrostic, and that `max_new_tokens` can
+    /// finish it; the error says where it does not.
     pub fn check_start(&self, context: &[u32], max_new_tokens: usize) -> Result<(), SampleError> {
-        let poem = poem_of(context, self.newline);
-        // The opening (a ci's tune header) is written by the program, not typed: positions
-        // in messages count from the prompt.
-        let written = self.shape.as_ref().map_or(0, |s| s.opening.len());
+        let poem = match self.part(context) {
+            Part::Poem(poem) => poem,
+            Part::Header(_) => &[],
+        };
         for (i, &id) in poem.iter().enumerate() {
             let slot = self.slot(&poem[..i]);
             if !self.allows_after(&poem[..i], id) {
                 return Err(SampleError::PromptDoesNotFit {
                     rules: self.describe(),
-                    position: match i >= written {
-                        true => i + 1 - written,
-                        false => i + 1,
-                    },
+                    position: i + 1,
                     found: self.names[id as usize],
                     expected: match slot {
                         Slot::Exactly(e) if e == self.newline => "the end of the poem".into(),
@@ -265,7 +370,7 @@ impl PoemConstraint {
                             }
                             _ => "a character of the text, not punctuation".into(),
                         },
-                        Slot::Free => "the poem to go on".into(),
+                        Slot::Free | Slot::Field(_) => "the poem to go on".into(),
                     },
                 });
             }
@@ -304,13 +409,4 @@ impl PoemConstraint {
             (None, _) => "no form".to_string(),
         }
     }
-}
-
-/// The ids after the last newline of `context`: the poem being written.
-fn poem_of(context: &[u32], newline: u32) -> &[u32] {
-    let start = context
-        .iter()
-        .rposition(|&id| id == newline)
-        .map_or(0, |i| i + 1);
-    &context[start..]
 }

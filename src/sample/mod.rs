@@ -8,6 +8,10 @@ pub mod meter;
 pub use constraint::PoemConstraint;
 pub use draw::Sampling;
 
+use crate::config::CorpusKind;
+use crate::data::header::{
+    without_header, HeaderRequest, Poets, CLOSE, MAX_FIELD_CHARS, OPEN, SEPARATOR,
+};
 use crate::data::poem::{one_line, Form};
 use crate::data::tokenizer::NEWLINE;
 use crate::data::{CharTokenizer, DataError};
@@ -24,6 +28,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// in characters (a long poem has under 200; the attention of T characters takes T × T weights
 /// per head).
 pub const MAX_POEM_CHARS: usize = 1_000;
+
+/// The most tokens of a header the model writes: its two fields and their marks (the header's
+/// rule ends each field at [`MAX_FIELD_CHARS`]).
+const HEADER_TOKENS: usize = 2 * (MAX_FIELD_CHARS + 1);
 
 /// Sampling settings that cannot work, each with what to do instead.
 #[derive(Debug, thiserror::Error)]
@@ -96,31 +104,121 @@ pub enum SampleError {
     /// A tune whose name the model's vocabulary cannot write.
     #[error("this model cannot write the tune {0}'s name (a character or the brackets 【】 are not in its vocabulary): --tune needs a run trained on the Song ci, e.g. with configs/ci.toml")]
     TuneNotLearned(String),
+    /// A header's field that cannot be written (the message).
+    #[error("{0}")]
+    Header(String),
+    /// A header asked of a run trained without them.
+    #[error("this run was trained without headers (【poet·title】): --poet and --title need a run trained on data/titled.txt, e.g. with configs/titled.toml")]
+    HeaderNotLearned,
     /// A character outside the vocabulary.
     #[error(transparent)]
     Data(#[from] DataError),
 }
 
-/// The start of a poem: the newline that opens it and the prompt's tokens, checked against the
-/// rules of `--form`, `--acrostic` and `--meter` (and that `max_new_tokens` can finish the form),
-/// with the constraint that keeps those rules while it is written (`None` without rules: any
-/// text, verse or not).
+/// The start of a poem, checked: what the program writes before the model (the newline that
+/// opens the poem, its header's given part, the prompt), and the rules the model keeps.
+pub struct PoemStart {
+    /// The newline and the header's given part (`【李白·秋夜】`, `【浣溪沙】`, or `【李白·` when
+    /// the model writes the title): the tokens the model reads first.
+    pub opening: Vec<u32>,
+    /// The prompt's tokens: the poem's first characters, after the header.
+    pub prompt: Vec<u32>,
+    /// Where the model writes the rest of the header (a field left to it) before the prompt: the
+    /// `】` it ends the header with.
+    pub header_end: Option<u32>,
+    /// The rules of form, acrostic, meter, tune and header; `None` without rules.
+    pub constraint: Option<PoemConstraint>,
+}
+
+impl PoemStart {
+    /// The opening's text, without its newline: what is shown before the first drawn character.
+    pub fn opening_text(
+        &self,
+        tokenizer: &CharTokenizer,
+    ) -> std::result::Result<String, DataError> {
+        tokenizer.decode(&self.opening[1..])
+    }
+
+    /// The tokens the model reads before it draws, where the header is written whole: the opening,
+    /// then the prompt.
+    pub fn ids(&self) -> Vec<u32> {
+        [&self.opening[..], &self.prompt].concat()
+    }
+}
+
+/// Whether a run of `kind` with this vocabulary was trained on headers of poet and title
+/// (`【李白·静夜思】`): its vocabulary has their marks, and it is not running text.
+pub fn has_headers(tokenizer: &CharTokenizer, kind: CorpusKind) -> bool {
+    kind != CorpusKind::Text
+        && [OPEN, SEPARATOR, CLOSE]
+            .iter()
+            .all(|&c| tokenizer.id(c).is_some())
+}
+
+/// The header a run's poem is written under: `None` for a run without headers, else the poet
+/// and title asked, each left to the model where not asked. Refused: a field that cannot stand in
+/// a header, a header asked of a run without headers, and a poet not among `poets` (those of the
+/// run's corpus, where known), with the nearest names.
+pub fn header_request(
+    tokenizer: &CharTokenizer,
+    kind: CorpusKind,
+    (poet, title): (Option<String>, Option<String>),
+    poets: Option<&Poets>,
+) -> std::result::Result<Option<HeaderRequest>, SampleError> {
+    let request = HeaderRequest { poet, title };
+    if request.fields().iter().all(Option::is_none) {
+        return Ok(has_headers(tokenizer, kind).then_some(request));
+    }
+    request.check().map_err(SampleError::Header)?;
+    if !has_headers(tokenizer, kind) {
+        return Err(SampleError::HeaderNotLearned);
+    }
+    if let (Some(poet), Some(poets)) = (&request.poet, poets) {
+        poets.check(poet).map_err(SampleError::Header)?;
+    }
+    Ok(Some(request))
+}
+
+/// The start of a poem under `header` (its poet and title, each given or left to the model;
+/// `None` for a run without headers), checked against the rules of `--form`, `--acrostic` and `--meter`
+/// (and that `max_new_tokens` can finish the form), with the constraint that keeps those rules
+/// while it is written (`None` without rules: any text, verse or not).
 pub fn poem_start(
     tokenizer: &CharTokenizer,
+    header: Option<&HeaderRequest>,
     prompt: &str,
     (form, acrostic, meter): (Option<Form>, &str, bool),
     max_new_tokens: usize,
-) -> std::result::Result<(Vec<u32>, Option<PoemConstraint>), SampleError> {
-    let ids = start_ids(tokenizer, "", prompt)?;
-    if form.is_none() && acrostic.is_empty() && !meter {
-        return Ok((ids, None));
+) -> std::result::Result<PoemStart, SampleError> {
+    if let Some(header) = header {
+        header.check().map_err(SampleError::Header)?;
+        if [OPEN, SEPARATOR, CLOSE]
+            .iter()
+            .any(|&c| tokenizer.id(c).is_none())
+        {
+            return Err(SampleError::HeaderNotLearned);
+        }
+    }
+    let header_left = header.is_some_and(|h| h.fields().contains(&None));
+    let given = header.map(HeaderRequest::given_prefix).unwrap_or_default();
+    let mut start = checked_start(tokenizer, &given, prompt)?;
+    start.header_end = tokenizer.id(CLOSE).filter(|_| header_left);
+    if form.is_none() && acrostic.is_empty() && !meter && !header_left {
+        return Ok(start);
     }
     let mut constraint = PoemConstraint::new(tokenizer, form, acrostic)?;
     if meter {
         constraint = constraint.with_meter(Tables::shipped())?;
     }
-    constraint.check_start(&ids, max_new_tokens)?;
-    Ok((ids, Some(constraint)))
+    if let (true, Some(header)) = (header_left, header) {
+        constraint = constraint.with_header(tokenizer, header)?;
+    }
+    constraint.check_start(
+        &[&start.opening[..1], &start.prompt].concat(),
+        max_new_tokens,
+    )?;
+    start.constraint = Some(constraint);
+    Ok(start)
 }
 
 /// The start of a ci to `tune` (`--tune`): the newline, the tune's header `【tune】` and the
@@ -131,30 +229,41 @@ pub fn tune_start(
     tune: &Tune,
     prompt: &str,
     max_new_tokens: usize,
-) -> std::result::Result<(Vec<u32>, PoemConstraint), SampleError> {
+) -> std::result::Result<PoemStart, SampleError> {
     let constraint = PoemConstraint::for_tune(tokenizer, tune)?;
-    let ids = start_ids(tokenizer, &tune_header(&tune.name), prompt)?;
-    constraint.check_start(&ids, max_new_tokens)?;
-    Ok((ids, constraint))
+    let mut start = checked_start(tokenizer, "", prompt)?;
+    start.opening.extend(
+        tokenizer
+            .encode(&tune_header(&tune.name))
+            .map_err(|_| SampleError::TuneNotLearned(tune.name.clone()))?,
+    );
+    constraint.check_start(&start.ids(), max_new_tokens)?;
+    start.constraint = Some(constraint);
+    Ok(start)
 }
 
-/// The newline that opens a poem, then the tokens of `opening` and `prompt` (one line).
-fn start_ids(
+/// The newline that opens a poem and the tokens of `header` (the header's given part), then
+/// the prompt's (one line), without rules yet.
+fn checked_start(
     tokenizer: &CharTokenizer,
-    opening: &str,
+    header: &str,
     prompt: &str,
-) -> std::result::Result<Vec<u32>, SampleError> {
+) -> std::result::Result<PoemStart, SampleError> {
     one_line(prompt, "the prompt").map_err(SampleError::LineBreak)?;
     let newline = tokenizer
         .id(NEWLINE)
         .ok_or(SampleError::MissingMark(NEWLINE))?;
-    let mut ids = vec![newline];
-    ids.extend(tokenizer.encode(opening)?);
-    ids.extend(tokenizer.encode(prompt)?);
-    Ok(ids)
+    let header = tokenizer.encode(header)?;
+    Ok(PoemStart {
+        opening: [&[newline][..], &header].concat(),
+        prompt: tokenizer.encode(prompt)?,
+        header_end: None,
+        constraint: None,
+    })
 }
 
 /// What to generate and how.
+#[derive(Clone, Copy)]
 pub struct Generation<'a> {
     /// Most tokens to add.
     pub max_new_tokens: usize,
@@ -256,6 +365,52 @@ impl<'m> Generator<'m> {
             self.prepare()?;
         }
         self.generate_prepared(prompt, gen, rng, on_token)
+    }
+
+    /// Writes the poem that `start` begins, under its rules (`gen.constraint` is `start`'s): the
+    /// header's fields left to the model (ended by its `】`), the prompt, then the poem. Returns
+    /// the tokens after the opening, each passed to `on_token` as it is drawn or, for the prompt's,
+    /// written. With the header given whole, the same as [`generate`] from [`PoemStart::ids`].
+    pub fn write(
+        &mut self,
+        start: &PoemStart,
+        gen: &Generation,
+        rng: &mut ChaCha8Rng,
+        on_token: &mut (dyn FnMut(u32) + Send),
+    ) -> Result<Vec<u32>> {
+        if gen.use_cache {
+            self.prepare()?;
+        }
+        self.write_prepared(start, gen, rng, on_token)
+    }
+
+    /// As [`Generator::write`], from a generator that [`Generator::prepare`] has packed (if the
+    /// cache is used).
+    pub fn write_prepared(
+        &self,
+        start: &PoemStart,
+        gen: &Generation,
+        rng: &mut ChaCha8Rng,
+        on_token: &mut (dyn FnMut(u32) + Send),
+    ) -> Result<Vec<u32>> {
+        let gen = Generation {
+            constraint: start.constraint.as_ref(),
+            ..*gen
+        };
+        let mut written = Vec::new();
+        if let Some(end) = start.header_end {
+            let header = Generation {
+                max_new_tokens: HEADER_TOKENS,
+                stop: Some(end),
+                ..gen
+            };
+            written = self.generate_prepared(&start.opening, &header, rng, on_token)?;
+        }
+        start.prompt.iter().for_each(|&id| on_token(id));
+        written.extend(&start.prompt);
+        let context = [&start.opening[..], &written].concat();
+        written.extend(self.generate_prepared(&context, &gen, rng, on_token)?);
+        Ok(written)
     }
 
     /// As [`generate`], from a generator that [`Generator::prepare`] has packed (if the cache
@@ -365,8 +520,15 @@ pub fn context_start(model: &Gpt, len: usize) -> usize {
 /// opens a poem, is given). Past the block size each token is given the context
 /// that generation would have given it (see [`crop`]).
 pub fn mean_nll(model: &Gpt, ids: &[u32]) -> Result<f64> {
-    if ids.len() < 2 {
-        bail!("a likelihood needs at least one token after the first")
+    mean_nll_after(model, ids, 1)
+}
+
+/// The model's mean negative log-likelihood of `ids[given..]`, each token given the ones before
+/// it: the first `given` tokens (at least one: the newline that opens a poem, and a header) are
+/// read but not counted. As [`mean_nll`] past the block size.
+pub fn mean_nll_after(model: &Gpt, ids: &[u32], given: usize) -> Result<f64> {
+    if given == 0 || ids.len() <= given {
+        bail!("a likelihood needs at least one token after the {given} given")
     }
     // Target t is predicted from ids[starts[t - 1]..t]; runs of equal starts share a forward pass.
     let starts: Vec<usize> = context_starts(model, ids.len() - 1).collect();
@@ -374,16 +536,19 @@ pub fn mean_nll(model: &Gpt, ids: &[u32]) -> Result<f64> {
     for run in starts.chunk_by(|a, b| a == b) {
         let (start, targets) = (run[0], first..first + run.len());
         first = targets.end;
+        if targets.end <= given {
+            continue; // only given tokens: nothing to count
+        }
         let x = Tensor::new(&ids[start..targets.end - 1], model.device())?.unsqueeze(0)?; // (1, T)
         let logits = model
             .forward(&x, &mut crate::model::Mode::Eval)?
             .squeeze(0)?; // (T, V)
         let log_p: Vec<Vec<f32>> = candle_nn::ops::log_softmax(&logits, 1)?.to_vec2()?; // (T, V)
-        for target in targets {
+        for target in targets.filter(|&t| t >= given) {
             total -= f64::from(log_p[target - 1 - start][ids[target] as usize]);
         }
     }
-    Ok(total / (ids.len() - 1) as f64)
+    Ok(total / (ids.len() - given) as f64)
 }
 
 /// Logits (V,) after `context`, recomputing every position (nanoGPT's way).
@@ -395,6 +560,7 @@ fn next_logits(model: &Gpt, context: &[u32]) -> Result<Vec<f32>> {
 /// Whether `poem` is well-formed verse: a regular form (4 or 8 lines, all of 5 or all of 7
 /// characters) whose lines end alternately with ，and 。.
 pub fn is_well_formed(poem: &str) -> bool {
+    let poem = without_header(poem);
     if crate::data::poem::regular_form(poem).is_none() {
         return false;
     }

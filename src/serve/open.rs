@@ -2,6 +2,7 @@
 //! weights its poems share, reloaded when its training writes better weights, and dropped (its
 //! memory freed) when more than [`OPEN_RUNS`] runs were asked for since.
 
+use crate::data::header::Poets;
 use crate::experiments::lesson::Report;
 use crate::sample::Generator;
 use crate::train::checkpoint::{load_run, LoadedRun, MODEL_FILE};
@@ -31,6 +32,8 @@ pub struct OpenRun {
     loaded: Loaded,
     /// The order experiment on untrained models of its vocabulary, computed on first request.
     pub untrained: OnceLock<Report>,
+    /// The poets of its corpus (titled poems), read on first request.
+    poets: OnceLock<Option<Poets>>,
 }
 
 impl OpenRun {
@@ -48,12 +51,21 @@ impl OpenRun {
             written,
             loaded,
             untrained: OnceLock::new(),
+            poets: OnceLock::new(),
         })
     }
 
     /// The run: model, tokenizer and config.
     pub fn run(&self) -> &LoadedRun {
         self.loaded.borrow_owner()
+    }
+
+    /// The poets of its corpus, where it is a readable file of titled poems.
+    pub fn poets(&self) -> Option<&Poets> {
+        let corpus = &self.run().config.data.corpus;
+        self.poets
+            .get_or_init(|| Poets::of_corpus_file(corpus.as_ref()))
+            .as_ref()
     }
 
     /// Calls `f` with the run and its generator.

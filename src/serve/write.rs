@@ -1,6 +1,7 @@
 //! Writing with a run: its poems streamed as they are drawn, what its heads look at, the order
 //! experiment; and a poem scored and set line by line, with or without a run.
 
+use super::open::OpenRun;
 use super::{as_parameters, blocking, params, training, yes_or_no, ApiError, Served};
 use crate::config::{CorpusKind, Position};
 use crate::data::poem::{one_line, Form};
@@ -8,9 +9,12 @@ use crate::data::tokenizer::NEWLINE;
 use crate::experiments::attention_maps::attention_weights;
 use crate::experiments::lesson::{self, order_diff};
 use crate::model::Mode;
-use crate::sample::{context_start, poem_start, Generation, Generator, PoemConstraint, Sampling};
+use crate::sample::{
+    context_start, has_headers, header_request, poem_start, Generation, Generator, PoemStart,
+    Sampling,
+};
 use crate::train::checkpoint::LoadedRun;
-use crate::verse::tunes::{score_ci, split_tune};
+use crate::verse::tunes::score_ci;
 use crate::verse::{mark_poem, score_poem, Tables, Tunes};
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
@@ -33,6 +37,8 @@ pub const MAX_NEW_TOKENS: usize = 1_000;
 pub const MAX_TEXT_CHARS: usize = 200;
 // A text to inspect is drawn with the newline that opens it.
 const _: () = assert!(MAX_TEXT_CHARS < crate::experiments::attention_maps::MAX_CHARS);
+/// Poets offered in the page's poet box (most poems first).
+const LISTED_POETS: usize = 300;
 /// Next characters listed per position.
 const TOP_NEXT: usize = 8;
 
@@ -59,10 +65,20 @@ pub async fn info(
         Err(e) => return Err(e),
     };
     let run = open.as_ref().map(|o| {
+        let (run, kind) = (o.run(), o.run().config.data.trained_kind());
+        let poets = o.poets().map(|p| {
+            p.counts()
+                .iter()
+                .take(LISTED_POETS)
+                .map(|(name, _)| name)
+                .collect::<Vec<_>>()
+        });
         json!({
             "name": o.name,
-            "model": o.run().config.model,
-            "corpus_kind": o.run().config.data.trained_kind(),
+            "model": run.config.model,
+            "corpus_kind": kind,
+            "headers": has_headers(&run.tokenizer, kind),
+            "poets": poets,
         })
     });
     Ok(Json(json!({
@@ -86,6 +102,12 @@ pub struct PoemParams {
     form: String,
     #[serde(default)]
     acrostic: String,
+    /// The poet and the title of the poem's header, for a run trained with headers; empty: left
+    /// to the model.
+    #[serde(default)]
+    poet: String,
+    #[serde(default)]
+    title: String,
     #[serde(default = "default_temperature")]
     temperature: f64,
     top_k: Option<usize>,
@@ -108,16 +130,16 @@ fn default_max_new_tokens() -> usize {
 
 /// A poem checked and ready to be drawn.
 struct PoemRequest {
-    prompt: String,
-    ids: Vec<u32>,
-    constraint: Option<PoemConstraint>,
+    start: PoemStart,
     sampling: Sampling,
     seed: u64,
     max_new_tokens: usize,
 }
 
-/// Checks `p` against the run's vocabulary and the rules of form, acrostic and meter.
-fn poem_request(run: &LoadedRun, p: PoemParams) -> Result<PoemRequest, ApiError> {
+/// Checks `p` against the run's vocabulary (and its corpus's poets) and the rules of header,
+/// form, acrostic and meter.
+fn poem_request(open: &OpenRun, p: PoemParams) -> Result<PoemRequest, ApiError> {
+    let run = open.run();
     let sampling = Sampling {
         temperature: p.temperature,
         top_k: p.top_k,
@@ -145,20 +167,34 @@ fn poem_request(run: &LoadedRun, p: PoemParams) -> Result<PoemRequest, ApiError>
             .map_err(ApiError::bad)?;
     }
     let rules = (form, p.acrostic.as_str(), p.meter);
-    let (ids, constraint) =
-        poem_start(&run.tokenizer, &p.prompt, rules, p.max_new_tokens).map_err(as_parameters)?;
+    let asked = |field: String| (!field.is_empty()).then_some(field);
+    let poets = (!p.poet.is_empty()).then(|| open.poets()).flatten();
+    let header = header_request(
+        &run.tokenizer,
+        run.config.data.trained_kind(),
+        (asked(p.poet), asked(p.title)),
+        poets,
+    )
+    .map_err(as_parameters)?;
+    let start = poem_start(
+        &run.tokenizer,
+        header.as_ref(),
+        &p.prompt,
+        rules,
+        p.max_new_tokens,
+    )
+    .map_err(as_parameters)?;
     Ok(PoemRequest {
-        prompt: p.prompt,
-        ids,
-        constraint,
+        start,
         sampling,
         seed: p.seed,
         max_new_tokens: p.max_new_tokens,
     })
 }
 
-/// `GET /api/generate?prompt=…&form=…`: the poem as server-sent events, `token` (one character)
-/// as each is drawn, then `done` (`{"text", "verse"}`, the whole poem and its score) or `error`.
+/// `GET /api/generate?prompt=…&form=…`: the poem as server-sent events: `opening` (the header's
+/// part the program writes, if any), `token` (one character) as each is drawn or, for the
+/// prompt's, written, then `done` (`{"text", "verse"}`, the whole poem and its score) or `error`.
 /// The same parameters and seed give what `sample` gives.
 pub async fn generate(
     State(served): State<Arc<Served>>,
@@ -166,7 +202,7 @@ pub async fn generate(
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let mut p = params(query)?;
     let open = served.open(p.run.take()).await?;
-    let request = poem_request(open.run(), p)?;
+    let request = poem_request(&open, p)?;
     let permit = served.poem_permit()?;
     let (events, received) = mpsc::channel(64);
     tokio::task::spawn_blocking(move || {
@@ -188,10 +224,9 @@ fn write_poem(
     let verse = run.config.data.trained_kind() == CorpusKind::Verse;
     // Running text goes on past its newlines, which are part of it.
     let running = run.config.data.trained_kind() == CorpusKind::Text;
-    let newline = request.ids[0];
+    let newline = request.start.opening[0];
     let stop = (!running).then_some(newline);
     let gen = Generation {
-        constraint: request.constraint.as_ref(),
         cancel: Some(&cancel),
         ..Generation::new(request.max_new_tokens, request.sampling, stop)
     };
@@ -210,10 +245,17 @@ fn write_poem(
             );
         }
     };
-    let drawn = generator.generate_prepared(&request.ids, &gen, &mut rng, &mut on_token);
+    let opening = request
+        .start
+        .opening_text(&run.tokenizer)
+        .unwrap_or_default();
+    if !opening.is_empty() {
+        send(Event::default().event("opening").data(&opening));
+    }
+    let drawn = generator.write_prepared(&request.start, &gen, &mut rng, &mut on_token);
     let last = drawn.map_err(|e| e.to_string()).and_then(|ids| {
         let new = run.tokenizer.decode(&ids).map_err(|e| e.to_string())?;
-        let text = format!("{}{}", request.prompt, new.trim_end_matches(NEWLINE));
+        let text = format!("{opening}{}", new.trim_end_matches(NEWLINE));
         let verse = verse.then(|| score_poem(&text, Tables::shipped()));
         let marks = (!running).then(|| mark_poem(&text, Tables::shipped()));
         Event::default()
@@ -350,8 +392,7 @@ pub async fn score(
     one_line(&text, "text").map_err(ApiError::bad)?;
     // A ci (`【tune】text`) is judged by its tune, as `score` judges it; its text set alone.
     if let Some(ci) = score_ci(&text, Tunes::shipped()) {
-        let body = split_tune(&text).map_or(text.as_str(), |(_, body)| body);
-        let marks = mark_poem(body, Tables::shipped());
+        let marks = mark_poem(&text, Tables::shipped());
         let said = ci.describe();
         return Ok(Json(
             json!({ "text": text, "verse": null, "ci": ci, "said": said, "marks": marks }),

@@ -5,12 +5,15 @@
 use super::score::best_fitting_template;
 use super::tables::{Tables, Tone};
 use super::templates::Slot;
+use crate::data::header::split_header;
 use crate::data::poem::PUNCTUATION;
 use serde::Serialize;
 
 /// A poem's lines and the template they were marked against.
 #[derive(Debug, Clone, Serialize)]
 pub struct MarkedPoem {
+    /// The header the poem's line begins with, inside its brackets (`李白·静夜思`, `浣溪沙`).
+    pub header: Option<String>,
     /// The best-fitting template's name (e.g. 仄起首句入韵); `None` for a poem of no regular form.
     pub template: Option<String>,
     pub lines: Vec<MarkedLine>,
@@ -39,8 +42,10 @@ pub struct MarkedChar {
     pub rhyme: Option<Vec<String>>,
 }
 
-/// `poem` (one poem, sentences ended by ，。？！；) split into its sentences and marked.
+/// `poem` (one poem, sentences ended by ，。？！；, after a header or not) split into its
+/// sentences and marked.
 pub fn mark_poem(poem: &str, tables: &Tables) -> MarkedPoem {
+    let (header, poem) = split_header(poem).map_or((None, poem), |(h, p)| (Some(h.to_string()), p));
     let template = best_fitting_template(poem, tables);
     let lines = sentences(poem)
         .into_iter()
@@ -63,6 +68,7 @@ pub fn mark_poem(poem: &str, tables: &Tables) -> MarkedPoem {
         })
         .collect();
     MarkedPoem {
+        header,
         template: template.map(|t| t.name),
         lines,
     }

@@ -4,6 +4,7 @@
 
 use super::tables::Tables;
 use super::templates::{templates, Slot, Template};
+use crate::data::header::without_header;
 use crate::data::poem::{is_cjk_ideograph, regular_form, Form, PUNCTUATION};
 use serde::Serialize;
 use std::collections::HashSet;
@@ -136,6 +137,7 @@ pub fn best_fitting_template(poem: &str, tables: &Tables) -> Option<Template> {
 
 /// Scores `poem` (one poem, lines ended by ，。？！；) with `tables`.
 pub fn score_poem(poem: &str, tables: &Tables) -> VerseScore {
+    let poem = without_header(poem);
     let form = regular_form(poem);
     let mut score = VerseScore {
         form: form.map(|f| f.name()),
@@ -183,7 +185,7 @@ impl Novelty {
     pub fn new<'a>(poems: impl IntoIterator<Item = &'a String>) -> Self {
         let mut text = Vec::new();
         let mut lines_seen = HashSet::new();
-        for poem in poems {
+        for poem in poems.into_iter().map(|p| without_header(p)) {
             text.extend(poem.chars());
             text.push('\n');
             lines_seen.extend(lines(poem));
@@ -216,7 +218,7 @@ impl Novelty {
     /// The longest run of the poem's characters (punctuation may be inside it, but only
     /// characters are counted) that occurs in the training text.
     pub fn longest_copied_run(&self, poem: &str) -> usize {
-        let chars: Vec<char> = poem.chars().collect();
+        let chars: Vec<char> = without_header(poem).chars().collect();
         (0..chars.len())
             .map(|i| {
                 let run = &chars[i..i + self.longest_prefix_found(&chars[i..])];
@@ -228,7 +230,7 @@ impl Novelty {
 
     /// (lines of the poem found verbatim among the training poems' lines, lines).
     pub fn lines_verbatim(&self, poem: &str) -> (usize, usize) {
-        let lines = lines(poem);
+        let lines = lines(without_header(poem));
         let copied = lines.iter().filter(|l| self.lines.contains(*l)).count();
         (copied, lines.len())
     }

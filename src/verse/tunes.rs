@@ -5,6 +5,7 @@
 //!
 //! A ci of the corpus is one line, its tune in brackets before it: `【浣溪沙】一曲新词酒一杯。…`.
 
+use crate::data::header::{header, nearest_names, split_header, SEPARATOR};
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::OnceLock;
@@ -12,21 +13,15 @@ use std::sync::OnceLock;
 /// The marks that end a ci's sentences: a pause, a short pause (before a 领字's phrase), a stop.
 pub const CI_MARKS: [char; 3] = ['，', '、', '。'];
 
-/// The brackets around a tune's name at the start of a ci's line.
-pub const TUNE_OPEN: char = '【';
-/// See [`TUNE_OPEN`].
-pub const TUNE_CLOSE: char = '】';
-
 /// The line's opening that names `tune`: `【tune】`.
 pub fn tune_header(tune: &str) -> String {
-    format!("{TUNE_OPEN}{tune}{TUNE_CLOSE}")
+    header(&[tune])
 }
 
-/// (tune, text) of a line that begins with a tune's header, e.g. `【浣溪沙】一曲新词酒一杯。…`.
+/// (tune, text) of a line that begins with a tune's header, e.g. `【浣溪沙】一曲新词酒一杯。…`
+/// (a header of one field: a titled poem's `【poet·title】` is not a tune).
 pub fn split_tune(line: &str) -> Option<(&str, &str)> {
-    let rest = line.strip_prefix(TUNE_OPEN)?;
-    let (tune, text) = rest.split_once(TUNE_CLOSE)?;
-    (!tune.is_empty()).then_some((tune, text))
+    split_header(line).filter(|(tune, _)| !tune.contains(SEPARATOR))
 }
 
 /// A ci's shape: each sentence's length in characters and the mark that ends it.
@@ -263,22 +258,7 @@ impl Tunes {
     /// The `n` tune names nearest to `name`: fewest character edits first (a name that holds
     /// `name`, such as an alias pair 望江南・忆江南 for 忆江南, counts as one edit), then most ci.
     pub fn nearest(&self, name: &str, n: usize) -> Vec<&str> {
-        let distance = |tune: &str| match tune.contains(name) && !name.is_empty() {
-            true => 1,
-            false => strsim::levenshtein(tune, name),
-        };
-        let mut ranked: Vec<(usize, usize, &str)> = self
-            .tunes
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (distance(&t.name), i, t.name.as_str()))
-            .collect();
-        ranked.sort_unstable();
-        ranked
-            .into_iter()
-            .take(n)
-            .map(|(_, _, name)| name)
-            .collect()
+        nearest_names(self.tunes.iter().map(|t| t.name.as_str()), name, n)
     }
 }
 

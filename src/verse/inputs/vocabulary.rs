@@ -1,6 +1,7 @@
 //! The characters behind a model's token ids, for the inputs that depend on what a token is: its
 //! sound ([`super::sound`]) and whether it ends a line or a poem ([`super::places`]).
 
+use crate::data::header::{CLOSE, OPEN};
 use crate::data::poem::PUNCTUATION;
 use std::sync::Arc;
 
@@ -58,8 +59,8 @@ impl Vocabulary {
     pub fn kind(&self, id: usize) -> TokenKind {
         match self.char(id) {
             Some('\n') => TokenKind::PoemEnd,
-            Some('【') => TokenKind::HeaderStart,
-            Some('】') => TokenKind::HeaderEnd,
+            Some(OPEN) => TokenKind::HeaderStart,
+            Some(CLOSE) => TokenKind::HeaderEnd,
             Some(c) if PUNCTUATION.contains(&c) => TokenKind::LineEnd,
             _ => TokenKind::Char,
         }

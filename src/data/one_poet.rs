@@ -1,0 +1,103 @@
+//! A corpus of one poet's poems, cut from data/titled.txt (`prepare_data --poet 李白`), for
+//! fine-tuning a run on the whole corpus: its lines are arranged so that the poems a run on the
+//! file holds out (every [`VAL_EVERY`]-th) are exactly the poet's poems that a run on the whole
+//! corpus held out, so that no held-out poem was seen by the run it is fine-tuned from.
+
+use super::corpus::VAL_EVERY;
+use super::header::{split_header, Poets, SEPARATOR};
+
+/// One poet's poems, as lines of a corpus file.
+#[derive(Debug)]
+pub struct PoetCorpus {
+    /// The poems in the order of data/titled.txt, each held-out one at a held-out place.
+    pub lines: Vec<String>,
+    /// Of those, the poems a run on the file holds out.
+    pub held_out: usize,
+    /// The poet's poems left out to keep the held-out places right (a last few).
+    pub left_out: usize,
+}
+
+/// The poems of `poet` among the lines of `titled` (`【poet·title】poem`, the whole corpus in its
+/// order), with their headers or without; an error naming the nearest poets for an unknown one.
+pub fn poet_corpus(titled: &str, poet: &str, headers: bool) -> Result<PoetCorpus, String> {
+    let (mut trained, mut held): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
+    for (i, line) in titled.lines().enumerate() {
+        let Some((inside, poem)) = split_header(line) else {
+            continue;
+        };
+        if inside.split_once(SEPARATOR).map(|(p, _)| p) != Some(poet) {
+            continue;
+        }
+        let kept = match headers {
+            true => line.to_string(),
+            false => poem.to_string(),
+        };
+        match i % VAL_EVERY == VAL_EVERY - 1 {
+            true => held.push(kept),
+            false => trained.push(kept),
+        }
+    }
+    if trained.is_empty() && held.is_empty() {
+        Poets::of_corpus(titled).check(poet)?;
+    }
+    let total = trained.len() + held.len();
+    let (mut trained, mut held) = (trained.into_iter(), held.into_iter());
+    let mut lines = Vec::new();
+    loop {
+        let next = match lines.len() % VAL_EVERY == VAL_EVERY - 1 {
+            true => held.next(),
+            false => trained.next(),
+        };
+        match next {
+            Some(line) => lines.push(line),
+            None => break,
+        }
+    }
+    Ok(PoetCorpus {
+        held_out: lines.len() / VAL_EVERY,
+        left_out: total - lines.len(),
+        lines,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_poets_held_out_poems_stay_held_out() {
+        // 60 poems alternating between two poets: 李白's are lines 0, 2, 4, …; the whole corpus
+        // holds out lines 19, 39, 59, all of 杜甫.
+        let titled: String = (0..60)
+            .map(|i| match i % 2 {
+                0 => format!("【李白·题{i}】诗{i}。\n"),
+                _ => format!("【杜甫·题{i}】诗{i}。\n"),
+            })
+            .collect();
+        let li = poet_corpus(&titled, "李白", false).unwrap();
+        assert_eq!(li.held_out, 0);
+        assert_eq!(
+            li.lines.len(),
+            19,
+            "stops where a held-out poem would be needed"
+        );
+        assert_eq!(li.left_out, 11);
+        assert_eq!(li.lines[0], "诗0。");
+        let du = poet_corpus(&titled, "杜甫", true).unwrap();
+        let held: Vec<&str> = du
+            .lines
+            .iter()
+            .skip(VAL_EVERY - 1)
+            .step_by(VAL_EVERY)
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            held,
+            ["【杜甫·题19】诗19。"],
+            "line 19 of the corpus, held out by both"
+        );
+        assert_eq!((du.held_out, du.lines.len(), du.left_out), (1, 28, 2));
+        let err = poet_corpus(&titled, "李太白", false).unwrap_err();
+        assert!(err.contains("the nearest: 李白"), "{err}");
+    }
+}

@@ -1,0 +1,212 @@
+//! Poems asked for by their header (`sample --poet 李白 --title 秋夜`): the model finishes the
+//! fields left to it, the poem after the header keeps its form and meter, and what cannot be
+//! asked is refused in one line.
+
+use candle_core::Device;
+use rand::SeedableRng;
+use shige::config::{CorpusKind, ModelConfig};
+use shige::data::header::{split_header, HeaderRequest, Poets, SEPARATOR};
+use shige::data::poem::{regular_form, Form};
+use shige::data::{CharTokenizer, Corpus};
+use shige::model::Gpt;
+use shige::sample::{header_request, is_well_formed, poem_start, Generation, Generator, Sampling};
+use shige::verse::{score_poem, Tables};
+use std::path::{Path, PathBuf};
+
+fn root_file(path: &str) -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap()
+}
+
+/// The first `n` titled poems of the shipped corpus.
+fn titled(n: usize) -> String {
+    root_file("data/titled.txt")
+        .lines()
+        .take(n)
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+fn random_model(tokenizer: &CharTokenizer) -> Gpt {
+    let cfg = ModelConfig {
+        vocab_size: tokenizer.vocab_size(),
+        block_size: 64,
+        n_layer: 1,
+        n_head: 2,
+        n_embd: 16,
+        ..Default::default()
+    };
+    Gpt::seeded(&cfg, 5, &Device::Cpu).unwrap().0
+}
+
+fn ask(poet: Option<&str>, title: Option<&str>) -> HeaderRequest {
+    HeaderRequest {
+        poet: poet.map(String::from),
+        title: title.map(String::from),
+    }
+}
+
+/// The text written for `header` and `rules` with seed `seed` (temperature 1: an untrained model
+/// draws anything the rules allow), its header included.
+fn write(
+    generator: &mut Generator,
+    tokenizer: &CharTokenizer,
+    header: &HeaderRequest,
+    rules: (Option<Form>, &str, bool),
+    seed: u64,
+) -> String {
+    let start = poem_start(tokenizer, Some(header), "", rules, 200).unwrap();
+    let gen = Generation::new(200, Sampling::with_temperature(1.0), Some(start.opening[0]));
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let written = generator
+        .write(&start, &gen, &mut rng, &mut |_| {})
+        .unwrap();
+    let text = start.opening_text(tokenizer).unwrap() + &tokenizer.decode(&written).unwrap();
+    text.trim_end_matches('\n').to_string()
+}
+
+#[test]
+fn the_model_writes_the_fields_left_to_it_and_the_poem_after_the_header_keeps_form_and_meter() {
+    let tokenizer = CharTokenizer::from_text(&titled(3000)).unwrap();
+    let model = random_model(&tokenizer);
+    let mut generator = Generator::new(&model);
+    let asked = [
+        (Some("李白"), Some("秋夜")),
+        (Some("李白"), None),
+        (None, Some("秋夜")),
+        (None, None),
+    ];
+    for (poet, title) in asked {
+        for (form, meter) in [(Form::Wujue, false), (Form::Qilv, true)] {
+            for seed in 0..3 {
+                let text = write(
+                    &mut generator,
+                    &tokenizer,
+                    &ask(poet, title),
+                    (Some(form), "", meter),
+                    seed,
+                );
+                let (header, poem) =
+                    split_header(&text).unwrap_or_else(|| panic!("{text}: a header"));
+                let (written_poet, written_title) = header
+                    .split_once(SEPARATOR)
+                    .unwrap_or_else(|| panic!("{text}: poet · title"));
+                for (given, written) in [(poet, written_poet), (title, written_title)] {
+                    match given {
+                        Some(given) => assert_eq!(written, given, "{text}"),
+                        None => assert!(
+                            (1..=24).contains(&written.chars().count())
+                                && !written.contains(['【', '·', '\n']),
+                            "{text}: a field of 1 to 24 characters without the header's marks"
+                        ),
+                    }
+                }
+                assert_eq!(regular_form(poem), Some(form), "{text}");
+                assert!(
+                    is_well_formed(&text),
+                    "{text}: well-formed, its header aside"
+                );
+                let score = score_poem(&text, Tables::shipped());
+                if meter {
+                    assert!(
+                        score.fits_template() && score.rhymes && !score.repeated_rhyme,
+                        "{text}: {score:?}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_header_given_whole_is_read_as_a_prompt_is() {
+    let tokenizer = CharTokenizer::from_text(&titled(500)).unwrap();
+    let model = random_model(&tokenizer);
+    let mut generator = Generator::new(&model);
+    let header = ask(Some("李白"), Some("秋夜"));
+    let start = poem_start(
+        &tokenizer,
+        Some(&header),
+        "白",
+        (Some(Form::Wujue), "", false),
+        200,
+    )
+    .unwrap();
+    assert_eq!(start.header_end, None, "nothing left to the model");
+    assert_eq!(start.opening_text(&tokenizer).unwrap(), "【李白·秋夜】");
+    let gen = Generation {
+        constraint: start.constraint.as_ref(),
+        ..Generation::new(200, Sampling::with_temperature(1.0), Some(start.opening[0]))
+    };
+    let rng = || rand_chacha::ChaCha8Rng::seed_from_u64(4);
+    let written = generator
+        .write(&start, &gen, &mut rng(), &mut |_| {})
+        .unwrap();
+    let generated = generator
+        .generate(&start.ids(), &gen, &mut rng(), &mut |_| {})
+        .unwrap();
+    assert_eq!(written, [&start.prompt[..], &generated].concat());
+}
+
+#[test]
+fn what_cannot_be_asked_is_refused_in_one_line() {
+    let untitled = CharTokenizer::from_text(&root_file("data/poems.txt")).unwrap();
+    let wujue = (Some(Form::Wujue), "", false);
+    let refusal = |tokenizer: &CharTokenizer, header: HeaderRequest| {
+        poem_start(tokenizer, Some(&header), "", wujue, 200)
+            .err()
+            .unwrap()
+            .to_string()
+    };
+    let err = refusal(&untitled, ask(Some("李白"), None));
+    assert!(
+        err.contains("trained without headers") && err.contains("configs/titled.toml"),
+        "{err}"
+    );
+
+    let tokenizer = CharTokenizer::from_text(&titled(3000)).unwrap();
+    for (header, says) in [
+        (ask(None, Some("秋\n夜")), "line break"),
+        (ask(None, Some("秋夜】")), "marks the header"),
+        (ask(Some(""), None), "is empty"),
+    ] {
+        let err = refusal(&tokenizer, header);
+        assert!(err.contains(says) && !err.contains('\n'), "{err}");
+    }
+    let poets = Poets::of_corpus(&titled(3000));
+    let asked = (Some("李太白".to_string()), None);
+    let err = header_request(&tokenizer, CorpusKind::Verse, asked, Some(&poets))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("no poet 李太白") && err.contains("李白"),
+        "{err}"
+    );
+    let plain = header_request(&untitled, CorpusKind::Verse, (None, None), None).unwrap();
+    assert_eq!(plain, None, "a run without headers writes none");
+    let own = header_request(&tokenizer, CorpusKind::Verse, (None, None), None).unwrap();
+    assert_eq!(
+        own,
+        Some(ask(None, None)),
+        "a titled run writes its own header"
+    );
+}
+
+#[test]
+fn a_titled_corpus_is_verse_and_a_titled_poem_scores_as_its_poem() {
+    let text = titled(40);
+    let corpus = Corpus::parse(&text, &PathBuf::from("titled.txt"), CorpusKind::Auto).unwrap();
+    assert_eq!(corpus.kind, CorpusKind::Verse);
+    assert_eq!(
+        corpus.items.len(),
+        40,
+        "every titled poem kept, its header with it"
+    );
+    let line = text.lines().nth(5).unwrap();
+    let (_, poem) = split_header(line).unwrap();
+    let (with, without) = (
+        score_poem(line, Tables::shipped()),
+        score_poem(poem, Tables::shipped()),
+    );
+    assert!(with.form.is_some());
+    assert_eq!(format!("{with:?}"), format!("{without:?}"));
+}
