@@ -177,6 +177,7 @@ fn the_parameter_count_is_the_models_with_and_without_sounds() {
             sound,
             verse_places,
             rhyme_memory: verse_places, // a row per token
+            rhyme_bias: verse_places,   // two numbers
             ..common::small_config(30, 2, position)
         };
         let vocabulary = common::vocabulary_of(30);

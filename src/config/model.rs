@@ -94,6 +94,10 @@ pub struct ModelConfig {
     /// Whether, before a rhyme, the characters that ended the poem's earlier lines are learned
     /// rows (one per token) added to its embedding (an input, `verse::inputs::rhymes`).
     pub rhyme_memory: bool,
+    /// Whether, before a rhyme, learned biases on the next-token logits lower the characters that
+    /// ended the poem's earlier lines and raise those that rhyme with its earlier rhymes (a
+    /// next-token bias, `verse::inputs::rhymes`).
+    pub rhyme_bias: bool,
 }
 
 impl Default for ModelConfig {
@@ -114,6 +118,7 @@ impl Default for ModelConfig {
             sound: false,
             verse_places: false,
             rhyme_memory: false,
+            rhyme_bias: false,
         }
     }
 }
@@ -142,6 +147,7 @@ impl ModelConfig {
             ("sound", self.sound),
             ("verse_places", self.verse_places),
             ("rhyme_memory", self.rhyme_memory),
+            ("rhyme_bias", self.rhyme_bias),
         ]
         .into_iter()
         .filter_map(|(name, on)| on.then_some(name))
@@ -166,9 +172,9 @@ impl ModelConfig {
         let inputs: usize = self
             .inputs()
             .into_iter()
-            .map(|name| crate::verse::inputs::rows(name, self.vocab_size))
+            .map(|name| crate::verse::inputs::parameters(name, self.vocab_size, self.n_embd))
             .sum();
-        v * c + inputs as f64 * c + table + l * block + (1.0 + biases) * c + head
+        v * c + inputs as f64 + table + l * block + (1.0 + biases) * c + head
     }
 
     /// Bytes a training step needs, roughly: weights, gradients and AdamW's two moments, and the

@@ -20,7 +20,7 @@
 use super::team::{lock, Team};
 use super::weights::{add_sequence_input, embed, Norm, TokenTable, Values};
 use crate::model::block::Block;
-use crate::model::inputs::{SequenceEmbedding, SequenceReader, Shares};
+use crate::model::inputs::{BiasReader, NextTokenBias, SequenceEmbedding, SequenceReader, Shares};
 use crate::model::layers::Linear;
 use crate::model::position::{PositionEncoding, Rotations};
 use crate::model::Gpt;
@@ -160,6 +160,10 @@ pub struct DecodeState {
     readers: Vec<Box<dyn SequenceReader>>,
     /// The inputs, to start their readers afresh.
     inputs: Vec<SequenceEmbedding>,
+    /// Each next-token bias's reader, past the positions held.
+    bias_readers: Vec<Box<dyn BiasReader>>,
+    /// Those inputs, to start their readers afresh.
+    biases: Vec<NextTokenBias>,
 }
 
 impl DecodeState {
@@ -180,6 +184,7 @@ impl DecodeState {
             .chain(&mut self.values)
             .for_each(Vec::clear);
         self.readers = self.inputs.iter().map(SequenceEmbedding::reader).collect();
+        self.bias_readers = self.biases.iter().map(NextTokenBias::reader).collect();
     }
 }
 
@@ -188,6 +193,8 @@ pub struct CpuDecoder<'m> {
     wte: TokenTable<'m>,
     position: &'m PositionEncoding,
     sequence_inputs: &'m [SequenceEmbedding],
+    /// The next-token biases and their values.
+    biases: Vec<(&'m NextTokenBias, Vec<f32>)>,
     blocks: Vec<BlockWeights<'m>>,
     ln_f: Norm<'m>,
     lm_head: PackedLinear,
@@ -225,6 +232,12 @@ impl<'m> CpuDecoder<'m> {
             wte,
             position: &model.position,
             sequence_inputs: &model.inputs.sequence,
+            biases: model
+                .inputs
+                .bias
+                .iter()
+                .map(|b| Ok((b, Values::new(&b.weight)?.get().to_vec())))
+                .collect::<Result<_>>()?,
             blocks: model
                 .h
                 .iter()
@@ -263,6 +276,8 @@ impl<'m> CpuDecoder<'m> {
             head_dim: self.head_dim,
             readers: self.sequence_inputs.iter().map(|i| i.reader()).collect(),
             inputs: self.sequence_inputs.to_vec(),
+            bias_readers: self.biases.iter().map(|(b, _)| b.reader()).collect(),
+            biases: self.biases.iter().map(|(b, _)| (*b).clone()).collect(),
         }
     }
 
@@ -325,7 +340,15 @@ impl<'m> CpuDecoder<'m> {
         }
         let last = &x[(t - 1) * c..]; // (C)
         self.ln_f.forward_into(last, &mut h[..c]);
-        Ok(self.logits(&h[..c]))
+        let mut logits = self.logits(&h[..c]); // (V)
+        for ((_, weight), reader) in self.biases.iter().zip(&mut state.bias_readers) {
+            let mut entries = Vec::new();
+            for &id in tokens {
+                entries = reader.read(id); // every token read; the last position's kept
+            }
+            NextTokenBias::add_to_row(&mut logits, &entries, weight);
+        }
+        Ok(logits)
     }
 
     /// Runs `work(index, item)` for every item, the items split into one run per team member.

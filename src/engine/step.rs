@@ -11,11 +11,12 @@
 
 use super::weights::{add_sequence_input, embed, Norm, TokenTable, Values};
 use crate::model::block::Block;
-use crate::model::inputs::Shares;
+use crate::model::inputs::{Biased, Shares};
 use crate::model::layers::{dropout_mask, LayerNorm, Linear};
 use crate::model::position::{PositionEncoding, Rotations};
 use crate::model::{Gpt, Mode};
 use crate::ops::attention::{self, Heads};
+use crate::ops::lm_head_loss::LogitBias;
 use crate::ops::{gelu, linear, lm_head_loss, scratch, Precision};
 use candle_core::{bail, Result, Tensor, TensorId};
 use std::borrow::Cow;
@@ -308,6 +309,55 @@ fn embed_backward(
     }
 }
 
+/// Every next-token bias of a model over one batch, as one: their biases end to end, and each
+/// position's entries pointing into them.
+struct NextTokenBiases {
+    /// Per position (N): (token, index into `weight`).
+    entries: Vec<Biased>,
+    /// Every input's biases, in the inputs' order.
+    weight: Vec<f32>,
+}
+
+impl NextTokenBiases {
+    /// The biases of `model`'s next-token inputs for the sequences of `t` tokens in `ids` (N).
+    fn read(model: &Gpt, ids: &[u32], t: usize) -> Result<Self> {
+        let mut all = NextTokenBiases {
+            entries: vec![Vec::new(); ids.len()],
+            weight: Vec::new(),
+        };
+        for input in &model.inputs.bias {
+            let offset = all.weight.len();
+            all.weight.extend(Values::new(&input.weight)?.get());
+            for (mine, theirs) in all.entries.iter_mut().zip(input.entries_of(ids, t)) {
+                mine.extend(
+                    theirs
+                        .into_iter()
+                        .map(|(token, bias)| (token, offset + bias)),
+                );
+            }
+        }
+        Ok(all)
+    }
+
+    /// The biases as the output layer's loss takes them, if the model has any.
+    fn as_logit_bias(&self) -> Option<LogitBias<'_>> {
+        (!self.weight.is_empty()).then_some(LogitBias {
+            entries: &self.entries,
+            weight: &self.weight,
+        })
+    }
+
+    /// Adds each input's share of `d_weight` (the gradient of all the biases) to `grads`.
+    fn add_gradients(&self, model: &Gpt, d_weight: Vec<f32>, grads: &mut ParamGrads) {
+        let mut rest = &d_weight[..];
+        for input in &model.inputs.bias {
+            let (mine, others) = rest.split_at(input.weight.elem_count());
+            add_grad(grads, &input.weight, mine.to_vec());
+            rest = others;
+        }
+    }
+}
+
 /// The mean cross-entropy of the batch `x` → `y` (B, T of token ids) and the gradient of every
 /// parameter, for a model [`supports`] accepts, with the matmuls' inputs in `precision`; dropout
 /// as `mode` says (masks drawn as [`Gpt::loss`] draws them).
@@ -370,13 +420,19 @@ pub fn loss_and_gradients(
     let h_f = Norm::new(&model.ln_f)?.forward(&h); // (N, C)
     let head = Values::new(&model.lm_head.weight)?;
     let head_weight = tied_head.as_deref().unwrap_or(head.get()); // (V, C)
-    let (loss, Some((d_h_f, d_head))) =
-        lm_head_loss::loss_and_gradients(&h_f, head_weight, &targets, c, true, s.precision)
-    else {
+    let biases = NextTokenBiases::read(model, &ids, t)?;
+    let (loss, Some((d_h_f, d_head)), d_biases) = lm_head_loss::biased_loss_and_gradients(
+        (&h_f, head_weight, biases.as_logit_bias().as_ref()),
+        &targets,
+        c,
+        true,
+        s.precision,
+    ) else {
         bail!("the output layer returned no gradients")
     };
     drop(head);
     add_grad(&mut grads, &model.lm_head.weight, d_head);
+    biases.add_gradients(model, d_biases, &mut grads);
     // Backward.
     let mut d_h = vec![0f32; h.len()];
     norm_backward(&model.ln_f, &h, &d_h_f, &mut d_h, &mut grads)?; // (N, C)

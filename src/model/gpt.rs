@@ -182,16 +182,18 @@ impl Gpt {
         self.ln_f.forward(&self.residual(idx, mode)?, self.kernels) // (B, T, C)
     }
 
-    /// Logits (B, T, vocab) for token ids idx (B, T).
+    /// Logits (B, T, vocab) for token ids idx (B, T), with the next-token biases.
     pub fn forward(&self, idx: &Tensor, mode: &mut Mode) -> Result<Tensor> {
         let head = self.output_layer()?;
-        head.forward(&self.hidden(idx, mode)?, self.kernels) // (B, T, V)
+        let logits = head.forward(&self.hidden(idx, mode)?, self.kernels)?; // (B, T, V)
+        self.inputs.add_to_logits(logits, idx, false) // (B, T, V)
     }
 
     /// Logits (B, vocab) of the token after idx (B, T) alone: the output layer runs on the last
     /// position only, as in nanoGPT's `generate`.
     pub fn forward_last(&self, idx: &Tensor) -> Result<Tensor> {
-        self.last_logits(&self.residual(idx, &mut Mode::Eval)?) // (B, V)
+        let logits = self.last_logits(&self.residual(idx, &mut Mode::Eval)?)?; // (B, V)
+        self.inputs.add_to_logits(logits, idx, true) // (B, V)
     }
 
     /// Mean cross-entropy of the next-token predictions for idx (B, T) against targets (B, T).
@@ -201,6 +203,15 @@ impl Gpt {
     pub fn loss(&self, idx: &Tensor, targets: &Tensor, mode: &mut Mode) -> Result<Tensor> {
         if matches!(mode, Mode::Train(_)) && self.runs_fused_kernels() {
             candle_core::bail!("the candle graph's fused CPU ops have no backward pass: train with engine::loss_and_gradients, or on Kernels::Composite (with_kernels)")
+        }
+        if !self.inputs.bias.is_empty() {
+            // The biases join the logits, which the fused loss never materialises.
+            let logits = self.forward(idx, mode)?; // (B, T, V)
+            let v = logits.dim(2)?;
+            return candle_nn::loss::cross_entropy(
+                &logits.reshape(((), v))?,
+                &targets.flatten_all()?,
+            );
         }
         let h = self.hidden(idx, mode)?; // (B, T, C)
         let (b, t, c) = h.dims3()?;

@@ -1,14 +1,18 @@
-//! Inputs added to the token embeddings, given by what is modelled: the core knows their shape, not
-//! their meaning (verse's live in `verse::inputs`). Each is a learned matrix W (`rows` × C), zero
-//! at first so that a new model is the same as without it, whose rows a token or a position takes
-//! with shares ([`Shares`]: it adds Σ share · W[row]). Two kinds:
+//! Inputs given by what is modelled: the core knows their shape, not their meaning (verse's live
+//! in `verse::inputs`). Each is learned, zero at first so that a new model is the same as without
+//! it. Three kinds:
 //!
-//! - a **token input** depends on the token alone, through a fixed map A (V × rows): the token
+//! - a **token input** depends on the token alone: a matrix W (`rows` × C) whose rows a token
+//!   takes with shares ([`Shares`]: Σ share · W[row]) through a fixed map A (V × rows); the token
 //!   table becomes E' = E + A W (V, C), and so does a tied output layer;
 //! - a **sequence input** depends on the tokens up to each position, read along each sequence by a
-//!   [`SequenceReader`]: its rows are added to the residual stream entering the blocks.
+//!   [`SequenceReader`]: the rows of its W that a position takes are added to the residual stream
+//!   entering the blocks;
+//! - a **next-token bias** depends on the tokens up to each position too ([`BiasReader`]): it
+//!   names next tokens whose logits take one of its learned biases b (`biases`), after the output
+//!   layer.
 //!
-//! The graph's ops, the engine's slices and the gradients of both kinds are written here once; the
+//! The graph's ops, the engine's slices and the gradients of every kind are written here once; the
 //! graph ([`crate::model::Gpt`]), the training step and the decoder call them for every input.
 
 use candle_core::{bail, Result, Tensor};
@@ -32,13 +36,33 @@ pub trait SequenceInput: Send + Sync {
     fn reader(&self) -> Box<dyn SequenceReader>;
 }
 
-/// What an input reads: the token alone, or the sequence up to each position.
+/// The next tokens of one position whose logits take a bias: (token id, which bias).
+pub type Biased = Vec<(u32, usize)>;
+
+/// Goes along one sequence, token by token, naming the next tokens to bias.
+pub trait BiasReader: Send {
+    /// Reads the next token: the biased next tokens of the position that holds it.
+    fn read(&mut self, id: u32) -> Biased;
+}
+
+/// What a next-token bias reads from the tokens.
+pub trait BiasInput: Send + Sync {
+    /// Its learned biases.
+    fn biases(&self) -> usize;
+    /// A reader at the start of a sequence (which may begin anywhere in the text).
+    fn reader(&self) -> Box<dyn BiasReader>;
+}
+
+/// What an input reads: the token alone, or the sequence up to each position (for rows of the
+/// residual stream, or for biases of the next token's logits).
 #[derive(Clone)]
 pub enum Reads {
     /// Each token id's rows of W (ids past the end take none), and the number of rows.
     Token { shares: Vec<Shares>, rows: usize },
     /// A reader of sequences.
     Sequence(Arc<dyn SequenceInput>),
+    /// A reader of sequences naming next tokens to bias.
+    Bias(Arc<dyn BiasInput>),
 }
 
 /// One input as a model is given it.
@@ -188,6 +212,67 @@ impl SequenceEmbedding {
     }
 }
 
+/// A next-token bias with its learned biases.
+#[derive(Clone)]
+pub struct NextTokenBias {
+    /// b (biases).
+    pub(crate) weight: Tensor,
+    input: Arc<dyn BiasInput>,
+}
+
+impl NextTokenBias {
+    /// The input's biases, zero at first.
+    fn new(vb: VarBuilder, input: Arc<dyn BiasInput>) -> Result<Self> {
+        let weight = vb.get_with_hints(input.biases(), "weight", Init::Const(0.0))?;
+        Ok(NextTokenBias { weight, input })
+    }
+
+    /// A reader at the start of a sequence.
+    pub fn reader(&self) -> Box<dyn BiasReader> {
+        self.input.reader()
+    }
+
+    /// The biased next tokens of each position of `ids` (N), read as sequences of `t` tokens,
+    /// each from a fresh reader.
+    pub fn entries_of(&self, ids: &[u32], t: usize) -> Vec<Biased> {
+        ids.chunks(t)
+            .flat_map(|sequence| {
+                let mut reader = self.reader();
+                sequence
+                    .iter()
+                    .map(|&id| reader.read(id))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// logits (N, V) plus the biases of `entries` (N), as a graph of differentiable ops.
+    fn add_to_logits(&self, logits: &Tensor, entries: &[Biased]) -> Result<Tensor> {
+        let (n, v) = logits.dims2()?;
+        let mut sum = logits.clone();
+        for bias in 0..self.input.biases() {
+            let mut mask = vec![0f32; n * v]; // (N, V)
+            for (row, entries) in entries.iter().enumerate() {
+                for &(token, _) in entries.iter().filter(|(_, b)| *b == bias) {
+                    mask[row * v + token as usize] += 1.0;
+                }
+            }
+            let mask = Tensor::from_vec(mask, (n, v), logits.device())?;
+            sum = (sum + mask.broadcast_mul(&self.weight.narrow(0, bias, 1)?)?)?;
+            // (N, V)
+        }
+        Ok(sum)
+    }
+
+    /// [`Self::add_to_logits`] on slices, for the decoder: one position's logits (V) plus the
+    /// biases b of its `entries`.
+    pub fn add_to_row(logits: &mut [f32], entries: &Biased, weight: &[f32]) {
+        for &(token, bias) in entries {
+            logits[token as usize] += weight[bias];
+        }
+    }
+}
+
 /// row (C) += Σ share · W[r] over `shares`, W (rows × C).
 fn add_shares(row: &mut [f32], shares: &Shares, weight: &[f32], c: usize) {
     for &(r, share) in shares {
@@ -204,11 +289,12 @@ fn add_to_shares(d_weight: &mut [f32], shares: &Shares, d_row: &[f32], c: usize)
     }
 }
 
-/// A model's inputs with their learned W, each kind in the order given.
+/// A model's inputs with their learned W (or biases), each kind in the order given.
 #[derive(Clone, Default)]
 pub struct LearnedInputs {
     pub(crate) token: Vec<TokenInput>,
     pub(crate) sequence: Vec<SequenceEmbedding>,
+    pub(crate) bias: Vec<NextTokenBias>,
 }
 
 impl LearnedInputs {
@@ -225,6 +311,7 @@ impl LearnedInputs {
                 Reads::Sequence(reader) => learned
                     .sequence
                     .push(SequenceEmbedding::new(vb, reader, shape.1)?),
+                Reads::Bias(reader) => learned.bias.push(NextTokenBias::new(vb, reader)?),
             }
         }
         Ok(learned)
@@ -245,5 +332,31 @@ impl LearnedInputs {
             x = input.add_to_embedding(&x, idx)?; // (B, T, C)
         }
         Ok(x)
+    }
+
+    /// logits (B, T, V) plus every next-token bias for tokens idx (B, T), as a graph; with `last`,
+    /// logits (B, V) of each sequence's last position only.
+    pub(crate) fn add_to_logits(&self, logits: Tensor, idx: &Tensor, last: bool) -> Result<Tensor> {
+        if self.bias.is_empty() {
+            return Ok(logits);
+        }
+        let (b, t) = idx.dims2()?;
+        let ids = idx.flatten_all()?.to_vec1::<u32>()?; // (B·T)
+        let v = *logits
+            .dims()
+            .last()
+            .expect("logits have a vocabulary dimension");
+        let mut sum = logits.reshape(((), v))?; // (B·T or B, V)
+        for input in &self.bias {
+            let mut entries = input.entries_of(&ids, t); // (B·T)
+            if last {
+                entries = entries.into_iter().skip(t - 1).step_by(t).collect(); // (B)
+            }
+            sum = input.add_to_logits(&sum, &entries)?;
+        }
+        match last {
+            true => Ok(sum),                 // (B, V)
+            false => sum.reshape((b, t, v)), // (B, T, V)
+        }
     }
 }

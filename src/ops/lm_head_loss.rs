@@ -59,6 +59,38 @@ fn cut(rows: Range<usize>, len: usize) -> impl Iterator<Item = Range<usize>> {
 /// The output layer's gradients (dx, dW), computed in the same pass as the loss.
 pub type Grads = (Vec<f32>, Vec<f32>);
 
+/// Learned biases added to some of the logits before the loss (`model::inputs`' next-token
+/// biases): for each row of x, the (token, bias) pairs whose logit takes `weight[bias]`.
+pub struct LogitBias<'a> {
+    /// Per row of x (N): (token id, index into `weight`).
+    pub entries: &'a [Vec<(u32, usize)>],
+    /// The biases.
+    pub weight: &'a [f32],
+}
+
+impl LogitBias<'_> {
+    /// Adds the biases of `rows` (of x) to their logits (rows × V).
+    fn add_to(&self, rows: Range<usize>, logits: &mut [f32]) {
+        let v = logits.len() / rows.len().max(1);
+        for (row, entries) in logits.chunks_mut(v).zip(&self.entries[rows]) {
+            for &(token, bias) in entries {
+                row[token as usize] += self.weight[bias];
+            }
+        }
+    }
+
+    /// Adds to `d_weight` the gradient of the biases of `rows` from their dlogits, scale · E
+    /// (see [`cross_entropy_rows`]).
+    fn gradient(&self, rows: Range<usize>, (exps, scales): (&[f32], &[f32]), d_weight: &mut [f32]) {
+        let v = exps.len() / rows.len().max(1);
+        for ((row, s), entries) in exps.chunks(v).zip(scales).zip(&self.entries[rows]) {
+            for &(token, bias) in entries {
+                d_weight[bias] += s * row[token as usize];
+            }
+        }
+    }
+}
+
 /// The loss alone, for the candle graph (forward only: training runs on `crate::engine`).
 struct LmHeadLoss {
     targets: Vec<u32>,
@@ -222,6 +254,7 @@ struct Share<'a> {
     with_grad: bool,
     products: Products<'a>,
     chunking: Chunking,
+    bias: Option<&'a LogitBias<'a>>,
 }
 
 /// A share's working memory: one chunk's logits, one group's row scales and scaled x rows.
@@ -234,17 +267,21 @@ struct Buffers {
 impl Share<'_> {
     /// The summed loss of `rows` of x on the calling thread, group by group of chunks (see
     /// [`Chunking`]). With gradients, also writes d loss/dx of those rows into `dx` and returns
-    /// their contribution to dW (empty without gradients).
+    /// their contribution to dW and to the logits' biases (empty without gradients).
     ///
     /// The gradients come from the exponentials E (rows × V, less Σ at each target) and each
     /// row's scale s (see [`cross_entropy_rows`]): dlogits = diag(s)·E, so dx = diag(s)·(E·W) and
     /// dW = Eᵀ·(diag(s)·x) (in bf16, E, W and the scaled x are rounded).
-    fn run(&self, rows: Range<usize>, dx: &mut [f32]) -> (f64, Vec<f32>) {
+    fn run(&self, rows: Range<usize>, dx: &mut [f32]) -> (f64, Vec<f32>, Vec<f32>) {
         let (c, v) = (self.c, self.w.len() / self.c);
         let mut dw = if self.with_grad {
             vec![0f32; v * c]
         } else {
             Vec::new()
+        };
+        let mut d_bias = match (self.with_grad, self.bias) {
+            (true, Some(bias)) => vec![0f32; bias.weight.len()],
+            _ => Vec::new(),
         };
         let mut buffers = Buffers {
             logits: scratch::take(self.chunking.chunk * v), // each chunk's rows written whole
@@ -257,21 +294,21 @@ impl Share<'_> {
             let dx = dx
                 .get_mut((group.start - rows.start) * c..)
                 .unwrap_or_default();
-            total += self.group_pass(group, &mut buffers, dx, &mut dw);
+            total += self.group_pass(group, &mut buffers, dx, (&mut dw, &mut d_bias));
         }
         scratch::give_back(buffers.logits);
-        (total, self.products.finish_dw(dw, c))
+        (total, self.products.finish_dw(dw, c), d_bias)
     }
 
     /// The summed loss of the rows `group` of x, chunk by chunk; with gradients, their dx
-    /// (written from the group's first row of `dx` on) and their share of dW (summed into `dw` as
-    /// [`Products`] holds it).
+    /// (written from the group's first row of `dx` on), their share of dW (summed into `dw` as
+    /// [`Products`] holds it) and of the biases' gradient (summed into `d_bias`).
     fn group_pass(
         &self,
         group: Range<usize>,
         buffers: &mut Buffers,
         dx: &mut [f32],
-        dw: &mut [f32],
+        (dw, d_bias): (&mut [f32], &mut [f32]),
     ) -> f64 {
         let (products, c, v) = (&self.products, self.c, self.w.len() / self.c);
         let mut pending = self.with_grad.then(|| products.group(group.len(), v));
@@ -282,10 +319,16 @@ impl Share<'_> {
             let logits = &mut buffers.logits[..rows * v];
             let x_rows = &self.x[chunk.start * c..chunk.end * c];
             products.logits(Operand::rows(x_rows, c), rows, c, logits); // x Wᵀ
-            let targets = &self.targets[chunk];
+            if let Some(bias) = self.bias {
+                bias.add_to(chunk.clone(), logits); // + the biases
+            }
+            let targets = &self.targets[chunk.clone()];
             let scales = &mut buffers.scales[local..local + rows];
             let wanted = self.with_grad.then_some(&mut *scales);
             total += isa::widest(|| cross_entropy_rows(logits, targets, self.inv_n, wanted));
+            if let (true, Some(bias)) = (self.with_grad, self.bias) {
+                bias.gradient(chunk, (logits, scales), d_bias);
+            }
             if let Some(pending) = &mut pending {
                 let dx = &mut dx[local * c..(local + rows) * c];
                 let x_scaled = &mut buffers.x_scaled[local * c..(local + rows) * c];
@@ -334,6 +377,20 @@ pub fn loss_and_gradients(
     with_grad: bool,
     precision: Precision,
 ) -> (f64, Option<Grads>) {
+    let (loss, grads, _) =
+        biased_loss_and_gradients((x, w, None), targets, c, with_grad, precision);
+    (loss, grads)
+}
+
+/// [`loss_and_gradients`] with `bias` added to the logits; with `with_grad`, also the biases'
+/// gradient (empty without biases).
+pub fn biased_loss_and_gradients(
+    (x, w, bias): (&[f32], &[f32], Option<&LogitBias>),
+    targets: &[u32],
+    c: usize,
+    with_grad: bool,
+    precision: Precision,
+) -> (f64, Option<Grads>, Vec<f32>) {
     let (n, v) = (x.len() / c, w.len() / c);
     let mut dx = if with_grad {
         scratch::take(n * c) // written whole, chunk by chunk
@@ -352,7 +409,7 @@ pub fn loss_and_gradients(
         .collect();
     let mut dx_shares: Vec<&mut [f32]> = dx.chunks_mut(share_rows * c).collect();
     dx_shares.resize_with(ranges.len(), Default::default); // empty without gradients
-    let results: Vec<(f64, Vec<f32>)> = ranges
+    let results: Vec<(f64, Vec<f32>, Vec<f32>)> = ranges
         .into_par_iter()
         .zip(dx_shares)
         .map(|(rows, dx)| {
@@ -365,20 +422,26 @@ pub fn loss_and_gradients(
                 with_grad,
                 products: Products::new(w, c, precision),
                 chunking: Chunking::of(precision),
+                bias,
             };
             share.run(rows, dx)
         })
         .collect();
-    let total: f64 = results.iter().map(|(loss, _)| loss).sum();
-    let grads = with_grad.then(|| {
-        let mut parts = results.into_iter().map(|(_, dw)| dw);
-        let mut dw = parts.next().unwrap_or_else(|| vec![0f32; v * c]);
-        for part in parts {
-            dw.iter_mut().zip(&part).for_each(|(d, p)| *d += p);
-        }
-        (dx, dw)
-    });
-    (total / n as f64, grads)
+    let total: f64 = results.iter().map(|(loss, _, _)| loss).sum();
+    let (dws, d_biases): (Vec<_>, Vec<_>) = results.into_iter().map(|(_, dw, db)| (dw, db)).unzip();
+    let d_bias = sum_in_order(d_biases, bias.map_or(0, |b| b.weight.len()));
+    let grads = with_grad.then(|| (dx, sum_in_order(dws, v * c)));
+    (total / n as f64, grads, d_bias)
+}
+
+/// The sum of the shares' `parts` in their order (`len` zeros for none).
+fn sum_in_order(parts: Vec<Vec<f32>>, len: usize) -> Vec<f32> {
+    let mut parts = parts.into_iter();
+    let mut sum = parts.next().unwrap_or_else(|| vec![0f32; len]);
+    for part in parts {
+        sum.iter_mut().zip(&part).for_each(|(s, p)| *s += p);
+    }
+    sum
 }
 
 impl CustomOp2 for LmHeadLoss {

@@ -4,9 +4,10 @@
 //! - [`sound`] (`sound = true`): each character's rhyme groups and tone, a token input;
 //! - [`places`] (`verse_places = true`): where each position stands in its poem, a sequence input;
 //! - [`rhymes`] (`rhyme_memory = true`): before a rhyme, the characters that ended the poem's
-//!   earlier lines, a sequence input;
+//!   earlier lines, a sequence input; (`rhyme_bias = true`) biases on the next token before a
+//!   rhyme, for those characters and for those that rhyme with the poem's earlier rhymes;
 //!
-//! both read the characters behind the token ids ([`vocabulary`]). Adding an input touches its
+//! all read the characters behind the token ids ([`vocabulary`]). Adding an input touches its
 //! file here (what it reads, its rows, its tests), its switch in the config (a field of
 //! `ModelConfig` and its name in `ModelConfig::inputs`) and its line in [`INPUTS`]; the graph, the
 //! training step and the decoder take it as they take these.
@@ -26,31 +27,43 @@ pub use vocabulary::Vocabulary;
 struct Known {
     name: &'static str,
     tensor: &'static str,
-    /// Rows of its W for a model of this many tokens.
+    /// Rows of its W (or its biases) for a model of this many tokens.
     rows: fn(usize) -> usize,
+    /// Whether it is a next-token bias, whose rows are single numbers (else rows of n_embd).
+    bias: bool,
     /// What it reads, for a vocabulary and a model of this many tokens.
     reads: fn(&Vocabulary, usize) -> Reads,
 }
 
 /// Every input, by config name.
-const INPUTS: [Known; 3] = [
+const INPUTS: [Known; 4] = [
     Known {
         name: "sound",
         tensor: "wse",
         rows: |_| sound::rows(),
+        bias: false,
         reads: |vocabulary, _| sound::reads(vocabulary),
     },
     Known {
         name: "verse_places",
         tensor: "wvp",
         rows: |_| places::ROWS,
+        bias: false,
         reads: |vocabulary, _| places::reads(vocabulary),
     },
     Known {
         name: "rhyme_memory",
         tensor: "wrm",
         rows: |vocab_size| vocab_size,
+        bias: false,
         reads: rhymes::reads,
+    },
+    Known {
+        name: "rhyme_bias",
+        tensor: "brh",
+        rows: |_| 2,
+        bias: true,
+        reads: |vocabulary, _| rhymes::rhyme_bias(vocabulary),
     },
 ];
 
@@ -62,10 +75,17 @@ fn known(name: &str) -> &'static Known {
         .unwrap_or_else(|| panic!("ModelConfig::inputs names {name}, which verse::inputs lacks"))
 }
 
-/// Rows of the learned matrix of the input named `name` in the config, for a model of
-/// `vocab_size` tokens.
+/// Rows of the learned matrix (or biases) of the input named `name` in the config, for a model
+/// of `vocab_size` tokens.
 pub fn rows(name: &str, vocab_size: usize) -> usize {
     (known(name).rows)(vocab_size)
+}
+
+/// Learned parameters of the input named `name` in the config, for a model of `vocab_size`
+/// tokens and `n_embd` dimensions.
+pub fn parameters(name: &str, vocab_size: usize, n_embd: usize) -> usize {
+    let width = if known(name).bias { 1 } else { n_embd };
+    rows(name, vocab_size) * width
 }
 
 /// The inputs `cfg` switches on, for tokens that are the characters of `vocabulary`.

@@ -4,10 +4,19 @@
 //! (`model::inputs`). With W's row of a character learned against its output row, the model can
 //! learn not to rhyme on a character it has used (重韵), which the free samples do in about a
 //! third of their regular poems (docs/experiments.md, section 11).
+//!
+//! Rhyme biases (`rhyme_bias = true`): at the same positions, two learned biases on next-token
+//! logits (a next-token bias of the GPT): one for those same characters, which the real poems
+//! almost never rhyme on again, and one for the characters that share a 平声 rhyme group with
+//! every earlier rhyme of the poem (the ends of the lines [`super::places`] says must rhyme), which
+//! the real poems mostly do.
 
 use super::places::PoemReader;
 use super::vocabulary::{TokenKind, TokenKinds, Vocabulary};
-use crate::model::inputs::{Reads, SequenceInput, SequenceReader, Shares};
+use crate::model::inputs::{
+    BiasInput, BiasReader, Biased, Reads, SequenceInput, SequenceReader, Shares,
+};
+use crate::verse::tables::{common_groups, Tables};
 use std::sync::Arc;
 
 /// What each token is to a poem, by token id, and the rows of W (one per token).
@@ -22,12 +31,100 @@ impl SequenceInput for RhymeMemory {
     }
 
     fn reader(&self) -> Box<dyn SequenceReader> {
-        Box::new(RhymeReader {
-            kinds: self.kinds.clone(),
-            poem: PoemReader::default(),
-            last: None,
-            finals: Vec::new(),
+        Box::new(RhymeReader::new(&self.kinds))
+    }
+}
+
+/// The bias of an earlier line's end, before a rhyme.
+const REPEATED: usize = 0;
+/// The bias of a character that rhymes with every earlier rhyme.
+const RHYMING: usize = 1;
+
+/// What each token is to a poem and its rhyme groups, by token id: for the rhyme biases.
+struct RhymeBias {
+    kinds: TokenKinds,
+    rhymes: Arc<Rhymes>,
+}
+
+/// Each token's 平声 rhyme groups, and each group's tokens.
+struct Rhymes {
+    groups: Vec<Vec<u16>>,
+    members: Vec<Vec<u32>>,
+}
+
+impl Rhymes {
+    /// The rhyme groups of `vocabulary`'s characters (the shipped tables).
+    fn of(vocabulary: &Vocabulary) -> Self {
+        let tables = Tables::shipped();
+        let groups: Vec<Vec<u16>> = (0..vocabulary.len())
+            .map(|id| {
+                vocabulary
+                    .char(id)
+                    .map_or(Vec::new(), |c| tables.rhyme_groups(c).to_vec())
+            })
+            .collect();
+        let mut members = vec![Vec::new(); tables.group_count()];
+        for (id, groups) in groups.iter().enumerate() {
+            for &g in groups {
+                members[g as usize].push(id as u32);
+            }
+        }
+        Rhymes { groups, members }
+    }
+}
+
+impl BiasInput for RhymeBias {
+    fn biases(&self) -> usize {
+        2
+    }
+
+    fn reader(&self) -> Box<dyn BiasReader> {
+        Box::new(RhymeBiasReader {
+            lines: RhymeReader::new(&self.kinds),
+            rhymes: self.rhymes.clone(),
+            shared: None,
+            rhyme_next: false,
         })
+    }
+}
+
+/// A [`RhymeReader`] that also keeps the rhyme groups every rhyme of the poem so far shares.
+struct RhymeBiasReader {
+    lines: RhymeReader,
+    rhymes: Arc<Rhymes>,
+    /// The groups shared by the poem's rhymes so far (`None` before its first).
+    shared: Option<Vec<u16>>,
+    /// Whether the next token is a rhyme.
+    rhyme_next: bool,
+}
+
+impl BiasReader for RhymeBiasReader {
+    fn read(&mut self, id: u32) -> Biased {
+        let kind = self.lines.kinds.get(id);
+        if matches!(
+            kind,
+            TokenKind::PoemEnd | TokenKind::HeaderStart | TokenKind::HeaderEnd
+        ) {
+            self.shared = None;
+        }
+        if self.rhyme_next && kind == TokenKind::Char {
+            let groups = &self.rhymes.groups[id as usize];
+            self.shared = Some(common_groups(self.shared.as_deref(), groups));
+        }
+        let finals = self.lines.finals_before_rhyme(id);
+        self.rhyme_next = finals.is_some();
+        let Some(finals) = finals else {
+            return Vec::new();
+        };
+        let mut biased: Biased = finals.iter().map(|&f| (f, REPEATED)).collect();
+        for &group in self.shared.iter().flatten() {
+            biased.extend(
+                self.rhymes.members[group as usize]
+                    .iter()
+                    .map(|&t| (t, RHYMING)),
+            );
+        }
+        biased
     }
 }
 
@@ -41,8 +138,19 @@ struct RhymeReader {
     finals: Vec<u32>,
 }
 
-impl SequenceReader for RhymeReader {
-    fn read(&mut self, id: u32) -> Shares {
+impl RhymeReader {
+    fn new(kinds: &TokenKinds) -> Self {
+        RhymeReader {
+            kinds: kinds.clone(),
+            poem: PoemReader::default(),
+            last: None,
+            finals: Vec::new(),
+        }
+    }
+
+    /// Reads the next token: the characters that ended the poem's earlier lines where the next
+    /// character ends a line that must rhyme, else `None`.
+    fn finals_before_rhyme(&mut self, id: u32) -> Option<&[u32]> {
         let kind = self.kinds.get(id);
         match kind {
             TokenKind::PoemEnd | TokenKind::HeaderStart | TokenKind::HeaderEnd => {
@@ -52,10 +160,17 @@ impl SequenceReader for RhymeReader {
             TokenKind::Char => {}
         }
         self.last = (kind == TokenKind::Char).then_some(id);
-        match self.poem.read(kind).next_rhymes() {
-            true => self.finals.iter().map(|&f| (f as usize, 1.0)).collect(),
-            false => Vec::new(),
-        }
+        self.poem
+            .read(kind)
+            .next_rhymes()
+            .then_some(&self.finals[..])
+    }
+}
+
+impl SequenceReader for RhymeReader {
+    fn read(&mut self, id: u32) -> Shares {
+        let finals = self.finals_before_rhyme(id).unwrap_or_default();
+        finals.iter().map(|&f| (f as usize, 1.0)).collect()
     }
 }
 
@@ -65,6 +180,14 @@ pub fn reads(vocabulary: &Vocabulary, vocab_size: usize) -> Reads {
     Reads::Sequence(Arc::new(RhymeMemory {
         kinds: TokenKinds::of(vocabulary),
         rows: vocab_size,
+    }))
+}
+
+/// The rhyme biases for tokens that are `vocabulary`'s characters.
+pub fn rhyme_bias(vocabulary: &Vocabulary) -> Reads {
+    Reads::Bias(Arc::new(RhymeBias {
+        kinds: TokenKinds::of(vocabulary),
+        rhymes: Arc::new(Rhymes::of(vocabulary)),
     }))
 }
 
@@ -93,5 +216,41 @@ mod tests {
         assert_eq!(rows[10], [(id('尽'), 1.0)]);
         let taken: Vec<usize> = (0..rows.len()).filter(|&i| !rows[i].is_empty()).collect();
         assert_eq!(taken, [10, 22]);
+    }
+
+    #[test]
+    fn before_a_rhyme_it_biases_the_earlier_line_ends_and_what_rhymes_with_the_earlier_rhymes() {
+        let text = "\n白日依山尽，黄河入海流。欲穷千里目，更上一层楼。\n";
+        let vocabulary = Vocabulary::new(text.chars().zip(0..));
+        let Reads::Bias(input) = rhyme_bias(&vocabulary) else {
+            panic!("a next-token bias")
+        };
+        let mut reader = input.reader();
+        let biased: Vec<Biased> = (0..text.chars().count() as u32)
+            .map(|id| reader.read(id))
+            .collect();
+        let id = |c: char| text.chars().position(|x| x == c).unwrap() as u32;
+        // Before 流 (at 海, 10): 尽 ended a line; no rhyme yet to rhyme with.
+        assert_eq!(biased[10], [(id('尽'), REPEATED)]);
+        // Before 楼 (at 层, 22): 尽, 流 and 目 ended lines; 流 and 楼 share 尤 with the rhyme 流.
+        let mut before_lou = biased[22].clone();
+        before_lou.sort_unstable();
+        let mut expected = vec![
+            (id('尽'), REPEATED),
+            (id('流'), REPEATED),
+            (id('目'), REPEATED),
+            (id('流'), RHYMING),
+            (id('楼'), RHYMING),
+        ];
+        expected.sort_unstable();
+        assert_eq!(before_lou, expected);
+        let taken: Vec<usize> = (0..biased.len())
+            .filter(|&i| !biased[i].is_empty())
+            .collect();
+        assert_eq!(
+            taken,
+            [10, 22],
+            "nowhere else, and a new poem starts afresh"
+        );
     }
 }

@@ -1,0 +1,134 @@
+//! A next-token bias (`model::inputs`): the engine's loss and gradients match autograd through the
+//! candle graph, its bias gets a gradient where it applies, and the decoder's logits match the
+//! graph's. The bias of repeated rhymes (`rhyme_repeat_bias`) is the one the verse gives.
+
+mod common;
+
+use candle_core::{Device, Tensor};
+use shige::config::{ModelConfig, Position};
+use shige::data::CharTokenizer;
+use shige::engine::{self, CpuDecoder};
+use shige::model::{Gpt, Mode};
+use shige::ops::Kernels;
+use shige::ops::{Precision, WeightFormat};
+use shige::train::optim::{AdamWParams, Optimizer};
+use shige::verse::inputs;
+
+const POEMS: &str = "白日依山尽，黄河入海流。欲穷千里目，更上一层楼。\n床前明月光，疑是地上霜。举头望明月，低头思故乡。\n";
+
+/// A model with verse places and the rhyme biases, set to `biases` (repeated, rhyming).
+fn model(tokenizer: &CharTokenizer, biases: [f32; 2]) -> (Gpt, Optimizer) {
+    let cfg = ModelConfig {
+        verse_places: true,
+        rhyme_bias: true,
+        tie_weights: true,
+        block_size: 32,
+        ..common::small_config(tokenizer.vocab_size(), 2, Position::Rope)
+    };
+    let (model, varmap) = Gpt::seeded_with(
+        &cfg,
+        inputs::for_tokenizer(&cfg, tokenizer).unwrap(),
+        3,
+        &Device::Cpu,
+    )
+    .unwrap();
+    for (name, var) in varmap.data().lock().unwrap().iter() {
+        if name == "transformer.brh.weight" {
+            var.set(&Tensor::new(&biases, &Device::Cpu).unwrap())
+                .unwrap();
+        }
+        if name == "transformer.wvp.weight" {
+            var.set(&common::wavy_like(var.as_tensor(), 0.05)).unwrap();
+        }
+    }
+    let params = AdamWParams {
+        beta1: 0.9,
+        beta2: 0.95,
+        eps: 1e-8,
+        weight_decay: 0.1,
+    };
+    let opt = Optimizer::new(varmap.data().lock().unwrap().clone(), params, None).unwrap();
+    (model, opt)
+}
+
+/// The two poems as 2 sequences of 25 tokens (each from its poem's start) and their next tokens.
+fn batch(tokenizer: &CharTokenizer) -> (Tensor, Tensor) {
+    let ids = tokenizer.encode(&format!("\n{POEMS}")).unwrap();
+    let rows: Vec<u32> = [&ids[0..26], &ids[25..51]].concat();
+    let all = Tensor::from_vec(rows, (2, 26), &Device::Cpu).unwrap();
+    (
+        all.narrow(1, 0, 25).unwrap().contiguous().unwrap(),
+        all.narrow(1, 1, 25).unwrap().contiguous().unwrap(),
+    )
+}
+
+#[test]
+fn the_engine_trains_the_bias_as_autograd_does() {
+    let tokenizer = CharTokenizer::from_text(POEMS).unwrap();
+    let (model, opt) = model(&tokenizer, [0.7, 0.3]);
+    let (x, y) = batch(&tokenizer);
+    let (loss, grads) =
+        engine::loss_and_gradients(&model, (&x, &y), Precision::F32, &mut Mode::Eval).unwrap();
+    let graph = model.clone().with_kernels(Kernels::Composite);
+    let reference = graph.loss(&x, &y, &mut Mode::Eval).unwrap();
+    let expected = opt.gradients(&reference.backward().unwrap()).unwrap();
+    let expected_loss = reference.to_scalar::<f32>().unwrap() as f64;
+    common::assert_same_loss_and_gradients(
+        "rhyme_bias",
+        (loss, &opt.gradients_from(grads)),
+        (expected_loss, &expected),
+    );
+    // The biases count: without them (0) the loss is another.
+    let (plain, _) = model_loss(&tokenizer, [0.0; 2]);
+    assert!((plain - loss).abs() > 1e-4, "{plain} against {loss}");
+}
+
+fn model_loss(tokenizer: &CharTokenizer, biases: [f32; 2]) -> (f64, Gpt) {
+    let (model, _) = model(tokenizer, biases);
+    let (x, y) = batch(tokenizer);
+    let (loss, _) =
+        engine::loss_and_gradients(&model, (&x, &y), Precision::F32, &mut Mode::Eval).unwrap();
+    (loss, model)
+}
+
+#[test]
+fn the_decoder_adds_the_bias_where_the_graph_does() {
+    let tokenizer = CharTokenizer::from_text(POEMS).unwrap();
+    let (model, _) = model(&tokenizer, [-2.0, 0.5]);
+    let ids = tokenizer
+        .encode("\n白日依山尽，黄河入海流。欲穷千里目，更上一层")
+        .unwrap();
+    let graph = common::full_logits(&model, &ids);
+    let decoder = CpuDecoder::new(&model, WeightFormat::F32).unwrap().unwrap();
+    let mut state = decoder.new_state();
+    let mut biased = 0;
+    for (i, &id) in ids.iter().enumerate() {
+        let logits = decoder.forward(&[id], &mut state).unwrap();
+        let scale = graph[i].iter().fold(0f32, |m, x| m.max(x.abs()));
+        for (a, b) in logits.iter().zip(&graph[i]) {
+            assert!(
+                (a - b).abs() < 1e-4 * scale,
+                "position {i}: {a} against {b}"
+            );
+        }
+        // Before 楼 (after 层), the lines so far ended on 尽, 流 and 目: each lowered by 2; 流 and
+        // 楼 rhyme with the rhyme 流 (尤): raised by 0.5; 明 neither.
+        if i + 1 == ids.len() {
+            let (_, plain) = model_loss(&tokenizer, [0.0; 2]);
+            let unbiased = common::full_logits(&plain, &ids)[i].clone();
+            for (c, expected) in [
+                ('尽', -2.0),
+                ('流', -1.5),
+                ('目', -2.0),
+                ('楼', 0.5),
+                ('明', 0.0),
+            ] {
+                let t = tokenizer.id(c).unwrap() as usize;
+                let moved = logits[t] - unbiased[t];
+                assert!((moved - expected).abs() < 1e-4, "{c}: moved by {moved}");
+                biased += usize::from(expected != 0.0);
+            }
+        }
+    }
+    assert_eq!(biased, 4);
+}
