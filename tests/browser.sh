@@ -5,7 +5,8 @@
 # that each attention heatmap is drawn for the character clicked; then trains the tiny config
 # from the page, sees two evaluations and a sample arrive, stops it, finds it in the runs list
 # and lays its curves over the first run's. A tiny run on titled poems is asked for a wujue by a
-# poet and a title: the header is set apart from the poem's four lines. Screenshots of the runs
+# poet and a title: the header is set apart from the poem's four lines; a tiny run on the Song ci
+# writes a 浣溪沙 with its meter, set as its tune with tones and rhymes. Screenshots of the runs
 # view and of the poem follow.
 # Installs Debian's chromium if it is absent (needs apt and root). Run from anywhere:
 # bash tests/browser.sh
@@ -20,6 +21,8 @@ rm -rf "$out" && mkdir -p "$out"
 cargo build --release -q --bin train --bin serve
 head -n 400 data/titled.txt >"$out/titled.txt"
 ./target/release/train --config configs/tiny.toml --corpus "$out/titled.txt" --max-iters 30 --out "$out/runs/titled" >/dev/null 2>&1
+head -n 2000 data/ci.txt >"$out/ci.txt"
+./target/release/train --config configs/tiny.toml --corpus "$out/ci.txt" --corpus-kind lines --max-iters 30 --out "$out/runs/ci" >/dev/null 2>&1
 ./target/release/train --config configs/tiny.toml --max-iters 30 --out "$out/runs/first" >/dev/null 2>&1
 ./target/release/serve --runs "$out/runs" --port 0 >"$out/serve.log" 2>&1 &
 server=$!

@@ -223,7 +223,7 @@ fn every_sample_of_the_20_most_common_tunes_has_the_tunes_pattern() {
     assert!(common.clone().all(|t| t.name != TUNE_LOST));
     for tune in common {
         for prompt in ["", "明月"] {
-            let start = tune_start(&tokenizer, tune, prompt, 300).unwrap();
+            let start = tune_start(&tokenizer, (tune, None), prompt, 300).unwrap();
             let (ids, constraint) = (start.ids(), start.constraint.unwrap());
             let gen = Generation {
                 constraint: Some(&constraint),
@@ -258,7 +258,7 @@ fn every_sample_of_the_20_most_common_tunes_has_the_tunes_pattern() {
 fn a_tune_the_vocabulary_cannot_write_and_a_prompt_that_breaks_the_pattern_are_refused() {
     let tunes = Tunes::shipped();
     let verse = CharTokenizer::from_text("白日依山尽，黄河入海流。\n").unwrap();
-    let err = tune_start(&verse, tunes.get("浣溪沙").unwrap(), "", 300)
+    let err = tune_start(&verse, (tunes.get("浣溪沙").unwrap(), None), "", 300)
         .err()
         .unwrap();
     assert!(matches!(err, SampleError::TuneNotLearned(_)), "{err}");
@@ -266,7 +266,7 @@ fn a_tune_the_vocabulary_cannot_write_and_a_prompt_that_breaks_the_pattern_are_r
 
     let ci = CharTokenizer::from_text(&root_file("data/ci.txt")).unwrap();
     let tune = tunes.get("浣溪沙").unwrap(); // 7。7。7。7，7。7。
-    let err = tune_start(&ci, tune, "一曲新词，", 300)
+    let err = tune_start(&ci, (tune, None), "一曲新词，", 300)
         .err()
         .unwrap()
         .to_string();
@@ -274,12 +274,15 @@ fn a_tune_the_vocabulary_cannot_write_and_a_prompt_that_breaks_the_pattern_are_r
         err.contains("character 5 is"),
         "the prompt's 5th (the header the program writes not counted): {err}"
     );
-    let err = tune_start(&ci, tune, "【菩萨蛮】", 300)
+    let err = tune_start(&ci, (tune, None), "【菩萨蛮】", 300)
         .err()
         .unwrap()
         .to_string();
     assert!(err.contains("character 1 is"), "{err}");
-    let err = tune_start(&ci, tune, "", 20).err().unwrap().to_string();
+    let err = tune_start(&ci, (tune, None), "", 20)
+        .err()
+        .unwrap()
+        .to_string();
     assert!(err.contains("浣溪沙 needs 49 more"), "{err}");
-    assert!(tune_start(&ci, tune, "一曲新词酒一杯。去年", 300).is_ok());
+    assert!(tune_start(&ci, (tune, None), "一曲新词酒一杯。去年", 300).is_ok());
 }

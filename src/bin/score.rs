@@ -68,6 +68,9 @@ struct Report<'a> {
     /// The ci's summary and each ci's score, if there were ci.
     #[serde(skip_serializing_if = "Option::is_none")]
     ci_summary: Option<CiSummary>,
+    /// The mean over ci of their mean negative log-likelihood per character, with --checkpoint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ci_mean_nll: Option<f64>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     ci: Vec<CiReport<'a>>,
 }
@@ -77,6 +80,7 @@ struct CiReport<'a> {
     ci: &'a str,
     #[serde(flatten)]
     score: &'a CiScore,
+    nll: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -103,13 +107,16 @@ fn likelihoods(run: &LoadedRun, poems: &[String]) -> Result<Vec<f64>> {
         .collect()
 }
 
-/// The run in `dir`, to weigh poems of regulated verse with.
-fn verse_run(dir: &Path) -> Result<LoadedRun> {
+/// The run in `dir`, to weigh poems or ci with: one trained on poems or ci, one per line.
+fn weighing_run(dir: &Path) -> Result<LoadedRun> {
     let run = load_run(dir)?;
-    run.config
-        .data
-        .check_verse("score weighs poems of regulated verse by the run's likelihood")
-        .map_err(anyhow::Error::msg)?;
+    if run.config.data.trained_kind() == CorpusKind::Text {
+        bail!(
+            "score weighs poems by the likelihood of a run trained on poems or ci, one per line, but {} was trained on running text ({})",
+            dir.display(),
+            run.config.data.corpus
+        );
+    }
     Ok(run)
 }
 
@@ -179,7 +186,7 @@ fn run() -> Result<()> {
     let ci_summary = (!ci.is_empty()).then(|| CiSummary::of(&ci));
     let novelty = Novelty::new(train);
     let (summary, scores) = Summary::of(&poems, Tables::shipped(), Some(&novelty));
-    let run = args.checkpoint.as_deref().map(verse_run).transpose()?;
+    let run = args.checkpoint.as_deref().map(weighing_run).transpose()?;
     let nll = run
         .as_ref()
         .map(|run| likelihoods(run, &poems))
@@ -188,10 +195,16 @@ fn run() -> Result<()> {
         (Some(run), true) => Some(header_information(&run.model, &run.tokenizer, &poems)?),
         _ => None,
     };
-    let mean_nll = nll
+    let ci_nll = run
         .as_ref()
-        .filter(|n| !n.is_empty())
-        .map(|n| n.iter().sum::<f64>() / n.len() as f64);
+        .map(|run| likelihoods(run, &ci_lines))
+        .transpose()?;
+    let mean = |n: &Option<Vec<f64>>| {
+        n.as_ref()
+            .filter(|n| !n.is_empty())
+            .map(|n| n.iter().sum::<f64>() / n.len() as f64)
+    };
+    let (mean_nll, ci_mean_nll) = (mean(&nll), mean(&ci_nll));
     if args.json {
         let report = Report {
             summary: &summary,
@@ -208,10 +221,16 @@ fn run() -> Result<()> {
                 })
                 .collect(),
             ci_summary,
+            ci_mean_nll,
             ci: ci_lines
                 .iter()
                 .zip(&ci)
-                .map(|(ci, score)| CiReport { ci, score })
+                .enumerate()
+                .map(|(i, (ci, score))| CiReport {
+                    ci,
+                    score,
+                    nll: ci_nll.as_ref().map(|n| n[i]),
+                })
                 .collect(),
         };
         outln!("{}", serde_json::to_string(&report)?)?;
@@ -231,6 +250,9 @@ fn run() -> Result<()> {
     }
     if let Some(mean) = mean_nll {
         outln!("mean negative log-likelihood under the model: {mean:.3} nats per character")?;
+    }
+    if let Some(mean) = ci_mean_nll {
+        outln!("mean negative log-likelihood of the ci under the model: {mean:.3} nats per character (their tune's header given)")?;
     }
     if let Some(info) = &headers {
         outln!("what the headers tell the model (mean negative log-likelihood per character of the poems):")?;

@@ -1,6 +1,7 @@
 //! From text to batches: poems, the character tokenizer, the split and the batch loader.
 
 pub mod batches;
+pub mod cilin;
 pub mod corpus;
 pub mod error;
 pub mod header;

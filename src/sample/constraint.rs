@@ -5,12 +5,15 @@
 //! line's header (`【李白·静夜思】`, `【浣溪沙】`) is not part of the poem: the rules hold after its
 //! `】`, and inside it the fields a request leaves to the model ([`HeaderRule`]).
 
-use super::meter::Meter;
+use super::ci_meter::CiMeter;
+use super::meter::{Meter, MeterRule};
 use crate::data::header::{HeaderRequest, CLOSE, MAX_FIELD_CHARS, OPEN, SEPARATOR};
 use crate::data::poem::{is_cjk_ideograph, Form, PUNCTUATION};
 use crate::data::tokenizer::NEWLINE;
 use crate::data::CharTokenizer;
 use crate::sample::SampleError;
+use crate::verse::ci_meter::TuneMeter;
+use crate::verse::cilin::Cilin;
 use crate::verse::tunes::Tune;
 use crate::verse::Tables;
 
@@ -127,7 +130,7 @@ pub struct PoemConstraint {
     /// the newline or a tune's brackets).
     is_text: Vec<bool>,
     names: Vec<char>,
-    meter: Option<Meter>,
+    meter: Option<Box<dyn MeterRule>>,
     /// The ids of the header's brackets, where the vocabulary has them.
     brackets: Option<(u32, u32)>,
     /// The header's fields, where some are left to the model.
@@ -225,12 +228,19 @@ impl PoemConstraint {
         Ok(self)
     }
 
+    /// The rules of a tune, and its tones and rhymes (`--tune X --meter`): `meter`, by `tables`
+    /// and `cilin`.
+    pub fn with_tune_meter(mut self, meter: &TuneMeter, tables: &Tables, cilin: &Cilin) -> Self {
+        self.meter = Some(Box::new(CiMeter::new(meter, &self.names, (tables, cilin))));
+        self
+    }
+
     /// The same rules, and the tones and rhymes of the form's templates (`--meter`) by `tables`.
     pub fn with_meter(mut self, tables: &Tables) -> Result<Self, SampleError> {
         let Some(form) = self.form else {
             return Err(SampleError::MeterWithoutForm);
         };
-        self.meter = Some(Meter::new(form, &self.names, tables));
+        self.meter = Some(Box::new(Meter::new(form, &self.names, tables)));
         Ok(self)
     }
 
@@ -390,19 +400,19 @@ impl PoemConstraint {
 
     /// The rules in words, for messages: "wujue, acrostic 春夏秋冬", "a ci to the tune 浣溪沙".
     fn describe(&self) -> String {
+        let meter = if self.meter.is_some() {
+            " with its meter"
+        } else {
+            ""
+        };
         if let (None, Some(shape)) = (self.form, &self.shape) {
-            return shape.name.clone();
+            return format!("{}{meter}", shape.name);
         }
         let acrostic: String = self
             .acrostic
             .iter()
             .map(|&id| self.names[id as usize])
             .collect();
-        let meter = if self.meter.is_some() {
-            " with its meter"
-        } else {
-            ""
-        };
         match (self.form, acrostic.is_empty()) {
             (Some(f), true) => format!("{}{meter}", f.name()),
             (Some(f), false) => format!("{}{meter}, acrostic {acrostic}", f.name()),

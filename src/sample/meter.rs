@@ -13,6 +13,17 @@ use crate::data::poem::Form;
 use crate::verse::tables::common_groups;
 use crate::verse::{templates, Slot, Tables, Template, Tone};
 
+/// A meter as form control asks it: which tokens may stand at a (line or sentence, column) of the
+/// poem so far, the ids after its header (marks included).
+pub trait MeterRule: Send + Sync {
+    /// For each token, whether it may stand at `position` after `poem`.
+    fn allowed(&self, poem: &[u32], position: (usize, usize)) -> Vec<bool>;
+    /// Whether `next` may stand at `position` after `poem`.
+    fn allows(&self, poem: &[u32], position: (usize, usize), next: u32) -> bool;
+    /// What the meter asks for at `position` after `poem`, in words.
+    fn expected(&self, poem: &[u32], position: (usize, usize)) -> String;
+}
+
 /// The meter of one form over a vocabulary.
 pub struct Meter {
     templates: Vec<Template>,
@@ -109,23 +120,22 @@ impl Meter {
                 && (!self.rhymes_at(o.template, line, col) || rhymes(o))
         })
     }
+}
 
-    /// For each token, whether it may stand at (line, col) after `poem`.
-    pub fn allowed(&self, poem: &[u32], position: (usize, usize)) -> Vec<bool> {
+impl MeterRule for Meter {
+    fn allowed(&self, poem: &[u32], position: (usize, usize)) -> Vec<bool> {
         let (open, finals) = (self.open(poem, position), self.finals(poem, position.0));
         (0..self.tones.len() as u32)
             .map(|id| self.admits(&open, &finals, position, id))
             .collect()
     }
 
-    /// Whether `next` may stand at (line, col) after `poem`.
-    pub fn allows(&self, poem: &[u32], position: (usize, usize), next: u32) -> bool {
+    fn allows(&self, poem: &[u32], position: (usize, usize), next: u32) -> bool {
         let (open, finals) = (self.open(poem, position), self.finals(poem, position.0));
         self.admits(&open, &finals, position, next)
     }
 
-    /// What the meter asks for at (line, col) after `poem`, in words.
-    pub fn expected(&self, poem: &[u32], position: (usize, usize)) -> String {
+    fn expected(&self, poem: &[u32], position: (usize, usize)) -> String {
         let open = self.open(poem, position);
         if open.is_empty() {
             return "nothing: no template fits the characters before it".into();

@@ -1,6 +1,7 @@
 //! Generating text from a model: the decoding loop (with or without the key/value cache), how
 //! the next token is drawn, and form control.
 
+pub mod ci_meter;
 pub mod constraint;
 pub mod draw;
 pub mod meter;
@@ -18,6 +19,8 @@ use crate::data::{CharTokenizer, DataError};
 use crate::engine::CpuDecoder;
 use crate::model::Gpt;
 use crate::ops::WeightFormat;
+use crate::verse::ci_meter::TuneMeter;
+use crate::verse::cilin::Cilin;
 use crate::verse::tunes::{tune_header, Tune};
 use crate::verse::Tables;
 use candle_core::{bail, Result, Tensor};
@@ -222,15 +225,19 @@ pub fn poem_start(
 }
 
 /// The start of a ci to `tune` (`--tune`): the newline, the tune's header `【tune】` and the
-/// prompt's tokens, checked against the tune's pattern (and that `max_new_tokens` can finish it),
-/// with the constraint that keeps the pattern while it is written.
+/// prompt's tokens, checked against the tune's pattern (and its tones and rhymes with `meter`,
+/// `--meter`) and that `max_new_tokens` can finish it, with the constraint that keeps them while
+/// it is written.
 pub fn tune_start(
     tokenizer: &CharTokenizer,
-    tune: &Tune,
+    (tune, meter): (&Tune, Option<&TuneMeter>),
     prompt: &str,
     max_new_tokens: usize,
 ) -> std::result::Result<PoemStart, SampleError> {
-    let constraint = PoemConstraint::for_tune(tokenizer, tune)?;
+    let mut constraint = PoemConstraint::for_tune(tokenizer, tune)?;
+    if let Some(meter) = meter {
+        constraint = constraint.with_tune_meter(meter, Tables::shipped(), Cilin::shipped());
+    }
     let mut start = checked_start(tokenizer, "", prompt)?;
     start.opening.extend(
         tokenizer

@@ -10,10 +10,11 @@ use crate::experiments::attention_maps::attention_weights;
 use crate::experiments::lesson::{self, order_diff};
 use crate::model::Mode;
 use crate::sample::{
-    context_start, has_headers, header_request, poem_start, Generation, Generator, PoemStart,
-    Sampling,
+    context_start, has_headers, header_request, poem_start, tune_start, Generation, Generator,
+    PoemStart, Sampling,
 };
 use crate::train::checkpoint::LoadedRun;
+use crate::verse::ci_meter::TuneMeters;
 use crate::verse::tunes::score_ci;
 use crate::verse::{mark_poem, score_poem, Tables, Tunes};
 use axum::extract::rejection::QueryRejection;
@@ -39,6 +40,16 @@ pub const MAX_TEXT_CHARS: usize = 200;
 const _: () = assert!(MAX_TEXT_CHARS < crate::experiments::attention_maps::MAX_CHARS);
 /// Poets offered in the page's poet box (most poems first).
 const LISTED_POETS: usize = 300;
+/// Tunes offered in the page's tune box (most ci first).
+const LISTED_TUNES: usize = 300;
+
+/// Whether a run of `kind` with this vocabulary writes ci: its vocabulary has the tune header's
+/// brackets (and it is not a run on titled poems, whose headers are poet and title).
+fn writes_ci(tokenizer: &crate::data::CharTokenizer, kind: CorpusKind) -> bool {
+    use crate::data::header::{CLOSE, OPEN};
+    let brackets = tokenizer.id(OPEN).is_some() && tokenizer.id(CLOSE).is_some();
+    brackets && kind != CorpusKind::Text && !has_headers(tokenizer, kind)
+}
 /// Next characters listed per position.
 const TOP_NEXT: usize = 8;
 
@@ -79,6 +90,7 @@ pub async fn info(
             "corpus_kind": kind,
             "headers": has_headers(&run.tokenizer, kind),
             "poets": poets,
+            "tunes": writes_ci(&run.tokenizer, kind).then(|| Tunes::shipped().all().iter().take(LISTED_TUNES).map(|t| t.name.as_str()).collect::<Vec<_>>()),
         })
     });
     Ok(Json(json!({
@@ -108,6 +120,9 @@ pub struct PoemParams {
     poet: String,
     #[serde(default)]
     title: String,
+    /// A ci's tune (词牌), for a run trained on the Song ci; empty for none.
+    #[serde(default)]
+    tune: String,
     #[serde(default = "default_temperature")]
     temperature: f64,
     top_k: Option<usize>,
@@ -156,6 +171,9 @@ fn poem_request(open: &OpenRun, p: PoemParams) -> Result<PoemRequest, ApiError> 
             "the prompt has more than {MAX_TEXT_CHARS} characters: give the beginning of one poem"
         )));
     }
+    if !p.tune.is_empty() {
+        return tune_request(run, p, sampling);
+    }
     let form = match p.form.as_str() {
         "" => None,
         name => Some(name.parse::<Form>().map_err(as_parameters)?),
@@ -184,6 +202,37 @@ fn poem_request(open: &OpenRun, p: PoemParams) -> Result<PoemRequest, ApiError> 
         p.max_new_tokens,
     )
     .map_err(as_parameters)?;
+    Ok(PoemRequest {
+        start,
+        sampling,
+        seed: p.seed,
+        max_new_tokens: p.max_new_tokens,
+    })
+}
+
+/// A ci to `p.tune` (with its tones and rhymes where `p.meter`), checked as `sample --tune` checks
+/// it; form, acrostic and header are not for a ci.
+fn tune_request(
+    run: &LoadedRun,
+    p: PoemParams,
+    sampling: Sampling,
+) -> Result<PoemRequest, ApiError> {
+    if !(p.form.is_empty() && p.acrostic.is_empty() && p.poet.is_empty() && p.title.is_empty()) {
+        return Err(ApiError::bad(
+            "a ci takes its tune's shape: leave form, acrostic, poet and title empty",
+        ));
+    }
+    let tune = Tunes::shipped().get(&p.tune).map_err(ApiError::bad)?;
+    let meter = match p.meter {
+        true => Some(
+            TuneMeters::shipped()
+                .meter_of(&p.tune)
+                .map_err(ApiError::bad)?,
+        ),
+        false => None,
+    };
+    let start = tune_start(&run.tokenizer, (tune, meter), &p.prompt, p.max_new_tokens)
+        .map_err(as_parameters)?;
     Ok(PoemRequest {
         start,
         sampling,
@@ -258,9 +307,13 @@ fn write_poem(
         let text = format!("{opening}{}", new.trim_end_matches(NEWLINE));
         let verse = verse.then(|| score_poem(&text, Tables::shipped()));
         let marks = (!running).then(|| mark_poem(&text, Tables::shipped()));
+        let ci = score_ci(&text, Tunes::shipped());
+        let said = ci.as_ref().map(|c| c.describe());
         Event::default()
             .event("done")
-            .json_data(json!({ "text": text, "verse": verse, "marks": marks }))
+            .json_data(
+                json!({ "text": text, "verse": verse, "marks": marks, "ci": ci, "said": said }),
+            )
             .map_err(|e| e.to_string())
     });
     send(last.unwrap_or_else(|message| Event::default().event("error").data(message)));

@@ -2,9 +2,12 @@
 //! for a character of both readings) against the slot of the template the poem fits best, and
 //! the rhyme positions with their characters' 平声 groups. The page draws what this gives.
 
+use super::ci_meter::TuneMeters;
+use super::cilin::Cilin;
 use super::score::best_fitting_template;
 use super::tables::{Tables, Tone};
 use super::templates::Slot;
+use super::tunes::{split_tune, TunePattern, CI_MARKS};
 use crate::data::header::split_header;
 use crate::data::poem::PUNCTUATION;
 use serde::Serialize;
@@ -14,7 +17,8 @@ use serde::Serialize;
 pub struct MarkedPoem {
     /// The header the poem's line begins with, inside its brackets (`李白·静夜思`, `浣溪沙`).
     pub header: Option<String>,
-    /// The best-fitting template's name (e.g. 仄起首句入韵); `None` for a poem of no regular form.
+    /// The best-fitting template's name (e.g. 仄起首句入韵), or a ci's tune with its rhyme class;
+    /// `None` for a poem of no regular form.
     pub template: Option<String>,
     pub lines: Vec<MarkedLine>,
 }
@@ -38,30 +42,63 @@ pub struct MarkedChar {
     /// Whether the character's tone fits the slot; `None` where nothing is checked (no slot, or
     /// an unknown tone).
     pub fits: Option<bool>,
-    /// At a rhyme position of the template: the character's 平声 groups (empty for none).
+    /// At a rhyme position: the character's 平声 groups (for a ci, its 部 of the tune's rhyme
+    /// class; empty for none).
     pub rhyme: Option<Vec<String>>,
 }
 
 /// `poem` (one poem, sentences ended by ，。？！；, after a header or not) split into its
-/// sentences and marked.
+/// sentences and marked: against the regular template it fits best, or, for a ci of its tune's
+/// pattern whose tune has learned tones (`【tune】text`), against its tune's tones and rhymes.
 pub fn mark_poem(poem: &str, tables: &Tables) -> MarkedPoem {
+    let line = poem;
     let (header, poem) = split_header(poem).map_or((None, poem), |(h, p)| (Some(h.to_string()), p));
-    let template = best_fitting_template(poem, tables);
-    let lines = sentences(poem)
+    let meter = split_tune(line).and_then(|(tune, text)| {
+        TuneMeters::shipped()
+            .get(tune)
+            .filter(|m| TunePattern::of(text) == Some(m.pattern()))
+    });
+    let template = meter
+        .is_none()
+        .then(|| best_fitting_template(poem, tables))
+        .flatten();
+    // Per sentence: its tones and whether it rhymes, and what a rhyme there may share.
+    let layout: Vec<(Option<&[Slot]>, bool)> = match (meter, &template) {
+        (Some(m), _) => m
+            .sentences
+            .iter()
+            .map(|(s, _, r)| (Some(&s[..]), *r))
+            .collect(),
+        (None, Some(t)) => (0..t.lines.len())
+            .map(|i| (Some(&t.lines[i][..]), t.rhyming_lines.contains(&i)))
+            .collect(),
+        (None, None) => Vec::new(),
+    };
+    let rhyme_of = |c: char| -> Vec<String> {
+        match meter {
+            Some(m) => Cilin::shipped()
+                .bu_in(c, m.class)
+                .map(|n| format!("第{n}部{}", m.class.name()))
+                .collect(),
+            None => tables
+                .rhyme_groups(c)
+                .iter()
+                .map(|&g| tables.group_name(g).to_string())
+                .collect(),
+        }
+    };
+    let lines = sentences(poem, meter.is_some())
         .into_iter()
         .enumerate()
         .map(|(i, (chars, end))| {
-            let slots = template.as_ref().and_then(|t| t.lines.get(i));
-            let rhymes = template
-                .as_ref()
-                .is_some_and(|t| t.rhyming_lines.contains(&i));
+            let (slots, rhymes) = layout.get(i).copied().unwrap_or((None, false));
             let last = chars.len().saturating_sub(1);
             let chars = chars
                 .iter()
                 .enumerate()
                 .map(|(j, &c)| {
                     let slot = slots.and_then(|s| s.get(j)).copied();
-                    mark_char(c, slot, rhymes && j == last, tables)
+                    mark_char(c, slot, (rhymes && j == last).then(|| rhyme_of(c)), tables)
                 })
                 .collect();
             MarkedLine { chars, end }
@@ -69,17 +106,21 @@ pub fn mark_poem(poem: &str, tables: &Tables) -> MarkedPoem {
         .collect();
     MarkedPoem {
         header,
-        template: template.map(|t| t.name),
+        template: match meter {
+            Some(m) => Some(format!("{} ({} rhymes)", m.name, m.class.name())),
+            None => template.map(|t| t.name),
+        },
         lines,
     }
 }
 
-/// The sentences of `poem`: each one's characters and the punctuation that ends it.
-fn sentences(poem: &str) -> Vec<(Vec<char>, String)> {
+/// The sentences of `poem`: each one's characters and the punctuation that ends it (for a ci,
+/// its marks ，、。 too).
+fn sentences(poem: &str, ci: bool) -> Vec<(Vec<char>, String)> {
     let mut all = Vec::new();
     let mut current = Vec::new();
     for c in poem.chars() {
-        if PUNCTUATION.contains(&c) {
+        if PUNCTUATION.contains(&c) || (ci && CI_MARKS.contains(&c)) {
             all.push((std::mem::take(&mut current), c.to_string()));
         } else {
             current.push(c);
@@ -91,8 +132,14 @@ fn sentences(poem: &str) -> Vec<(Vec<char>, String)> {
     all
 }
 
-/// `c` at a position of slot `slot` (`None`: no template), a rhyme position or not.
-fn mark_char(c: char, slot: Option<Slot>, rhyme_position: bool, tables: &Tables) -> MarkedChar {
+/// `c` at a position of slot `slot` (`None`: no template), with what it may rhyme on at a rhyme
+/// position.
+fn mark_char(
+    c: char,
+    slot: Option<Slot>,
+    rhyme: Option<Vec<String>>,
+    tables: &Tables,
+) -> MarkedChar {
     let tone = tables.tone(c);
     let asked = match slot {
         Some(Slot::Ping) => Some("平"),
@@ -110,12 +157,6 @@ fn mark_char(c: char, slot: Option<Slot>, rhyme_position: bool, tables: &Tables)
         fits: slot
             .filter(|_| asked.is_some() && tone.is_some())
             .map(|s| s.admits(tone)),
-        rhyme: rhyme_position.then(|| {
-            tables
-                .rhyme_groups(c)
-                .iter()
-                .map(|&g| tables.group_name(g).to_string())
-                .collect()
-        }),
+        rhyme,
     }
 }

@@ -3,9 +3,12 @@
 //! templates ([`templates()`]), and a scorer for any poem: its best template, the share of its tones
 //! that fit, whether its rhyme positions share a group, and how much of it is copied from the
 //! training text ([`score`]); a poem laid out line by line with those marks ([`marks`]). Song ci
-//! (宋词) and the 词谱 of their tunes learned from the corpus ([`tunes`]). What the GPT is told of
+//! (宋词) and the 词谱 of their tunes learned from the corpus ([`tunes`]), with their tones and
+//! rhymes ([`ci_meter`]) by the 词林正韵 ([`cilin`]). What the GPT is told of
 //! verse beyond its characters: its [`inputs`].
 
+pub mod ci_meter;
+pub mod cilin;
 pub mod inputs;
 pub mod marks;
 pub mod score;

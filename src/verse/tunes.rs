@@ -5,6 +5,9 @@
 //!
 //! A ci of the corpus is one line, its tune in brackets before it: `【浣溪沙】一曲新词酒一杯。…`.
 
+use super::ci_meter::{score_ci_meter, CiMeterScore, TuneMeters};
+use super::cilin::Cilin;
+use super::Tables;
 use crate::data::header::{header, nearest_names, split_header, SEPARATOR};
 use std::collections::HashMap;
 use std::fmt;
@@ -272,15 +275,27 @@ pub struct CiScore {
     pub fits: bool,
     /// Where it does not, in words.
     pub misfit: Option<String>,
+    /// How it keeps its tune's tones and rhymes, where the 词谱 with tones has them and the ci
+    /// its tune's pattern.
+    pub meter: Option<CiMeterScore>,
 }
 
 impl CiScore {
     /// The score in a line: whether the ci has its tune's pattern, and where not.
     pub fn describe(&self) -> String {
-        match &self.misfit {
-            None => format!("{}: has the tune's pattern", self.tune),
-            Some(why) if self.known_tune => format!("{}: not the tune's pattern: {why}", self.tune),
-            Some(why) => why.clone(),
+        match (&self.misfit, &self.meter) {
+            (None, Some(m)) => format!(
+                "{}: has the tune's pattern; {}/{} sure tones fit, {}/{} rhyme positions rhyme in one 部{}",
+                self.tune,
+                m.tones_fitting,
+                m.tones_checked,
+                m.rhyming,
+                m.rhyme_positions,
+                if m.repeated_rhyme { ", a rhyme character repeated" } else { "" }
+            ),
+            (None, None) => format!("{}: has the tune's pattern", self.tune),
+            (Some(why), _) if self.known_tune => format!("{}: not the tune's pattern: {why}", self.tune),
+            (Some(why), _) => why.clone(),
         }
     }
 }
@@ -292,11 +307,13 @@ pub fn score_ci(line: &str, tunes: &Tunes) -> Option<CiScore> {
         Ok(known) => (true, known.pattern.misfit(text)),
         Err(unknown) => (false, Some(unknown)),
     };
+    let tables = (Tables::shipped(), Cilin::shipped());
     Some(CiScore {
         tune: tune.to_string(),
         known_tune,
         fits: misfit.is_none(),
         misfit,
+        meter: score_ci_meter(line, TuneMeters::shipped(), tables),
     })
 }
 
@@ -308,25 +325,61 @@ pub struct CiSummary {
     pub known_tune: usize,
     /// Ci of their tune's pattern.
     pub fitting: usize,
+    /// Of those, the ci whose tune has learned tones and rhymes.
+    pub metered: usize,
+    /// Their mean share of sure positions whose tone fits.
+    pub mean_tone_fit: f64,
+    /// Those whose every rhyme position rhymes in one 部 (of ci with rhyme positions).
+    pub rhyming: usize,
+    /// Those with rhyme positions.
+    pub with_rhymes: usize,
+    /// Those that rhyme twice on one character.
+    pub repeated_rhyme: usize,
 }
 
 impl CiSummary {
     pub fn of(scores: &[CiScore]) -> CiSummary {
+        let metered: Vec<&CiMeterScore> = scores.iter().filter_map(|s| s.meter.as_ref()).collect();
+        let with_rhymes: Vec<&&CiMeterScore> =
+            metered.iter().filter(|m| m.rhyme_positions > 0).collect();
         CiSummary {
             ci: scores.len(),
             known_tune: scores.iter().filter(|s| s.known_tune).count(),
             fitting: scores.iter().filter(|s| s.fits).count(),
+            metered: metered.len(),
+            // Folded from +0.0: an empty f64 sum is −0.0.
+            mean_tone_fit: metered.iter().fold(0.0, |sum, m| sum + m.tone_fit())
+                / metered.len().max(1) as f64,
+            rhyming: with_rhymes
+                .iter()
+                .filter(|m| m.rhyming == m.rhyme_positions)
+                .count(),
+            with_rhymes: with_rhymes.len(),
+            repeated_rhyme: metered.iter().filter(|m| m.repeated_rhyme).count(),
         }
     }
 
     /// One line for people.
     pub fn describe(&self) -> String {
-        format!(
+        let pct = |n: usize, of: usize| 100.0 * n as f64 / of.max(1) as f64;
+        let mut line = format!(
             "{} ci, {} of a tune in the 词谱; {} have their tune's pattern ({:.0} %)",
             self.ci,
             self.known_tune,
             self.fitting,
-            100.0 * self.fitting as f64 / self.ci.max(1) as f64
-        )
+            pct(self.fitting, self.ci)
+        );
+        if self.metered > 0 {
+            line += &format!(
+                "; of the {} whose tune has learned tones: mean tone fit {:.1} % at its sure positions, {} of {} rhyme at every rhyme position in one 部 ({:.0} %), {} repeat a rhyme character",
+                self.metered,
+                100.0 * self.mean_tone_fit,
+                self.rhyming,
+                self.with_rhymes,
+                pct(self.rhyming, self.with_rhymes),
+                self.repeated_rhyme
+            );
+        }
+        line
     }
 }
