@@ -651,9 +651,26 @@ fn a_pasted_ci_is_judged_by_its_tune() {
     let (status, scored) = get(&base, &query);
     assert_eq!(status, 200, "{scored}");
     assert_eq!(scored["ci"]["tune"], "浣溪沙", "{scored}");
-    assert_eq!(scored["said"], "浣溪沙: has the tune's pattern", "{scored}");
+    // 晏殊's ci keeps every sure tone of the learned 词谱 and rhymes in one 部 (杯台回来徊: 灰).
+    assert_eq!(
+        scored["said"],
+        "浣溪沙: has the tune's pattern; 31/31 sure tones fit, 5/5 rhyme positions rhyme in one 部",
+        "{scored}"
+    );
     let first = &scored["marks"]["lines"][0]["chars"][0]["c"];
     assert_eq!(first, "一", "the header is not set as the poem: {scored}");
+    let rhymes: Vec<&str> = (0..6)
+        .filter_map(|l| {
+            scored["marks"]["lines"][l]["chars"][6]["rhyme"]
+                .as_array()
+                .map(|_| "rhyme")
+        })
+        .collect();
+    assert_eq!(
+        rhymes.len(),
+        5,
+        "the tune's five rhyme positions are marked: {scored}"
+    );
     let broken = format!(
         "/api/score?text={}",
         ureq_escape("【浣溪沙】一曲新词酒一杯。")

@@ -112,7 +112,7 @@ fn weighing_run(dir: &Path) -> Result<LoadedRun> {
     let run = load_run(dir)?;
     if run.config.data.trained_kind() == CorpusKind::Text {
         bail!(
-            "score weighs poems by the likelihood of a run trained on poems or ci, one per line, but {} was trained on running text ({})",
+            "score weighs poems by the likelihood of a run trained on poems or ci, one per line: {} was trained on running text ({}), not regular verse or ci",
             dir.display(),
             run.config.data.corpus
         );
