@@ -113,6 +113,35 @@ pub struct ModelBench {
     pub sample_tokens_per_s_cached_f32: Option<f64>,
     /// Model FLOPs utilisation of training against the measured matmul ceiling of its precision.
     pub mfu: f64,
+    /// Where the median training step's time goes, phase by phase.
+    pub step_phases: StepPhases,
+}
+
+/// Median milliseconds of each phase of a training step: what runs in parallel (the shards'
+/// forward and backward passes with the sum of their gradients) and what does not.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct StepPhases {
+    /// Drawing the batch.
+    pub batch_ms: f64,
+    /// Forward and backward over the shards, and their gradients summed.
+    pub gradients_ms: f64,
+    /// The gradients' global norm, for clipping.
+    pub norm_ms: f64,
+    /// The optimiser's update of every parameter.
+    pub update_ms: f64,
+}
+
+impl StepPhases {
+    /// The medians of each phase over `steps`.
+    fn medians(steps: &[[f64; 4]]) -> Self {
+        let phase = |k: usize| 1e3 * median(steps.iter().map(|s| s[k]).collect());
+        StepPhases {
+            batch_ms: phase(0),
+            gradients_ms: phase(1),
+            norm_ms: phase(2),
+            update_ms: phase(3),
+        }
+    }
 }
 
 /// Tokens generated in each sampling measurement.
@@ -143,13 +172,14 @@ impl RandomBatches {
     }
 }
 
-/// Median seconds of `steps` training steps (matmuls in `precision`) after 2 warm-up steps.
+/// Median seconds of `steps` training steps (matmuls in `precision`) after 2 warm-up steps, and
+/// the median of each of their phases.
 fn train_step_time(
     (model, varmap): (&Gpt, &VarMap),
     precision: Precision,
     batches: &mut RandomBatches,
     steps: usize,
-) -> Result<f64> {
+) -> Result<(f64, StepPhases)> {
     let params = AdamWParams {
         beta1: 0.9,
         beta2: 0.95,
@@ -159,22 +189,35 @@ fn train_step_time(
     let vars = varmap.data().lock().expect("parameter map").clone();
     let mut opt = Optimizer::new(vars, params, None)?;
     let shards = Shards::for_device(model.device())?;
-    let mut times = Vec::new();
+    let (mut times, mut phases) = (Vec::new(), Vec::new());
     for i in 0..steps + 2 {
         let start = Instant::now();
+        let mut lap = {
+            let mut last = start;
+            move || {
+                let now = Instant::now();
+                (now - std::mem::replace(&mut last, now)).as_secs_f64()
+            }
+        };
         let (x, y) = batches.next()?;
+        let batch = lap();
         let dropout = &mut ChaCha8Rng::seed_from_u64(0);
         let (_, grads) = shards.loss_and_gradients((model, &opt), (&x, &y), precision, dropout)?;
+        let gradients = lap();
+        let norm = grads.norm();
+        let norm_time = lap();
         let lr = Rates {
             adamw: 1e-4,
             muon: 0.0,
         };
-        opt.step(&grads, lr, clip_scale(grads.norm(), 1.0))?;
+        opt.step(&grads, lr, clip_scale(norm, 1.0))?;
+        let update = lap();
         if i >= 2 {
             times.push(start.elapsed().as_secs_f64());
+            phases.push([batch, gradients, norm_time, update]);
         }
     }
-    Ok(median(times))
+    Ok((median(times), StepPhases::medians(&phases)))
 }
 
 /// Tokens per second of inference: the forward pass, and sampling.
@@ -259,8 +302,8 @@ pub fn bench_model(
         block_size: cfg.block_size,
         vocab_size: cfg.vocab_size as u32,
     };
-    let train_rate = (batch_size * cfg.block_size) as f64
-        / train_step_time((&model, &varmap), dtype, &mut batches, steps)?;
+    let (step_time, step_phases) = train_step_time((&model, &varmap), dtype, &mut batches, steps)?;
+    let train_rate = (batch_size * cfg.block_size) as f64 / step_time;
     let inference = match dtype {
         Precision::F32 => Some(inference_rates(&model, &mut batches, steps)?),
         Precision::Bf16 => None,
@@ -276,6 +319,7 @@ pub fn bench_model(
         sample_tokens_per_s_cached: inference.as_ref().map(|r| r.cached),
         sample_tokens_per_s_cached_f32: inference.as_ref().and_then(|r| r.cached_f32),
         mfu: train_rate * flops_per_token(cfg) / (ceiling_gflops * 1e9),
+        step_phases,
     })
 }
 

@@ -217,6 +217,17 @@ fn text(report: &Report, one_dtype: bool) -> Vec<String> {
             100.0 * m.mfu
         ));
     }
+    lines.push(format!(
+        "\n{:<20}{:>10}{:>14}{:>10}{:>10}",
+        "step phases (ms)", "batch", "fwd + bwd", "norm", "update"
+    ));
+    for m in &report.models {
+        let p = &m.step_phases;
+        lines.push(format!(
+            "{:<20}{:>10.2}{:>14.2}{:>10.2}{:>10.2}",
+            m.name, p.batch_ms, p.gradients_ms, p.norm_ms, p.update_ms
+        ));
+    }
     if !report.ops.is_empty() {
         lines.push(format!(
             "\n{:<46}{:>8}{:>10}{:>14}",
