@@ -172,6 +172,11 @@ fn what_cannot_be_asked_is_refused_in_one_line() {
         let err = refusal(&tokenizer, header);
         assert!(err.contains(says) && !err.contains('\n'), "{err}");
     }
+    let err = refusal(&tokenizer, ask(Some("李白"), Some("𠀀夜")));
+    assert!(
+        err.contains("cannot write the header 【李白·𠀀夜】") && err.contains("𠀀"),
+        "{err}"
+    );
     let poets = Poets::of_corpus(&titled(3000));
     let asked = (Some("李太白".to_string()), None);
     let err = header_request(&tokenizer, CorpusKind::Verse, asked, Some(&poets))

@@ -144,7 +144,7 @@ fn run() -> Result<()> {
                 &args.prompt,
                 args.max_new_tokens,
             )
-            .context("the prompt cannot start a ci")?
+            .context("cannot start the ci")?
         }
         None => {
             let rules = (
@@ -165,7 +165,7 @@ fn run() -> Result<()> {
                 rules,
                 args.max_new_tokens,
             )
-            .context("the prompt cannot start a poem")?
+            .context("cannot start the poem")?
         }
     };
     let gen = Generation {

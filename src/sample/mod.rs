@@ -260,9 +260,11 @@ fn checked_start(
     let newline = tokenizer
         .id(NEWLINE)
         .ok_or(SampleError::MissingMark(NEWLINE))?;
-    let header = tokenizer.encode(header)?;
+    let header_ids = tokenizer.encode(header).map_err(|e| {
+        SampleError::Header(format!("this run cannot write the header {header}: {e}"))
+    })?;
     Ok(PoemStart {
-        opening: [&[newline][..], &header].concat(),
+        opening: [&[newline][..], &header_ids].concat(),
         prompt: tokenizer.encode(prompt)?,
         header_end: None,
         constraint: None,
