@@ -9,7 +9,9 @@ use shige::data::header::{split_header, HeaderRequest, Poets, SEPARATOR};
 use shige::data::poem::{regular_form, Form};
 use shige::data::{CharTokenizer, Corpus};
 use shige::model::Gpt;
-use shige::sample::{header_request, is_well_formed, poem_start, Generation, Generator, Sampling};
+use shige::sample::{
+    header_request, is_well_formed, poem_start, writes_ci, Generation, Generator, Sampling,
+};
 use shige::verse::{score_poem, Tables};
 use std::path::{Path, PathBuf};
 
@@ -194,6 +196,12 @@ fn what_cannot_be_asked_is_refused_in_one_line() {
         Some(ask(None, None)),
         "a titled run writes its own header"
     );
+    assert!(
+        !writes_ci(&tokenizer, CorpusKind::Verse),
+        "a titled run writes no ci by tune"
+    );
+    let ci = CharTokenizer::from_text("【浣溪沙】一曲新词酒一杯。\n").unwrap();
+    assert!(writes_ci(&ci, CorpusKind::Lines) && !writes_ci(&untitled, CorpusKind::Verse));
 }
 
 #[test]

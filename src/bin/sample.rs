@@ -9,8 +9,8 @@ use shige::data::poem::Form;
 use shige::data::tokenizer::NEWLINE;
 use shige::ops::WeightFormat;
 use shige::sample::{
-    header_request, is_well_formed, poem_start, tune_start, Generation, Generator, PoemStart,
-    Sampling, MAX_POEM_CHARS,
+    header_request, is_well_formed, poem_start, tune_start, writes_ci, Generation, Generator,
+    PoemStart, SampleError, Sampling, MAX_POEM_CHARS,
 };
 use shige::train::checkpoint::load_run_on;
 use shige::verse::ci_meter::TuneMeters;
@@ -130,6 +130,9 @@ fn run() -> Result<()> {
     let start = match &args.tune {
         Some(name) => {
             let tune = Tunes::shipped().get(name).map_err(anyhow::Error::msg)?;
+            if !writes_ci(&run.tokenizer, kind) {
+                bail!("{}", SampleError::TuneNotLearned(name.clone()));
+            }
             let meter = match args.meter {
                 true => Some(
                     TuneMeters::shipped()

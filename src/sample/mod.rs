@@ -105,7 +105,7 @@ pub enum SampleError {
         position: usize,
     },
     /// A tune whose name the model's vocabulary cannot write.
-    #[error("this model cannot write the tune {0}'s name (a character or the brackets 【】 are not in its vocabulary): --tune needs a run trained on the Song ci, e.g. with configs/ci.toml")]
+    #[error("this run cannot write a ci to the tune {0} (its vocabulary lacks the tune's name or the brackets 【】, or it was trained on titled poems): --tune needs a run trained on the Song ci, e.g. with configs/ci.toml")]
     TuneNotLearned(String),
     /// A header's field that cannot be written (the message).
     #[error("{0}")]
@@ -156,6 +156,14 @@ pub fn has_headers(tokenizer: &CharTokenizer, kind: CorpusKind) -> bool {
         && [OPEN, SEPARATOR, CLOSE]
             .iter()
             .all(|&c| tokenizer.id(c).is_some())
+}
+
+/// Whether a run of `kind` with this vocabulary writes ci by tune: its vocabulary has the tune
+/// header's brackets, and it is neither running text nor a run on titled poems (whose headers
+/// are poet and title).
+pub fn writes_ci(tokenizer: &CharTokenizer, kind: CorpusKind) -> bool {
+    let brackets = [OPEN, CLOSE].iter().all(|&c| tokenizer.id(c).is_some());
+    brackets && kind != CorpusKind::Text && !has_headers(tokenizer, kind)
 }
 
 /// The header a run's poem is written under: `None` for a run without headers, else the poet

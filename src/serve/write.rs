@@ -10,8 +10,8 @@ use crate::experiments::attention_maps::attention_weights;
 use crate::experiments::lesson::{self, order_diff};
 use crate::model::Mode;
 use crate::sample::{
-    context_start, has_headers, header_request, poem_start, tune_start, Generation, Generator,
-    PoemStart, Sampling,
+    context_start, has_headers, header_request, poem_start, tune_start, writes_ci, Generation,
+    Generator, PoemStart, SampleError, Sampling,
 };
 use crate::train::checkpoint::LoadedRun;
 use crate::verse::ci_meter::TuneMeters;
@@ -43,13 +43,6 @@ const LISTED_POETS: usize = 300;
 /// Tunes offered in the page's tune box (most ci first).
 const LISTED_TUNES: usize = 300;
 
-/// Whether a run of `kind` with this vocabulary writes ci: its vocabulary has the tune header's
-/// brackets (and it is not a run on titled poems, whose headers are poet and title).
-fn writes_ci(tokenizer: &crate::data::CharTokenizer, kind: CorpusKind) -> bool {
-    use crate::data::header::{CLOSE, OPEN};
-    let brackets = tokenizer.id(OPEN).is_some() && tokenizer.id(CLOSE).is_some();
-    brackets && kind != CorpusKind::Text && !has_headers(tokenizer, kind)
-}
 /// Next characters listed per position.
 const TOP_NEXT: usize = 8;
 
@@ -223,6 +216,9 @@ fn tune_request(
         ));
     }
     let tune = Tunes::shipped().get(&p.tune).map_err(ApiError::bad)?;
+    if !writes_ci(&run.tokenizer, run.config.data.trained_kind()) {
+        return Err(as_parameters(SampleError::TuneNotLearned(p.tune)));
+    }
     let meter = match p.meter {
         true => Some(
             TuneMeters::shipped()
