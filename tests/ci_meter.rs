@@ -2,22 +2,16 @@
 //! keeps its tune's sure tones and rhymes every rhyme position in one 部 of the 词林正韵, checked
 //! here with this file's own reading of the shipped tables, not the sampler's.
 
-use candle_core::Device;
+mod common;
+
 use rand::SeedableRng;
-use shige::config::ModelConfig;
 use shige::data::CharTokenizer;
-use shige::model::Gpt;
 use shige::sample::{tune_start, Generation, Generator, Sampling};
 use shige::verse::ci_meter::{score_ci_meter, TuneMeters};
 use shige::verse::cilin::Cilin;
 use shige::verse::tunes::split_tune;
 use shige::verse::{Tables, Tunes};
 use std::collections::{HashMap, HashSet};
-use std::path::Path;
-
-fn root_file(path: &str) -> String {
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap()
-}
 
 /// The data lines of a shipped table: its tab-separated fields.
 fn rows(text: &str) -> impl Iterator<Item = Vec<&str>> {
@@ -34,7 +28,7 @@ struct Reading {
 }
 
 fn read_cipu_tones() -> HashMap<String, Reading> {
-    let text = root_file("data/cipu_tones.tsv");
+    let text = common::root_file("data/cipu_tones.tsv");
     rows(&text)
         .map(|f| {
             let mut sentences: Vec<(Vec<char>, bool)> = Vec::new();
@@ -65,14 +59,14 @@ fn the_shipped_tables_parse_and_the_tones_are_learned_again_from_the_ci() {
         "{} tunes with tones",
         meters.all().len()
     );
-    let ci = root_file("data/ci.txt");
+    let ci = common::root_file("data/ci.txt");
     let pairs = ci.lines().filter_map(split_tune);
     let learned = TuneMeters::learn(
         pairs,
         Tunes::shipped(),
         (Tables::shipped(), Cilin::shipped()),
     );
-    assert_eq!(learned.to_tsv(), root_file("data/cipu_tones.tsv"));
+    assert_eq!(learned.to_tsv(), common::root_file("data/cipu_tones.tsv"));
     // The book's rhymes for two tunes: 浣溪沙 rhymes 平 on sentences 1, 2, 3, 5 and 6; 满江红 入.
     let reading = read_cipu_tones();
     let huanxisha = &reading["浣溪沙"];
@@ -86,7 +80,7 @@ fn the_shipped_tables_parse_and_the_tones_are_learned_again_from_the_ci() {
 
 #[test]
 fn the_real_ci_keep_their_tunes_tones() {
-    let ci = root_file("data/ci.txt");
+    let ci = common::root_file("data/ci.txt");
     let tables = (Tables::shipped(), Cilin::shipped());
     let scores: Vec<_> = ci
         .lines()
@@ -100,28 +94,16 @@ fn the_real_ci_keep_their_tunes_tones() {
     );
 }
 
-fn random_model(tokenizer: &CharTokenizer) -> Gpt {
-    let cfg = ModelConfig {
-        vocab_size: tokenizer.vocab_size(),
-        block_size: 64,
-        n_layer: 1,
-        n_head: 2,
-        n_embd: 16,
-        ..Default::default()
-    };
-    Gpt::seeded(&cfg, 9, &Device::Cpu).unwrap().0
-}
-
 #[test]
 fn every_ci_written_with_the_meter_keeps_its_tunes_tones_and_rhymes() {
     let tones: HashMap<char, String> = {
-        let text = root_file("data/tones.tsv");
+        let text = common::root_file("data/tones.tsv");
         rows(&text)
             .map(|f| (f[0].chars().next().unwrap(), f[1].to_string()))
             .collect()
     };
     let cilin: HashMap<char, Vec<String>> = {
-        let text = root_file("data/cilin.tsv");
+        let text = common::root_file("data/cilin.tsv");
         rows(&text)
             .map(|f| {
                 (
@@ -132,9 +114,9 @@ fn every_ci_written_with_the_meter_keeps_its_tunes_tones_and_rhymes() {
             .collect()
     };
     let reading = read_cipu_tones();
-    let ci = root_file("data/ci.txt");
+    let ci = common::root_file("data/ci.txt");
     let tokenizer = CharTokenizer::from_text(&ci).unwrap();
-    let model = random_model(&tokenizer);
+    let model = common::random_model(&tokenizer, 9);
     let mut generator = Generator::new(&model);
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(2);
     for meter in TuneMeters::shipped().all().iter().take(20) {

@@ -2,42 +2,26 @@
 //! fields left to it, the poem after the header keeps its form and meter, and what cannot be
 //! asked is refused in one line.
 
-use candle_core::Device;
+mod common;
+
 use rand::SeedableRng;
-use shige::config::{CorpusKind, ModelConfig};
+use shige::config::CorpusKind;
 use shige::data::header::{split_header, HeaderRequest, Poets, SEPARATOR};
 use shige::data::poem::{regular_form, Form};
 use shige::data::{CharTokenizer, Corpus};
-use shige::model::Gpt;
 use shige::sample::{
     header_request, is_well_formed, poem_start, writes_ci, Generation, Generator, Sampling,
 };
 use shige::verse::{score_poem, Tables};
-use std::path::{Path, PathBuf};
-
-fn root_file(path: &str) -> String {
-    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap()
-}
+use std::path::PathBuf;
 
 /// The first `n` titled poems of the shipped corpus.
 fn titled(n: usize) -> String {
-    root_file("data/titled.txt")
+    common::root_file("data/titled.txt")
         .lines()
         .take(n)
         .map(|l| format!("{l}\n"))
         .collect()
-}
-
-fn random_model(tokenizer: &CharTokenizer) -> Gpt {
-    let cfg = ModelConfig {
-        vocab_size: tokenizer.vocab_size(),
-        block_size: 64,
-        n_layer: 1,
-        n_head: 2,
-        n_embd: 16,
-        ..Default::default()
-    };
-    Gpt::seeded(&cfg, 5, &Device::Cpu).unwrap().0
 }
 
 fn ask(poet: Option<&str>, title: Option<&str>) -> HeaderRequest {
@@ -69,7 +53,7 @@ fn write(
 #[test]
 fn the_model_writes_the_fields_left_to_it_and_the_poem_after_the_header_keeps_form_and_meter() {
     let tokenizer = CharTokenizer::from_text(&titled(3000)).unwrap();
-    let model = random_model(&tokenizer);
+    let model = common::random_model(&tokenizer, 5);
     let mut generator = Generator::new(&model);
     let asked = [
         (Some("李白"), Some("秋夜")),
@@ -122,7 +106,7 @@ fn the_model_writes_the_fields_left_to_it_and_the_poem_after_the_header_keeps_fo
 #[test]
 fn a_header_given_whole_is_read_as_a_prompt_is() {
     let tokenizer = CharTokenizer::from_text(&titled(500)).unwrap();
-    let model = random_model(&tokenizer);
+    let model = common::random_model(&tokenizer, 5);
     let mut generator = Generator::new(&model);
     let header = ask(Some("李白"), Some("秋夜"));
     let start = poem_start(
@@ -151,7 +135,7 @@ fn a_header_given_whole_is_read_as_a_prompt_is() {
 
 #[test]
 fn what_cannot_be_asked_is_refused_in_one_line() {
-    let untitled = CharTokenizer::from_text(&root_file("data/poems.txt")).unwrap();
+    let untitled = CharTokenizer::from_text(&common::root_file("data/poems.txt")).unwrap();
     let wujue = (Some(Form::Wujue), "", false);
     let refusal = |tokenizer: &CharTokenizer, header: HeaderRequest| {
         poem_start(tokenizer, Some(&header), "", wujue, 200)

@@ -1,17 +1,12 @@
 //! Song ci by tune: the 词谱 learned from data/ci.txt, and `--tune`'s masking, checked by a
 //! pattern reader written here apart from `verse::tunes`.
 
-use candle_core::Device;
+mod common;
+
 use rand::SeedableRng;
-use shige::config::ModelConfig;
 use shige::data::CharTokenizer;
-use shige::model::Gpt;
 use shige::sample::{tune_start, Generation, Generator, SampleError, Sampling};
 use shige::verse::tunes::{score_ci, split_tune, TunePattern, Tunes, TUNE_LOST};
-
-fn root_file(name: &str) -> String {
-    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/").to_string() + name).unwrap()
-}
 
 /// (length, mark) of each sentence of `text`, read character by character.
 fn sentences(text: &str) -> Vec<(usize, char)> {
@@ -196,27 +191,13 @@ fn the_scorer_judges_real_ci_as_the_books_do() {
     }
 }
 
-/// A model of random weights over data/ci.txt's vocabulary: what it would write is noise, so only
-/// the mask can give a ci its tune's shape.
-fn random_model(tokenizer: &CharTokenizer) -> Gpt {
-    let cfg = ModelConfig {
-        vocab_size: tokenizer.vocab_size(),
-        block_size: 64,
-        n_layer: 1,
-        n_head: 2,
-        n_embd: 16,
-        ..Default::default()
-    };
-    Gpt::seeded(&cfg, 3, &Device::Cpu).unwrap().0
-}
-
 #[test]
 fn every_sample_of_the_20_most_common_tunes_has_the_tunes_pattern() {
-    let text = root_file("data/ci.txt");
+    let text = common::root_file("data/ci.txt");
     let tokenizer = CharTokenizer::from_text(&text).unwrap();
-    let model = random_model(&tokenizer);
+    let model = common::random_model(&tokenizer, 3);
     let mut generator = Generator::new(&model);
-    let cipu = root_file("data/cipu.tsv");
+    let cipu = common::root_file("data/cipu.tsv");
     let tunes = Tunes::shipped();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
     let common = tunes.all().iter().take(20);
@@ -264,7 +245,7 @@ fn a_tune_the_vocabulary_cannot_write_and_a_prompt_that_breaks_the_pattern_are_r
     assert!(matches!(err, SampleError::TuneNotLearned(_)), "{err}");
     assert!(err.to_string().contains("configs/ci.toml"), "{err}");
 
-    let ci = CharTokenizer::from_text(&root_file("data/ci.txt")).unwrap();
+    let ci = CharTokenizer::from_text(&common::root_file("data/ci.txt")).unwrap();
     let tune = tunes.get("浣溪沙").unwrap(); // 7。7。7。7，7。7。
     let err = tune_start(&ci, (tune, None), "一曲新词，", 300)
         .err()

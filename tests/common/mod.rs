@@ -202,3 +202,24 @@ pub fn serve_binary(cwd: &Path, args: &[&str]) -> (std::process::Child, String) 
         .to_string();
     (server, format!("http://{address}"))
 }
+
+/// The text of a file of the repository, by its path from the root (`data/ci.txt`).
+pub fn root_file(path: &str) -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap()
+}
+
+/// An untrained 1-layer model of 2 heads × 8 dimensions over `tokenizer`'s vocabulary, its weights
+/// drawn from `seed`: a sampler's rules, not its taste, decide what it writes.
+pub fn random_model(tokenizer: &CharTokenizer, seed: u64) -> shige::model::Gpt {
+    let cfg = ModelConfig {
+        vocab_size: tokenizer.vocab_size(),
+        block_size: 64,
+        n_layer: 1,
+        n_head: 2,
+        n_embd: 16,
+        ..Default::default()
+    };
+    shige::model::Gpt::seeded(&cfg, seed, &candle_core::Device::Cpu)
+        .unwrap()
+        .0
+}
