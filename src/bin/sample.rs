@@ -9,11 +9,10 @@ use shige::data::poem::Form;
 use shige::data::tokenizer::NEWLINE;
 use shige::ops::WeightFormat;
 use shige::sample::{
-    header_request, is_well_formed, poem_start, tune_start, writes_ci, Generation, Generator,
-    PoemStart, SampleError, Sampling, MAX_POEM_CHARS,
+    ci_start, header_request, is_well_formed, poem_start, Generation, Generator, PoemStart,
+    Sampling, MAX_POEM_CHARS,
 };
 use shige::train::checkpoint::load_run_on;
-use shige::verse::ci_meter::TuneMeters;
 use shige::verse::tunes::{score_ci, CiSummary};
 use shige::verse::{score_poem, Summary, Tables, Tunes};
 use shige::{note, out, outln};
@@ -128,27 +127,13 @@ fn run() -> Result<()> {
         _ => !args.no_stop_at_newline,
     };
     let start = match &args.tune {
-        Some(name) => {
-            let tune = Tunes::shipped().get(name).map_err(anyhow::Error::msg)?;
-            if !writes_ci(&run.tokenizer, kind) {
-                bail!("{}", SampleError::TuneNotLearned(name.clone()));
-            }
-            let meter = match args.meter {
-                true => Some(
-                    TuneMeters::shipped()
-                        .meter_of(name)
-                        .map_err(anyhow::Error::msg)?,
-                ),
-                false => None,
-            };
-            tune_start(
-                &run.tokenizer,
-                (tune, meter),
-                &args.prompt,
-                args.max_new_tokens,
-            )
-            .context("cannot start the ci")?
-        }
+        Some(name) => ci_start(
+            (&run.tokenizer, kind),
+            (name, args.meter),
+            &args.prompt,
+            args.max_new_tokens,
+        )
+        .context("cannot start the ci")?,
         None => {
             let rules = (
                 args.form,

@@ -322,9 +322,13 @@ impl NextTokenBiases {
     /// The biases of `model`'s next-token inputs for the sequences of `t` tokens in `ids` (N).
     fn read(model: &Gpt, ids: &[u32], t: usize) -> Result<Self> {
         let mut all = NextTokenBiases {
-            entries: vec![Vec::new(); ids.len()],
+            entries: Vec::new(),
             weight: Vec::new(),
         };
+        if model.inputs.bias.is_empty() {
+            return Ok(all); // the usual model: nothing read, nothing allocated per position
+        }
+        all.entries = vec![Vec::new(); ids.len()];
         for input in &model.inputs.bias {
             let offset = all.weight.len();
             all.weight.extend(Values::new(&input.weight)?.get());

@@ -19,9 +19,9 @@ use crate::data::{CharTokenizer, DataError};
 use crate::engine::CpuDecoder;
 use crate::model::Gpt;
 use crate::ops::WeightFormat;
-use crate::verse::ci_meter::TuneMeter;
+use crate::verse::ci_meter::{TuneMeter, TuneMeters};
 use crate::verse::cilin::Cilin;
-use crate::verse::tunes::{tune_header, Tune};
+use crate::verse::tunes::{tune_header, Tune, Tunes};
 use crate::verse::Tables;
 use candle_core::{bail, Result, Tensor};
 use rand_chacha::ChaCha8Rng;
@@ -110,6 +110,9 @@ pub enum SampleError {
     /// A header's field that cannot be written (the message).
     #[error("{0}")]
     Header(String),
+    /// An unknown tune, or one without learned tones asked with its meter (the message).
+    #[error("{0}")]
+    Tune(String),
     /// A header asked of a run trained without them.
     #[error("this run was trained without headers (【poet·title】): --poet and --title need a run trained on data/titled.txt, e.g. with configs/titled.toml")]
     HeaderNotLearned,
@@ -152,10 +155,14 @@ impl PoemStart {
 /// Whether a run of `kind` with this vocabulary was trained on headers of poet and title
 /// (`【李白·静夜思】`): its vocabulary has their marks, and it is not running text.
 pub fn has_headers(tokenizer: &CharTokenizer, kind: CorpusKind) -> bool {
-    kind != CorpusKind::Text
-        && [OPEN, SEPARATOR, CLOSE]
-            .iter()
-            .all(|&c| tokenizer.id(c).is_some())
+    kind != CorpusKind::Text && knows_header_marks(tokenizer)
+}
+
+/// Whether `tokenizer`'s vocabulary has the marks of a poet-and-title header: 【, · and 】.
+fn knows_header_marks(tokenizer: &CharTokenizer) -> bool {
+    [OPEN, SEPARATOR, CLOSE]
+        .iter()
+        .all(|&c| tokenizer.id(c).is_some())
 }
 
 /// Whether a run of `kind` with this vocabulary writes ci by tune: its vocabulary has the tune
@@ -203,10 +210,7 @@ pub fn poem_start(
 ) -> std::result::Result<PoemStart, SampleError> {
     if let Some(header) = header {
         header.check().map_err(SampleError::Header)?;
-        if [OPEN, SEPARATOR, CLOSE]
-            .iter()
-            .any(|&c| tokenizer.id(c).is_none())
-        {
+        if !knows_header_marks(tokenizer) {
             return Err(SampleError::HeaderNotLearned);
         }
     }
@@ -230,6 +234,30 @@ pub fn poem_start(
     )?;
     start.constraint = Some(constraint);
     Ok(start)
+}
+
+/// The start of a ci to the tune named `name` (`--tune`, the page's tune box) for a run of `kind`
+/// with this vocabulary, with the tune's tones and rhymes if `meter`: [`tune_start`] once the tune
+/// is known (else the nearest names), the run writes ci, and the tune has learned tones.
+pub fn ci_start(
+    (tokenizer, kind): (&CharTokenizer, CorpusKind),
+    (name, meter): (&str, bool),
+    prompt: &str,
+    max_new_tokens: usize,
+) -> std::result::Result<PoemStart, SampleError> {
+    let tune = Tunes::shipped().get(name).map_err(SampleError::Tune)?;
+    if !writes_ci(tokenizer, kind) {
+        return Err(SampleError::TuneNotLearned(name.to_string()));
+    }
+    let meter = match meter {
+        true => Some(
+            TuneMeters::shipped()
+                .meter_of(name)
+                .map_err(SampleError::Tune)?,
+        ),
+        false => None,
+    };
+    tune_start(tokenizer, (tune, meter), prompt, max_new_tokens)
 }
 
 /// The start of a ci to `tune` (`--tune`): the newline, the tune's header `【tune】` and the

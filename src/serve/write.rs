@@ -10,11 +10,10 @@ use crate::experiments::attention_maps::attention_weights;
 use crate::experiments::lesson::{self, order_diff};
 use crate::model::Mode;
 use crate::sample::{
-    context_start, has_headers, header_request, poem_start, tune_start, writes_ci, Generation,
-    Generator, PoemStart, SampleError, Sampling,
+    ci_start, context_start, has_headers, header_request, poem_start, writes_ci, Generation,
+    Generator, PoemStart, Sampling,
 };
 use crate::train::checkpoint::LoadedRun;
-use crate::verse::ci_meter::TuneMeters;
 use crate::verse::tunes::score_ci;
 use crate::verse::{mark_poem, score_poem, Tables, Tunes};
 use axum::extract::rejection::QueryRejection;
@@ -164,9 +163,22 @@ fn poem_request(open: &OpenRun, p: PoemParams) -> Result<PoemRequest, ApiError> 
             "the prompt has more than {MAX_TEXT_CHARS} characters: give the beginning of one poem"
         )));
     }
-    if !p.tune.is_empty() {
-        return tune_request(run, p, sampling);
-    }
+    let start = match p.tune.is_empty() {
+        true => poem_start_of(open, &p)?,
+        false => ci_start_of(run, &p)?,
+    };
+    Ok(PoemRequest {
+        start,
+        sampling,
+        seed: p.seed,
+        max_new_tokens: p.max_new_tokens,
+    })
+}
+
+/// The start of the poem `p` asks for: its header, form, acrostic and meter checked against the
+/// run's vocabulary (and its corpus's poets).
+fn poem_start_of(open: &OpenRun, p: &PoemParams) -> Result<PoemStart, ApiError> {
+    let run = open.run();
     let form = match p.form.as_str() {
         "" => None,
         name => Some(name.parse::<Form>().map_err(as_parameters)?),
@@ -178,63 +190,41 @@ fn poem_request(open: &OpenRun, p: PoemParams) -> Result<PoemRequest, ApiError> 
             .map_err(ApiError::bad)?;
     }
     let rules = (form, p.acrostic.as_str(), p.meter);
-    let asked = |field: String| (!field.is_empty()).then_some(field);
+    let asked = |field: &String| (!field.is_empty()).then(|| field.clone());
     let poets = (!p.poet.is_empty()).then(|| open.poets()).flatten();
     let header = header_request(
         &run.tokenizer,
         run.config.data.trained_kind(),
-        (asked(p.poet), asked(p.title)),
+        (asked(&p.poet), asked(&p.title)),
         poets,
     )
     .map_err(as_parameters)?;
-    let start = poem_start(
+    poem_start(
         &run.tokenizer,
         header.as_ref(),
         &p.prompt,
         rules,
         p.max_new_tokens,
     )
-    .map_err(as_parameters)?;
-    Ok(PoemRequest {
-        start,
-        sampling,
-        seed: p.seed,
-        max_new_tokens: p.max_new_tokens,
-    })
+    .map_err(as_parameters)
 }
 
-/// A ci to `p.tune` (with its tones and rhymes where `p.meter`), checked as `sample --tune` checks
-/// it; form, acrostic and header are not for a ci.
-fn tune_request(
-    run: &LoadedRun,
-    p: PoemParams,
-    sampling: Sampling,
-) -> Result<PoemRequest, ApiError> {
+/// The start of the ci to `p.tune` (with its tones and rhymes where `p.meter`), checked as
+/// `sample --tune` checks it; form, acrostic and header are not for a ci.
+fn ci_start_of(run: &LoadedRun, p: &PoemParams) -> Result<PoemStart, ApiError> {
     if !(p.form.is_empty() && p.acrostic.is_empty() && p.poet.is_empty() && p.title.is_empty()) {
         return Err(ApiError::bad(
             "a ci takes its tune's shape: leave form, acrostic, poet and title empty",
         ));
     }
-    let tune = Tunes::shipped().get(&p.tune).map_err(ApiError::bad)?;
-    if !writes_ci(&run.tokenizer, run.config.data.trained_kind()) {
-        return Err(as_parameters(SampleError::TuneNotLearned(p.tune)));
-    }
-    let meter = match p.meter {
-        true => Some(
-            TuneMeters::shipped()
-                .meter_of(&p.tune)
-                .map_err(ApiError::bad)?,
-        ),
-        false => None,
-    };
-    let start = tune_start(&run.tokenizer, (tune, meter), &p.prompt, p.max_new_tokens)
-        .map_err(as_parameters)?;
-    Ok(PoemRequest {
-        start,
-        sampling,
-        seed: p.seed,
-        max_new_tokens: p.max_new_tokens,
-    })
+    let kind = run.config.data.trained_kind();
+    ci_start(
+        (&run.tokenizer, kind),
+        (&p.tune, p.meter),
+        &p.prompt,
+        p.max_new_tokens,
+    )
+    .map_err(as_parameters)
 }
 
 /// `GET /api/generate?prompt=…&form=…`: the poem as server-sent events: `opening` (the header's

@@ -1,6 +1,7 @@
 //! The rhymes of the Song ci: each character's 部 of the 词林正韵 with the rhyme's tone class
 //! (`data/cilin.tsv`, built by `prepare_data`, compiled into the binary).
 
+use super::tables::data_line;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
@@ -53,16 +54,12 @@ impl Cilin {
     pub fn parse(text: &str) -> Result<Cilin, String> {
         let mut bu = HashMap::new();
         for (i, line) in text.lines().enumerate() {
-            if line.starts_with('#') || line.trim().is_empty() {
-                continue;
-            }
             let what = || format!("cilin line {}: {line:?}", i + 1);
-            let (c, list) = line
-                .split_once('\t')
-                .ok_or_else(|| format!("{}: no tab", what()))?;
-            let mut chars = c.chars();
-            let (Some(c), None) = (chars.next(), chars.next()) else {
-                return Err(format!("{}: not one character before the tab", what()));
+            let Some((c, fields)) = data_line(line).map_err(|e| format!("{}: {e}", what()))? else {
+                continue;
+            };
+            let [list] = fields[..] else {
+                return Err(format!("{}: one field after the tab, the 部", what()));
             };
             let parsed = list
                 .split(',')

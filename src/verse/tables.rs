@@ -133,7 +133,7 @@ pub fn common_groups(open: Option<&[u16]>, groups: &[u16]) -> Vec<u16> {
 }
 
 /// A data line's character and its other fields; `None` for comments and blank lines.
-fn data_line(line: &str) -> Result<Option<(char, Vec<&str>)>, String> {
+pub(crate) fn data_line(line: &str) -> Result<Option<(char, Vec<&str>)>, String> {
     if line.starts_with('#') || line.is_empty() {
         return Ok(None);
     }
