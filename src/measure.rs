@@ -117,13 +117,13 @@ pub struct ModelBench {
     pub step_phases: StepPhases,
 }
 
-/// Median milliseconds of each phase of a training step: what runs in parallel (the shards'
+/// Median milliseconds of each phase of a training step: what runs in parallel (the units'
 /// forward and backward passes with the sum of their gradients) and what does not.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct StepPhases {
     /// Drawing the batch.
     pub batch_ms: f64,
-    /// Forward and backward over the shards, and their gradients summed.
+    /// Forward and backward over the units, and their gradients summed.
     pub gradients_ms: f64,
     /// The gradients' global norm, for clipping.
     pub norm_ms: f64,

@@ -32,9 +32,9 @@ fn fix_thread_count() {
 }
 
 /// Runs candle's own CPU ops on the calling thread (CANDLE_NUM_THREADS=1, unless the user set
-/// it): training steps spread whole shards of the batch over the threads instead
+/// it): training steps share units of the batch (whole sequences) among the threads instead
 /// ([`crate::train::shards`]), and candle's thread pool, one lock for all callers and a worker
-/// that spins between ops, would make the shards wait for each other.
+/// that spins between ops, would make the units wait for each other.
 fn serial_candle_ops() {
     if std::env::var_os("CANDLE_NUM_THREADS").is_none() {
         // Called before any other thread starts, so no one reads the environment concurrently.

@@ -1,4 +1,5 @@
-//! Data-parallel steps: a batch split into shards gives the whole batch's loss and gradients.
+//! Data-parallel steps: a batch cut into units gives the whole batch's loss and gradients, and the
+//! same bits on any number of threads.
 
 mod common;
 
@@ -9,7 +10,7 @@ use shige::config::{ModelConfig, Position};
 use shige::model::Gpt;
 use shige::ops::Precision;
 use shige::train::optim::{AdamWParams, Gradients, Optimizer};
-use shige::train::shards::Shards;
+use shige::train::shards::{Shards, UNIT_ROWS};
 
 const PARAMS: AdamWParams = AdamWParams {
     beta1: 0.9,
@@ -28,15 +29,12 @@ fn batch(rows: usize) -> (Tensor, Tensor) {
     )
 }
 
-fn loss_and_gradients(
-    model: &Gpt,
-    opt: &Optimizer,
-    shards: usize,
-    rows: usize,
-) -> (f64, Gradients) {
-    let (x, y) = batch(rows);
-    Shards::new(shards)
-        .unwrap()
+/// Sequences of 16 tokens in a batch of three units: 16 + 16 + 8 (the last one smaller).
+const ROWS: usize = 2 * UNIT_ROWS / 16 + UNIT_ROWS / 32;
+
+fn loss_and_gradients(model: &Gpt, opt: &Optimizer, shards: &Shards) -> (f64, Gradients) {
+    let (x, y) = batch(ROWS);
+    shards
         .loss_and_gradients(
             (model, opt),
             (&x, &y),
@@ -54,41 +52,52 @@ fn model_and_optimiser(cfg: &ModelConfig) -> (Gpt, Optimizer) {
 }
 
 #[test]
-fn shards_give_the_whole_batch_loss_and_gradients() {
+fn units_give_the_whole_batch_loss_and_gradients() {
     // Positions inside attention (RoPE, ALiBi) and added to the embedding (learned).
     for position in [Position::Rope, Position::Alibi, Position::Learned] {
         let cfg = ModelConfig {
             dropout: 0.0,
             ..common::small_config(30, 2, position)
         };
-        shards_match_the_whole_batch(&cfg);
-    }
-}
-
-fn shards_match_the_whole_batch(cfg: &ModelConfig) {
-    let (model, opt) = model_and_optimiser(cfg);
-    // 5 sequences: shards of 3 + 2, and of 2 + 2 + 1, weighted by their sizes.
-    let (whole_loss, whole) = loss_and_gradients(&model, &opt, 1, 5);
-    for shards in [2, 3, 8] {
-        let (loss, grads) = loss_and_gradients(&model, &opt, shards, 5);
-        let case = format!("{shards} shards");
+        let (model, opt) = model_and_optimiser(&cfg);
+        let (whole_loss, whole) = loss_and_gradients(&model, &opt, &Shards::whole());
+        let (loss, grads) = loss_and_gradients(&model, &opt, &Shards::new(2).unwrap());
+        let case = format!("{position:?}: three units against the whole batch");
         common::assert_same_loss_and_gradients(&case, (loss, &grads), (whole_loss, &whole));
-        let (x, y) = batch(5);
-        let eval = Shards::new(shards).unwrap().loss(&model, &x, &y).unwrap();
-        let whole_eval = Shards::new(1).unwrap().loss(&model, &x, &y).unwrap();
-        assert!((eval - whole_eval).abs() < 1e-5 * whole_eval);
+        let (x, y) = batch(ROWS);
+        let eval = Shards::new(2).unwrap().loss(&model, &x, &y).unwrap();
+        let whole_eval = Shards::whole().loss(&model, &x, &y).unwrap();
+        assert!((eval - whole_eval).abs() < 1e-5 * whole_eval, "{case}");
     }
 }
 
 #[test]
-fn sharded_steps_with_dropout_repeat_exactly() {
+fn a_step_gives_the_same_bits_on_any_number_of_threads() {
+    // Dropout on: each unit draws its masks from its own seed, whichever thread runs it.
     let cfg = ModelConfig {
         dropout: 0.2,
-        ..common::small_config(30, 1, Position::Learned)
+        ..common::small_config(30, 2, Position::Rope)
     };
     let (model, opt) = model_and_optimiser(&cfg);
-    let (loss_a, a) = loss_and_gradients(&model, &opt, 2, 4);
-    let (loss_b, b) = loss_and_gradients(&model, &opt, 2, 4);
-    assert_eq!(loss_a, loss_b);
-    assert_eq!(a.values(), b.values());
+    let step = |threads: usize| loss_and_gradients(&model, &opt, &Shards::new(threads).unwrap());
+    let (one_loss, one) = step(1);
+    for threads in [2, 3, 4] {
+        let (loss, grads) = step(threads);
+        assert_eq!(
+            loss.to_bits(),
+            one_loss.to_bits(),
+            "loss on {threads} threads"
+        );
+        assert!(
+            grads.values() == one.values(),
+            "gradients on {threads} threads"
+        );
+    }
+    let (x, y) = batch(ROWS);
+    let eval = |threads: usize| Shards::new(threads).unwrap().loss(&model, &x, &y).unwrap();
+    assert_eq!(
+        eval(1).to_bits(),
+        eval(3).to_bits(),
+        "evaluation on 3 threads"
+    );
 }

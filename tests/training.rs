@@ -80,6 +80,44 @@ fn same_seed_same_curve_and_resume_is_exact() {
 }
 
 #[test]
+fn a_run_gives_the_same_weights_on_1_2_and_3_threads() {
+    // 20 sequences of 32 tokens: three units (8 + 8 + 4 sequences), whatever the threads; dropout
+    // on, so that each unit's masks count too.
+    let mut cfg = tiny_config();
+    cfg.train.batch_size = 20;
+    cfg.train.max_iters = 20;
+    cfg.model.dropout = 0.1;
+    let tmp = tempfile::tempdir().unwrap();
+    let weights = |threads: usize| -> Vec<(String, Vec<u8>)> {
+        let dir = tmp.path().join(format!("threads-{threads}"));
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| run(&cfg, &dir, false, None)).unwrap();
+        let path = dir.join(MODEL_FILE);
+        let tensors = candle_core::safetensors::load(&path, &candle_core::Device::Cpu).unwrap();
+        let mut named: Vec<_> = tensors
+            .into_iter()
+            .map(|(name, t)| {
+                let values = t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
+                (name, values.iter().flat_map(|v| v.to_le_bytes()).collect())
+            })
+            .collect();
+        named.sort();
+        named
+    };
+    let one = weights(1);
+    assert!(one.len() > 5);
+    for threads in [2, 3] {
+        assert!(
+            weights(threads) == one,
+            "the weights differ on {threads} threads"
+        );
+    }
+}
+
+#[test]
 fn a_checkpoint_reloads_to_identical_logits() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("run");

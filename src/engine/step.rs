@@ -289,12 +289,14 @@ fn embed_backward(
     let d_x = through_dropout(d_x, mask); // (N, C)
     let wte = model.wte.embeddings();
     let c = model.config().n_embd;
-    let mut d_wte = vec![0f32; wte.elem_count()]; // (V, C)
+    // Each position's row added to its token's: into the output layer's gradient when tied.
+    let d_wte = grads
+        .entry(wte.id())
+        .or_insert_with(|| vec![0f32; wte.elem_count()]); // (V, C)
     for (&id, row) in ids.iter().zip(d_x.chunks(c)) {
         let target = &mut d_wte[id as usize * c..(id as usize + 1) * c];
         target.iter_mut().zip(row).for_each(|(d, g)| *d += g);
     }
-    add_grad(grads, wte, d_wte);
     for (input, shares) in model.inputs.sequence.iter().zip(shares) {
         add_grad(grads, &input.weight, input.gradient(&d_x, shares, c)); // (rows, C)
     }

@@ -40,9 +40,12 @@ pub fn rope_angles(start: usize, len: usize, head_dim: usize, base: f64) -> (Vec
     let half = head_dim / 2;
     let mut cos = Vec::with_capacity(len * half);
     let mut sin = Vec::with_capacity(len * half);
+    let thetas: Vec<f64> = (0..half)
+        .map(|i| base.powf(-2.0 * i as f64 / head_dim as f64))
+        .collect(); // θ_i
     for m in start..start + len {
-        for i in 0..half {
-            let angle = m as f64 * base.powf(-2.0 * i as f64 / head_dim as f64);
+        for &theta in &thetas {
+            let angle = m as f64 * theta;
             cos.push(angle.cos() as f32);
             sin.push(angle.sin() as f32);
         }

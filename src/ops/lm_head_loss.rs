@@ -10,11 +10,11 @@ use rayon::prelude::*;
 use std::ops::Range;
 
 /// Rows of logits computed at once per thread: 256 × a 6,000-character vocabulary is 6 MB, so that
-/// one chunk per thread fits in the shared L3 cache with room to spare (training runs one shard
-/// per thread). Course model, 2 shards, nine alternating runs: 256 rows 7,420 tokens/s (median),
-/// 512 rows 7,020 and more often slow; 128 rows 7,020. Alternating per step inside one process
-/// (15 rounds), 256, 384 and 512 rows came within 1 % (7,285 / 7,319 / 7,356) and 128 was slower
-/// (6,945).
+/// one chunk per thread fits in the shared L3 cache with room to spare (training runs a unit of
+/// 256 positions per thread at a time). Course model, 2 shards, nine alternating runs: 256 rows
+/// 7,420 tokens/s (median), 512 rows 7,020 and more often slow; 128 rows 7,020. Alternating per
+/// step inside one process (15 rounds), 256, 384 and 512 rows came within 1 % (7,285 / 7,319 /
+/// 7,356) and 128 was slower (6,945).
 const CHUNK_ROWS: usize = 256;
 
 /// Rows per chunk with bf16 products on the AMX tiles: fewer, so that the logits (f32) and their
@@ -30,6 +30,35 @@ const AMX_CHUNK_ROWS: usize = 64;
 /// 256. The output layer alone (`bench --ops`): 68–86 ms against 81–94.
 const BF16_CHUNK_ROWS: usize = 64;
 const BF16_GROUP_ROWS: usize = CHUNK_ROWS;
+
+/// A share's dW as its products sum it: the first product writes the buffer (taken from
+/// `ops::scratch`, its old values unread), the later ones add to it.
+struct DwSum {
+    values: Vec<f32>,
+    written: bool,
+}
+
+impl DwSum {
+    fn new(len: usize) -> Self {
+        DwSum {
+            values: scratch::take(len),
+            written: false,
+        }
+    }
+
+    /// Whether a product wrote it already (so that the next one adds); marks it written.
+    fn written(&mut self) -> bool {
+        std::mem::replace(&mut self.written, true)
+    }
+
+    /// The sum (zeros if no product wrote it).
+    fn into_values(mut self) -> Vec<f32> {
+        if !self.written {
+            self.values.fill(0.0);
+        }
+        self.values
+    }
+}
 
 /// How a share's rows are cut: chunks of rows whose logits exist at once, and groups of chunks
 /// whose dW product runs at once.
@@ -144,7 +173,7 @@ impl<'w> Products<'w> {
         rows: usize,
         c: usize,
         dx: &mut [f32],
-        dw: &mut [f32],
+        dw: &mut DwSum,
         group: &mut Group,
     ) {
         let v = dlogits.len() / rows.max(1);
@@ -152,7 +181,8 @@ impl<'w> Products<'w> {
         match (self, group) {
             (Products::F32(w), _) => {
                 matmul_on(dx, rows, c, v, dlogits, Operand::rows(w, c), false, 1);
-                matmul_on(dw, v, c, rows, dlogits.t(), x, true, 1);
+                let accumulate = dw.written();
+                matmul_on(&mut dw.values, v, c, rows, dlogits.t(), x, accumulate, 1);
             }
             (Products::Bf16 { w, .. }, Group::Bf16(stack)) => {
                 let as_lhs = bf16::Lhs::pack(dlogits, rows, v);
@@ -166,10 +196,11 @@ impl<'w> Products<'w> {
     /// The group's dW product in bf16 (in f32, each chunk added its own): `dw` holds dWᵀ (C × V)
     /// until [`Products::finish_dw`], and xᵀ · dlogits packs the small xᵀ (C × rows) transposed
     /// and the large dlogits as they lie, where dlogitsᵀ · x would transpose the large one.
-    fn group_backward(&self, group: Group, x: Operand, rows: usize, c: usize, dw: &mut [f32]) {
+    fn group_backward(&self, group: Group, x: Operand, rows: usize, c: usize, dw: &mut DwSum) {
         if let Group::Bf16(stack) = group {
             let x_t = bf16::Lhs::pack(x.t(), c, rows);
-            bf16::product(dw, &x_t, &stack.finish(), true, 1);
+            let accumulate = dw.written();
+            bf16::product(&mut dw.values, &x_t, &stack.finish(), accumulate, 1);
         }
     }
 
@@ -274,11 +305,7 @@ impl Share<'_> {
     /// dW = Eᵀ·(diag(s)·x) (in bf16, E, W and the scaled x are rounded).
     fn run(&self, rows: Range<usize>, dx: &mut [f32]) -> (f64, Vec<f32>, Vec<f32>) {
         let (c, v) = (self.c, self.w.len() / self.c);
-        let mut dw = if self.with_grad {
-            vec![0f32; v * c]
-        } else {
-            Vec::new()
-        };
+        let mut dw = DwSum::new(if self.with_grad { v * c } else { 0 });
         let mut d_bias = match (self.with_grad, self.bias) {
             (true, Some(bias)) => vec![0f32; bias.weight.len()],
             _ => Vec::new(),
@@ -297,7 +324,7 @@ impl Share<'_> {
             total += self.group_pass(group, &mut buffers, dx, (&mut dw, &mut d_bias));
         }
         scratch::give_back(buffers.logits);
-        (total, self.products.finish_dw(dw, c), d_bias)
+        (total, self.products.finish_dw(dw.into_values(), c), d_bias)
     }
 
     /// The summed loss of the rows `group` of x, chunk by chunk; with gradients, their dx
@@ -308,7 +335,7 @@ impl Share<'_> {
         group: Range<usize>,
         buffers: &mut Buffers,
         dx: &mut [f32],
-        (dw, d_bias): (&mut [f32], &mut [f32]),
+        (dw, d_bias): (&mut DwSum, &mut [f32]),
     ) -> f64 {
         let (products, c, v) = (&self.products, self.c, self.w.len() / self.c);
         let mut pending = self.with_grad.then(|| products.group(group.len(), v));
@@ -350,7 +377,7 @@ impl Share<'_> {
         &self,
         (x_rows, exps, scales): (&[f32], &[f32], &[f32]),
         x_scaled: &mut [f32],
-        (dx, dw): (&mut [f32], &mut [f32]),
+        (dx, dw): (&mut [f32], &mut DwSum),
         group: &mut Group,
     ) {
         let c = self.c;

@@ -73,28 +73,41 @@ pub fn muon_takes(name: &str) -> bool {
 pub struct Gradients(Vec<Vec<f32>>);
 
 impl Gradients {
-    /// Σ weight × gradients over `parts`, summed in the parts' order (none: no gradients).
+    /// Σ weight × gradients over `parts`, summed in the parts' order (none: no gradients): each
+    /// chunk of each parameter on one thread, over every part in turn.
     pub fn weighted_sum(parts: Vec<(f64, Gradients)>) -> Gradients {
-        let mut parts = parts.into_iter();
-        let Some((w0, Gradients(mut sum))) = parts.next() else {
-            return Gradients(Vec::new());
-        };
-        for g in sum.iter_mut() {
-            g.par_chunks_mut(UPDATE_CHUNK)
-                .for_each(|g| g.iter_mut().for_each(|x| *x *= w0 as f32));
+        Self::weighted_sum_keeping(parts).0
+    }
+
+    /// [`Gradients::weighted_sum`], and the parts after the first, whose buffers the caller may
+    /// use again.
+    pub fn weighted_sum_keeping(mut parts: Vec<(f64, Gradients)>) -> (Gradients, Vec<Gradients>) {
+        if parts.is_empty() {
+            return (Gradients(Vec::new()), Vec::new());
         }
-        for (w, Gradients(part)) in parts {
-            for (sum, part) in sum.iter_mut().zip(part) {
-                sum.par_chunks_mut(UPDATE_CHUNK)
-                    .zip(part.par_chunks(UPDATE_CHUNK))
-                    .for_each(|(s, p)| {
+        let (w0, Gradients(mut sum)) = parts.remove(0);
+        for (p, sum) in sum.iter_mut().enumerate() {
+            sum.par_chunks_mut(UPDATE_CHUNK)
+                .enumerate()
+                .for_each(|(k, s)| {
+                    s.iter_mut().for_each(|x| *x *= w0 as f32);
+                    for (w, Gradients(part)) in &parts {
+                        let part = &part[p][k * UPDATE_CHUNK..][..s.len()];
                         s.iter_mut()
-                            .zip(p)
-                            .for_each(|(s, &p)| *s = (w as f32).mul_add(p, *s))
-                    });
-            }
+                            .zip(part)
+                            .for_each(|(s, &g)| *s = (*w as f32).mul_add(g, *s));
+                    }
+                });
         }
-        Gradients(sum)
+        (
+            Gradients(sum),
+            parts.into_iter().map(|(_, part)| part).collect(),
+        )
+    }
+
+    /// The largest parameter's buffer (the token table's or the output layer's).
+    pub fn into_largest(self) -> Option<Vec<f32>> {
+        self.0.into_iter().max_by_key(Vec::len)
     }
 
     /// Each parameter's gradient, flat, in the optimiser's order (by name).

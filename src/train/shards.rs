@@ -1,31 +1,46 @@
-//! Data-parallel steps on the CPU: the batch's sequences split into one shard per thread.
+//! Data-parallel steps on the CPU: the batch cut into a fixed set of units, shared out over the
+//! threads.
 //!
 //! Spreading every op of a step over the threads costs a hand-over per op (hundreds per step), and
-//! the small element-wise ops do not scale. Instead each shard runs its whole forward and backward
-//! pass on one thread, every op inside it single-threaded (a one-thread rayon pool per shard;
-//! candle's own thread pool is turned off by [`crate::perf::init`]), and the shards' losses and
-//! gradients are averaged, weighted by their sequences. On 2 cores (course model, batch 32) this
-//! took a step from 5,300–6,000 to 7,250–7,500 tokens/s.
+//! the small element-wise ops do not scale. Instead each unit runs its whole forward and backward
+//! pass on one thread, every op inside it single-threaded (a one-thread rayon pool per thread;
+//! candle's own thread pool is turned off by [`crate::perf::init`]), and the units' losses and
+//! gradients are averaged, weighted by their sequences, in the units' order.
 //!
-//! The result is the whole batch's up to float rounding, except that with dropout each shard
-//! draws its masks from its own seed, taken from the step's RNG. It depends on the number of
-//! shards (the threads), never on timing.
+//! The units do not follow the threads: a batch is cut into units of whole sequences, at least
+//! [`UNIT_ROWS`] positions each, each unit's dropout masks drawn from its own seed (taken from the
+//! step's RNG in the units' order), and the threads take the units one by one. So a step gives
+//! the same bits on 1, 2 or 16 threads, and never depends on timing. Units of 256 positions keep
+//! the output layer's products as large as its chunks (one sequence of 128 per unit was 14 %
+//! slower on 2 cores: each unit's gradients are a full set, summed afterwards).
 
 use super::optim::{Gradients, Optimizer};
 use crate::engine;
+use crate::engine::team::lock;
 use crate::model::{Gpt, Mode};
+use crate::ops::scratch;
 use crate::ops::Precision;
 use candle_core::{Device, Error, Result, Tensor};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rayon::{ThreadPool, ThreadPoolBuilder};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, PoisonError};
 
-/// Runs steps split into shards, one single-thread pool per shard (none for a single shard).
+/// Positions per unit of a batch on the CPU (whole sequences, one at least), whatever the
+/// thread count.
+pub const UNIT_ROWS: usize = 256;
+
+/// Runs steps cut into units, one single-thread pool per thread (none: the whole batch at once,
+/// on devices whose ops are parallel inside).
 pub struct Shards {
     pools: Vec<ThreadPool>,
+    /// The largest gradient buffer of each unit but the first of the last step, for the next
+    /// step's output layer to write over (`ops::scratch`) instead of zeroing fresh memory.
+    spare: Mutex<Vec<Vec<f32>>>,
 }
 
-/// One shard's rows of a batch and its weight (its share of the batch's sequences).
+/// One unit's rows of a batch and its weight (its share of the batch's sequences).
 struct Shard {
     x: Tensor,
     y: Tensor,
@@ -33,38 +48,43 @@ struct Shard {
 }
 
 impl Shards {
-    /// At most `count` shards; with 1 the batch runs unsplit on the calling thread, its ops
-    /// spread over all threads.
-    pub fn new(count: usize) -> Result<Self> {
-        let pools = if count > 1 {
-            (0..count)
-                .map(|i| {
-                    ThreadPoolBuilder::new()
-                        .num_threads(1)
-                        .thread_name(move |_| format!("shard-{i}"))
-                        .build()
-                        .map_err(Error::wrap)
-                })
-                .collect::<Result<_>>()?
-        } else {
-            Vec::new()
-        };
-        Ok(Shards { pools })
+    /// Units shared out over `threads` threads (at least one).
+    pub fn new(threads: usize) -> Result<Self> {
+        let pools = (0..threads.max(1))
+            .map(|i| {
+                ThreadPoolBuilder::new()
+                    .num_threads(1)
+                    .thread_name(move |_| format!("shard-{i}"))
+                    .build()
+                    .map_err(Error::wrap)
+            })
+            .collect::<Result<_>>()?;
+        Ok(Shards {
+            pools,
+            spare: Mutex::default(),
+        })
     }
 
-    /// How many shards a batch is split into (at most; a batch of one sequence runs whole).
-    pub fn count(&self) -> usize {
+    /// The whole batch at once on the calling thread, its ops parallel inside (a GPU).
+    pub fn whole() -> Self {
+        Shards {
+            pools: Vec::new(),
+            spare: Mutex::default(),
+        }
+    }
+
+    /// Threads that share the units (1 for a whole batch).
+    pub fn threads(&self) -> usize {
         self.pools.len().max(1)
     }
 
-    /// One shard per thread of rayon's pool on the CPU; a single shard on other devices, whose
-    /// ops are parallel inside.
+    /// One thread per thread of rayon's pool on the CPU; the whole batch on other devices.
     pub fn for_device(device: &Device) -> Result<Self> {
-        Self::new(if device.is_cpu() {
-            rayon::current_num_threads()
+        if device.is_cpu() {
+            Self::new(rayon::current_num_threads())
         } else {
-            1
-        })
+            Ok(Self::whole())
+        }
     }
 
     /// The mean cross-entropy of the batch `x` → `y` (B, T) and its gradients for `opt`'s
@@ -86,17 +106,22 @@ impl Shards {
             let grads = opt.gradients(&loss.backward()?)?;
             Ok((loss.to_scalar::<f32>()? as f64, grads))
         };
-        if !self.splits(x)? {
+        if self.pools.is_empty() {
             return backward(x, y, rng);
         }
-        let shards = self.split(x, y)?;
-        let seeds: Vec<u64> = shards.iter().map(|_| rng.random()).collect();
-        let results = self.run(&shards, |i, shard| {
-            backward(&shard.x, &shard.y, &mut ChaCha8Rng::seed_from_u64(seeds[i]))
+        let units = units(x, y)?;
+        let seeds: Vec<u64> = units.iter().map(|_| rng.random()).collect();
+        let results = self.run(&units, |i, unit| {
+            backward(&unit.x, &unit.y, &mut ChaCha8Rng::seed_from_u64(seeds[i]))
         })?;
         let loss = results.iter().map(|(w, (loss, _))| w * loss).sum();
         let grads = results.into_iter().map(|(w, (_, g))| (w, g)).collect();
-        Ok((loss, Gradients::weighted_sum(grads)))
+        let (sum, parts) = Gradients::weighted_sum_keeping(grads);
+        *lock(&self.spare) = parts
+            .into_iter()
+            .filter_map(Gradients::into_largest)
+            .collect();
+        Ok((loss, sum))
     }
 
     /// The mean cross-entropy of the batch `x` → `y` (B, T), without dropout.
@@ -104,62 +129,68 @@ impl Shards {
         let loss = |x: &Tensor, y: &Tensor| -> Result<f64> {
             Ok(model.loss(x, y, &mut Mode::Eval)?.to_scalar::<f32>()? as f64)
         };
-        if !self.splits(x)? {
+        if self.pools.is_empty() {
             return loss(x, y);
         }
-        let shards = self.split(x, y)?;
-        let results = self.run(&shards, |_, shard| loss(&shard.x, &shard.y))?;
+        let results = self.run(&units(x, y)?, |_, unit| loss(&unit.x, &unit.y))?;
         Ok(results.iter().map(|(w, loss)| w * loss).sum())
     }
 
-    /// Whether the batch `x` is split: with one sequence (or one thread) it runs whole on the
-    /// calling thread, its ops spread over all threads.
-    fn splits(&self, x: &Tensor) -> Result<bool> {
-        Ok(self.pools.len() > 1 && x.dim(0)? > 1)
-    }
-
-    /// The batch's sequences in up to one shard per pool, sizes differing by at most one.
-    fn split(&self, x: &Tensor, y: &Tensor) -> Result<Vec<Shard>> {
-        let batch = x.dim(0)?;
-        let count = self.pools.len().min(batch);
-        let mut start = 0;
-        (0..count)
-            .map(|i| {
-                let rows = batch / count + usize::from(i < batch % count);
-                let shard = Shard {
-                    x: x.narrow(0, start, rows)?,
-                    y: y.narrow(0, start, rows)?,
-                    weight: rows as f64 / batch as f64,
-                };
-                start += rows;
-                Ok(shard)
+    /// `work` on every unit, the threads taking the next unit as they come free; results in the
+    /// units' order with their weights.
+    fn run<T: Send>(
+        &self,
+        units: &[Shard],
+        work: impl Fn(usize, &Shard) -> Result<T> + Sync,
+    ) -> Result<Vec<(f64, T)>> {
+        let next = AtomicUsize::new(0);
+        let results: Vec<Mutex<Option<Result<T>>>> =
+            units.iter().map(|_| Mutex::new(None)).collect();
+        let take_units = || loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(unit) = units.get(i) else { return };
+            if let Some(buffer) = lock(&self.spare).pop() {
+                scratch::give_back(buffer); // to this thread, for the unit's largest gradient
+            }
+            *lock(&results[i]) = Some(work(i, unit));
+        };
+        let take_units = &take_units;
+        let threads = self.pools.len().min(units.len());
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = self.pools[..threads]
+                .iter()
+                .map(|pool| scope.spawn(move || pool.install(take_units)))
+                .collect();
+            let panicked = handles.into_iter().any(|h| h.join().is_err());
+            if panicked {
+                return Err(Error::Msg("a thread of the training step panicked".into()));
+            }
+            Ok(())
+        })?;
+        results
+            .into_iter()
+            .zip(units)
+            .map(|(result, unit)| {
+                let result = result.into_inner().unwrap_or_else(PoisonError::into_inner);
+                Ok((unit.weight, result.expect("every unit was taken")?))
             })
             .collect()
     }
+}
 
-    /// `work` on every shard, each in its own pool, side by side; results in shard order with
-    /// the shards' weights.
-    fn run<T: Send>(
-        &self,
-        shards: &[Shard],
-        work: impl Fn(usize, &Shard) -> Result<T> + Sync,
-    ) -> Result<Vec<(f64, T)>> {
-        let work = &work;
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = shards
-                .iter()
-                .zip(&self.pools)
-                .enumerate()
-                .map(|(i, (shard, pool))| scope.spawn(move || pool.install(|| work(i, shard))))
-                .collect();
-            handles
-                .into_iter()
-                .zip(shards)
-                .map(|(handle, shard)| match handle.join() {
-                    Ok(result) => Ok((shard.weight, result?)),
-                    Err(_) => Err(Error::Msg("a shard of the training step panicked".into())),
-                })
-                .collect()
+/// The batch's sequences in units of [`UNIT_ROWS`] positions (the last may be smaller).
+fn units(x: &Tensor, y: &Tensor) -> Result<Vec<Shard>> {
+    let (batch, t) = x.dims2()?;
+    let per_unit = (UNIT_ROWS / t.max(1)).max(1);
+    (0..batch)
+        .step_by(per_unit)
+        .map(|start| {
+            let rows = per_unit.min(batch - start);
+            Ok(Shard {
+                x: x.narrow(0, start, rows)?,
+                y: y.narrow(0, start, rows)?,
+                weight: rows as f64 / batch as f64,
+            })
         })
-    }
+        .collect()
 }

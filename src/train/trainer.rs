@@ -16,7 +16,7 @@ use crate::train::parent::Parent;
 use crate::train::plan::{Budget, Planner};
 use crate::train::run::{rng, save_checkpoint, what_is_kept, OpenRun, Progress, Setup};
 use crate::train::schedule::rate_at;
-use crate::train::shards::Shards;
+use crate::train::shards::{Shards, UNIT_ROWS};
 use crate::train::state::Interval;
 use anyhow::{bail, Context, Result};
 use candle_core::Device;
@@ -397,7 +397,7 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
 }
 
 /// What runs the training step: the CPU engine with the kernels chosen for this CPU (its model
-/// and vector extensions, gemm's kernels or the bf16 unit, the loops' instruction set, the shards),
+/// and vector extensions, gemm's kernels or the bf16 unit, the loops' instruction set, the units and threads),
 /// or candle's graph, on a GPU or with `--no-fused`.
 fn step_path(s: &Setup) -> String {
     if !crate::engine::supports(&s.model) {
@@ -417,9 +417,9 @@ fn step_path(s: &Setup) -> String {
         m.cpu_model,
         m.isa_shown(),
         crate::ops::isa::Isa::detected().name(),
-        match s.shards.count() {
-            1 => "1 shard".to_string(),
-            n => format!("{n} shards (one per thread)"),
+        match s.shards.threads() {
+            1 => format!("units of {UNIT_ROWS} positions on 1 thread"),
+            n => format!("units of {UNIT_ROWS} positions shared by {n} threads"),
         }
     )
 }
