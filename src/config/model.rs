@@ -95,8 +95,8 @@ pub struct ModelConfig {
     /// rows (one per token) added to its embedding (an input, `verse::inputs::rhymes`).
     pub rhyme_memory: bool,
     /// Whether, before a rhyme, learned biases on the next-token logits lower the characters that
-    /// ended the poem's earlier lines and raise those that rhyme with its earlier rhymes (a
-    /// next-token bias, `verse::inputs::rhymes`).
+    /// ended the poem's earlier lines and, once two rhymes agree, raise those that rhyme with them
+    /// (a next-token bias, `verse::inputs::rhymes`).
     pub rhyme_bias: bool,
 }
 

@@ -5,7 +5,7 @@
 //! - [`places`] (`verse_places = true`): where each position stands in its poem, a sequence input;
 //! - [`rhymes`] (`rhyme_memory = true`): before a rhyme, the characters that ended the poem's
 //!   earlier lines, a sequence input; (`rhyme_bias = true`) biases on the next token before a
-//!   rhyme, for those characters and for those that rhyme with the poem's earlier rhymes;
+//!   rhyme, for those characters and, once two rhymes agree, for those that rhyme with them;
 //!
 //! all read the characters behind the token ids ([`vocabulary`]). Adding an input touches its
 //! file here (what it reads, its rows, its tests), its switch in the config (a field of

@@ -7,9 +7,11 @@
 //!
 //! Rhyme biases (`rhyme_bias = true`): at the same positions, two learned biases on next-token
 //! logits (a next-token bias of the GPT): one for those same characters, which the real poems
-//! almost never rhyme on again, and one for the characters that share a 平声 rhyme group with
-//! every earlier rhyme of the poem (the ends of the lines [`super::places`] says must rhyme), which
-//! the real poems mostly do.
+//! almost never rhyme on again, and, from the poem's third rhyme on, one for the characters that
+//! share a 平声 rhyme group with every earlier rhyme (the ends of the lines [`super::places`] says
+//! must rhyme), which the real poems mostly do. From the second rhyme on, the second bias made the
+//! loss worse (a poem whose first two rhymes do not agree is often one that does not rhyme);
+//! from the third, both biases make it better (docs/experiments.md, sections 14 and 17).
 
 use super::places::PoemReader;
 use super::vocabulary::{TokenKind, TokenKinds, Vocabulary};
@@ -83,10 +85,15 @@ impl BiasInput for RhymeBias {
             lines: RhymeReader::new(&self.kinds),
             rhymes: self.rhymes.clone(),
             shared: None,
+            rhymes_read: 0,
             rhyme_next: false,
         })
     }
 }
+
+/// Earlier rhymes of the poem that must share a group before the second bias applies: from the
+/// third rhyme on, where a poem that rhymes has shown its group twice.
+const AGREEING: usize = 2;
 
 /// A [`RhymeReader`] that also keeps the rhyme groups every rhyme of the poem so far shares.
 struct RhymeBiasReader {
@@ -94,6 +101,8 @@ struct RhymeBiasReader {
     rhymes: Arc<Rhymes>,
     /// The groups shared by the poem's rhymes so far (`None` before its first).
     shared: Option<Vec<u16>>,
+    /// The poem's rhymes so far.
+    rhymes_read: usize,
     /// Whether the next token is a rhyme.
     rhyme_next: bool,
 }
@@ -106,10 +115,12 @@ impl BiasReader for RhymeBiasReader {
             TokenKind::PoemEnd | TokenKind::HeaderStart | TokenKind::HeaderEnd
         ) {
             self.shared = None;
+            self.rhymes_read = 0;
         }
         if self.rhyme_next && kind == TokenKind::Char {
             let groups = &self.rhymes.groups[id as usize];
             self.shared = Some(common_groups(self.shared.as_deref(), groups));
+            self.rhymes_read += 1;
         }
         let finals = self.lines.finals_before_rhyme(id);
         self.rhyme_next = finals.is_some();
@@ -117,7 +128,8 @@ impl BiasReader for RhymeBiasReader {
             return Vec::new();
         };
         let mut biased: Biased = finals.iter().map(|&f| (f, REPEATED)).collect();
-        for &group in self.shared.iter().flatten() {
+        let agreed = self.shared.iter().filter(|_| self.rhymes_read >= AGREEING);
+        for &group in agreed.flatten() {
             biased.extend(
                 self.rhymes.members[group as usize]
                     .iter()
@@ -219,8 +231,9 @@ mod tests {
     }
 
     #[test]
-    fn before_a_rhyme_it_biases_the_earlier_line_ends_and_what_rhymes_with_the_earlier_rhymes() {
-        let text = "\n白日依山尽，黄河入海流。欲穷千里目，更上一层楼。\n";
+    fn before_a_rhyme_it_biases_the_earlier_line_ends_and_from_the_third_what_rhymes_with_them() {
+        let text = "\n国破山河在，城春草木深。感时花溅泪，恨别鸟惊心。\
+                    烽火连三月，家书抵万金。白头搔更短，浑欲不胜簪。\n";
         let vocabulary = Vocabulary::new(text.chars().zip(0..));
         let Reads::Bias(input) = rhyme_bias(&vocabulary) else {
             panic!("a next-token bias")
@@ -230,26 +243,29 @@ mod tests {
             .map(|id| reader.read(id))
             .collect();
         let id = |c: char| text.chars().position(|x| x == c).unwrap() as u32;
-        // Before 流 (at 海, 10): 尽 ended a line; no rhyme yet to rhyme with.
-        assert_eq!(biased[10], [(id('尽'), REPEATED)]);
-        // Before 楼 (at 层, 22): 尽, 流 and 目 ended lines; 流 and 楼 share 尤 with the rhyme 流.
-        let mut before_lou = biased[22].clone();
-        before_lou.sort_unstable();
-        let mut expected = vec![
-            (id('尽'), REPEATED),
-            (id('流'), REPEATED),
-            (id('目'), REPEATED),
-            (id('流'), RHYMING),
-            (id('楼'), RHYMING),
-        ];
-        expected.sort_unstable();
-        assert_eq!(before_lou, expected);
+        let sorted = |i: usize| {
+            let mut entries = biased[i].clone();
+            entries.sort_unstable();
+            entries
+        };
+        let entries = |repeated: &str, rhyming: &str| {
+            let mut all: Biased = repeated.chars().map(|c| (id(c), REPEATED)).collect();
+            all.extend(rhyming.chars().map(|c| (id(c), RHYMING)));
+            all.sort_unstable();
+            all
+        };
+        // Before 深 (at 木, 10) and 心 (at 惊, 22): the earlier line ends; one rhyme is no group.
+        assert_eq!(sorted(10), entries("在", ""));
+        assert_eq!(sorted(22), entries("在深泪", ""));
+        // Before 金 (at 万, 34) and 簪 (at 胜, 46): two rhymes agree on 侵, so its characters too.
+        assert_eq!(sorted(34), entries("在深泪心月", "深心金簪"));
+        assert_eq!(sorted(46), entries("在深泪心月金短", "深心金簪"));
         let taken: Vec<usize> = (0..biased.len())
             .filter(|&i| !biased[i].is_empty())
             .collect();
         assert_eq!(
             taken,
-            [10, 22],
+            [10, 22, 34, 46],
             "nowhere else, and a new poem starts afresh"
         );
     }
