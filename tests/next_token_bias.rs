@@ -14,7 +14,9 @@ use shige::ops::{Precision, WeightFormat};
 use shige::train::optim::{AdamWParams, Optimizer};
 use shige::verse::inputs;
 
-const POEMS: &str = "白日依山尽，黄河入海流。欲穷千里目，更上一层楼。\n床前明月光，疑是地上霜。举头望明月，低头思故乡。\n";
+/// A regulated poem of 8 lines (its third and fourth rhymes follow two that agree) and a quatrain.
+const POEMS: &str = "国破山河在，城春草木深。感时花溅泪，恨别鸟惊心。烽火连三月，家书抵万金。白头搔更短，浑欲不胜簪。\n\
+                     床前明月光，疑是地上霜。举头望明月，低头思故乡。\n";
 
 /// A model with verse places and the rhyme biases, set to `biases` (repeated, rhyming).
 fn model(tokenizer: &CharTokenizer, biases: [f32; 2]) -> (Gpt, Optimizer) {
@@ -22,7 +24,7 @@ fn model(tokenizer: &CharTokenizer, biases: [f32; 2]) -> (Gpt, Optimizer) {
         verse_places: true,
         rhyme_bias: true,
         tie_weights: true,
-        block_size: 32,
+        block_size: 64,
         ..common::small_config(tokenizer.vocab_size(), 2, Position::Rope)
     };
     let (model, varmap) = Gpt::seeded_with(
@@ -51,14 +53,15 @@ fn model(tokenizer: &CharTokenizer, biases: [f32; 2]) -> (Gpt, Optimizer) {
     (model, opt)
 }
 
-/// The two poems as 2 sequences of 25 tokens (each from its poem's start) and their next tokens.
+/// The poems as 2 sequences of 48 tokens (the first the whole regulated poem, the second from
+/// its fifth line through the quatrain) and their next tokens.
 fn batch(tokenizer: &CharTokenizer) -> (Tensor, Tensor) {
     let ids = tokenizer.encode(&format!("\n{POEMS}")).unwrap();
-    let rows: Vec<u32> = [&ids[0..26], &ids[25..51]].concat();
-    let all = Tensor::from_vec(rows, (2, 26), &Device::Cpu).unwrap();
+    let rows: Vec<u32> = [&ids[0..49], &ids[25..74]].concat();
+    let all = Tensor::from_vec(rows, (2, 49), &Device::Cpu).unwrap();
     (
-        all.narrow(1, 0, 25).unwrap().contiguous().unwrap(),
-        all.narrow(1, 1, 25).unwrap().contiguous().unwrap(),
+        all.narrow(1, 0, 48).unwrap().contiguous().unwrap(),
+        all.narrow(1, 1, 48).unwrap().contiguous().unwrap(),
     )
 }
 
@@ -73,6 +76,12 @@ fn the_engine_trains_the_bias_as_autograd_does() {
     let reference = graph.loss(&x, &y, &mut Mode::Eval).unwrap();
     let expected = opt.gradients(&reference.backward().unwrap()).unwrap();
     let expected_loss = reference.to_scalar::<f32>().unwrap() as f64;
+    // Both biases act in the batch (the regulated poem's third and fourth rhymes the second).
+    let d_biases = grads
+        .values()
+        .find(|g| g.len() == 2)
+        .expect("the biases' gradient (2)");
+    assert!(d_biases.iter().all(|&d| d != 0.0), "{d_biases:?}");
     common::assert_same_loss_and_gradients(
         "rhyme_bias",
         (loss, &opt.gradients_from(grads)),
@@ -96,7 +105,7 @@ fn the_decoder_adds_the_bias_where_the_graph_does() {
     let tokenizer = CharTokenizer::from_text(POEMS).unwrap();
     let (model, _) = model(&tokenizer, [-2.0, 0.5]);
     let ids = tokenizer
-        .encode("\n白日依山尽，黄河入海流。欲穷千里目，更上一层")
+        .encode("\n国破山河在，城春草木深。感时花溅泪，恨别鸟惊心。烽火连三月，家书抵万")
         .unwrap();
     let graph = common::full_logits(&model, &ids);
     let decoder = CpuDecoder::new(&model, WeightFormat::F32).unwrap().unwrap();
@@ -111,18 +120,27 @@ fn the_decoder_adds_the_bias_where_the_graph_does() {
                 "position {i}: {a} against {b}"
             );
         }
-        // Before 楼 (after 层), the lines so far ended on 尽, 流 and 目: each lowered by 2; 流 and
-        // 楼 rhyme with the rhyme 流 (尤): raised by 0.5; 明 neither.
-        if i + 1 == ids.len() {
+        // Before 心 (after 惊, 22), the lines so far ended on 在, 深 and 泪: each lowered by 2;
+        // one rhyme (深) raises nothing. Before 金 (after 万, 34), 心 and 月 ended lines too, and
+        // two rhymes agree on 侵: 深, 心, 金 and 簪 raised by 0.5; 春 neither.
+        let expected: &[(char, f32)] = match i {
+            22 => &[('在', -2.0), ('深', -2.0), ('泪', -2.0), ('心', 0.0)],
+            34 => &[
+                ('在', -2.0),
+                ('深', -1.5),
+                ('泪', -2.0),
+                ('心', -1.5),
+                ('月', -2.0),
+                ('金', 0.5),
+                ('簪', 0.5),
+                ('春', 0.0),
+            ],
+            _ => &[],
+        };
+        if !expected.is_empty() {
             let (_, plain) = model_loss(&tokenizer, [0.0; 2]);
             let unbiased = common::full_logits(&plain, &ids)[i].clone();
-            for (c, expected) in [
-                ('尽', -2.0),
-                ('流', -1.5),
-                ('目', -2.0),
-                ('楼', 0.5),
-                ('明', 0.0),
-            ] {
+            for &(c, expected) in expected {
                 let t = tokenizer.id(c).unwrap() as usize;
                 let moved = logits[t] - unbiased[t];
                 assert!((moved - expected).abs() < 1e-4, "{c}: moved by {moved}");
@@ -130,5 +148,5 @@ fn the_decoder_adds_the_bias_where_the_graph_does() {
             }
         }
     }
-    assert_eq!(biased, 4);
+    assert_eq!(biased, 3 + 7);
 }
