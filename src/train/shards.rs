@@ -41,7 +41,7 @@ pub struct Shards {
 }
 
 /// One unit's rows of a batch and its weight (its share of the batch's sequences).
-struct Shard {
+struct Unit {
     x: Tensor,
     y: Tensor,
     weight: f64,
@@ -140,8 +140,8 @@ impl Shards {
     /// units' order with their weights.
     fn run<T: Send>(
         &self,
-        units: &[Shard],
-        work: impl Fn(usize, &Shard) -> Result<T> + Sync,
+        units: &[Unit],
+        work: impl Fn(usize, &Unit) -> Result<T> + Sync,
     ) -> Result<Vec<(f64, T)>> {
         let next = AtomicUsize::new(0);
         let results: Vec<Mutex<Option<Result<T>>>> =
@@ -161,8 +161,9 @@ impl Shards {
                 .iter()
                 .map(|pool| scope.spawn(move || pool.install(take_units)))
                 .collect();
-            let panicked = handles.into_iter().any(|h| h.join().is_err());
-            if panicked {
+            // Every thread joined before looking (`any` would stop at the first that panicked).
+            let panicked: Vec<bool> = handles.into_iter().map(|h| h.join().is_err()).collect();
+            if panicked.contains(&true) {
                 return Err(Error::Msg("a thread of the training step panicked".into()));
             }
             Ok(())
@@ -179,14 +180,14 @@ impl Shards {
 }
 
 /// The batch's sequences in units of [`UNIT_ROWS`] positions (the last may be smaller).
-fn units(x: &Tensor, y: &Tensor) -> Result<Vec<Shard>> {
+fn units(x: &Tensor, y: &Tensor) -> Result<Vec<Unit>> {
     let (batch, t) = x.dims2()?;
     let per_unit = (UNIT_ROWS / t.max(1)).max(1);
     (0..batch)
         .step_by(per_unit)
         .map(|start| {
             let rows = per_unit.min(batch - start);
-            Ok(Shard {
+            Ok(Unit {
                 x: x.narrow(0, start, rows)?,
                 y: y.narrow(0, start, rows)?,
                 weight: rows as f64 / batch as f64,
