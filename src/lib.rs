@@ -17,6 +17,7 @@ pub mod model;
 pub mod ops;
 pub mod perf;
 pub mod sample;
+#[cfg(feature = "serve")]
 pub mod serve;
 pub mod train;
 pub mod verse;

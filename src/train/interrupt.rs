@@ -14,6 +14,7 @@ static QUIT: AtomicBool = AtomicBool::new(false);
 static SAVED: AtomicBool = AtomicBool::new(false);
 
 /// Writes `message` to stderr with write(2), the one way of printing that is async-signal-safe.
+#[cfg(unix)]
 fn write_stderr(message: &str) {
     // SAFETY: write() is async-signal-safe and reads `message.len()` bytes of a live &str.
     unsafe {
@@ -21,6 +22,7 @@ fn write_stderr(message: &str) {
     }
 }
 
+#[cfg(unix)]
 extern "C" fn on_signal(signal: libc::c_int) {
     if SIGNAL
         .compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst)

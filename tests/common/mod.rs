@@ -129,6 +129,7 @@ pub fn full_logits(model: &shige::model::Gpt, ids: &[u32]) -> Vec<Vec<f32>> {
 
 /// A server with `options` on 127.0.0.1 at an ephemeral port, on a thread of its own; its base
 /// URL.
+#[cfg(feature = "serve")]
 pub fn serve_in_thread(options: shige::serve::ServeOptions) -> String {
     let served = std::sync::Arc::new(shige::serve::Served::new(options));
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -179,6 +180,7 @@ pub fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
 
 /// The `serve` binary started in `cwd` with `args` on any free port: the process (its stderr
 /// piped) and the page's address, read from its first line.
+#[cfg(feature = "serve")]
 pub fn serve_binary(cwd: &Path, args: &[&str]) -> (std::process::Child, String) {
     use std::io::BufRead;
     use std::process::Stdio;
