@@ -209,23 +209,20 @@ impl Optimizer {
     }
 
     /// One update at the learning rates `lr`, with gradients multiplied by `grad_scale` (clipping).
-    /// The parameters are updated side by side on the thread pool (each on its own: the result
-    /// does not depend on the threads).
+    /// The parameters are updated and written back side by side on the thread pool (each on its
+    /// own: the result does not depend on the threads).
     pub fn step(&mut self, grads: &Gradients, lr: Rates, grad_scale: f64) -> Result<()> {
         self.step += 1;
         let (params, step) = (self.params, self.step);
-        let updated: Vec<Vec<f32>> = self
-            .slots
+        self.slots
             .par_iter_mut()
             .zip(grads.0.par_iter())
-            .map(|(slot, g)| slot.updated(g, lr, grad_scale, (params, step)))
-            .collect::<Result<_>>()?;
-        for (slot, theta) in self.slots.iter().zip(updated) {
-            let shape = slot.var.shape().clone();
-            slot.var
-                .set(&Tensor::from_vec(theta, shape, slot.var.device())?)?;
-        }
-        Ok(())
+            .try_for_each(|(slot, g)| {
+                let theta = slot.updated(g, lr, grad_scale, (params, step))?;
+                let shape = slot.var.shape().clone();
+                slot.var
+                    .set(&Tensor::from_vec(theta, shape, slot.var.device())?)
+            })
     }
 
     /// The moments as named tensors (`m.<param>`, `v.<param>`; Muon's momentum buffer
