@@ -180,14 +180,8 @@ fn train_step_time(
     batches: &mut RandomBatches,
     steps: usize,
 ) -> Result<(f64, StepPhases)> {
-    let params = AdamWParams {
-        beta1: 0.9,
-        beta2: 0.95,
-        eps: 1e-8,
-        weight_decay: 0.1,
-    };
     let vars = varmap.data().lock().expect("parameter map").clone();
-    let mut opt = Optimizer::new(vars, params, None)?;
+    let mut opt = Optimizer::new(vars, AdamWParams::NANOGPT, None)?;
     let shards = Shards::for_device(model.device())?;
     let (mut times, mut phases) = (Vec::new(), Vec::new());
     for i in 0..steps + 2 {

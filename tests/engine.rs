@@ -82,13 +82,12 @@ impl Layout {
     /// A 2-layer model of this layout whose biases (zero at initialisation) are made to count.
     fn model(&self) -> (Gpt, Optimizer) {
         let (model, varmap) = self.model_and_variables();
-        let params = AdamWParams {
-            beta1: 0.9,
-            beta2: 0.95,
-            eps: 1e-8,
-            weight_decay: 0.1,
-        };
-        let opt = Optimizer::new(varmap.data().lock().unwrap().clone(), params, None).unwrap();
+        let opt = Optimizer::new(
+            varmap.data().lock().unwrap().clone(),
+            AdamWParams::NANOGPT,
+            None,
+        )
+        .unwrap();
         (model, opt)
     }
 

@@ -34,13 +34,12 @@ fn losses(precision: Precision) -> Vec<f64> {
     let t = model_cfg.block_size;
     let splits = Splits::new(&corpus, &tokenizer, t).unwrap();
     let (model, varmap) = Gpt::seeded(&model_cfg, 1, &Device::Cpu).unwrap();
-    let params = AdamWParams {
-        beta1: 0.9,
-        beta2: 0.95,
-        eps: 1e-8,
-        weight_decay: 0.1,
-    };
-    let mut opt = Optimizer::new(varmap.data().lock().unwrap().clone(), params, None).unwrap();
+    let mut opt = Optimizer::new(
+        varmap.data().lock().unwrap().clone(),
+        AdamWParams::NANOGPT,
+        None,
+    )
+    .unwrap();
     let shards = Shards::new(2).unwrap();
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     (0..STEPS)

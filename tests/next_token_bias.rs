@@ -43,13 +43,12 @@ fn model(tokenizer: &CharTokenizer, biases: [f32; 2]) -> (Gpt, Optimizer) {
             var.set(&common::wavy_like(var.as_tensor(), 0.05)).unwrap();
         }
     }
-    let params = AdamWParams {
-        beta1: 0.9,
-        beta2: 0.95,
-        eps: 1e-8,
-        weight_decay: 0.1,
-    };
-    let opt = Optimizer::new(varmap.data().lock().unwrap().clone(), params, None).unwrap();
+    let opt = Optimizer::new(
+        varmap.data().lock().unwrap().clone(),
+        AdamWParams::NANOGPT,
+        None,
+    )
+    .unwrap();
     (model, opt)
 }
 

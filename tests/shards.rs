@@ -12,13 +12,6 @@ use shige::ops::Precision;
 use shige::train::optim::{AdamWParams, Gradients, Optimizer};
 use shige::train::shards::{Shards, UNIT_ROWS};
 
-const PARAMS: AdamWParams = AdamWParams {
-    beta1: 0.9,
-    beta2: 0.95,
-    eps: 1e-8,
-    weight_decay: 0.1,
-};
-
 /// A batch of `rows` sequences of 16 tokens and the next tokens, over a vocabulary of 30.
 fn batch(rows: usize) -> (Tensor, Tensor) {
     let ids: Vec<u32> = (0..rows * 17).map(|i| (i * 11 % 29) as u32).collect();
@@ -47,7 +40,12 @@ fn loss_and_gradients(model: &Gpt, opt: &Optimizer, shards: &Shards) -> (f64, Gr
 /// A seeded model of `cfg` and an optimiser over its parameters.
 fn model_and_optimiser(cfg: &ModelConfig) -> (Gpt, Optimizer) {
     let (model, varmap) = Gpt::seeded(cfg, 3, &Device::Cpu).unwrap();
-    let opt = Optimizer::new(varmap.data().lock().unwrap().clone(), PARAMS, None).unwrap();
+    let opt = Optimizer::new(
+        varmap.data().lock().unwrap().clone(),
+        AdamWParams::NANOGPT,
+        None,
+    )
+    .unwrap();
     (model, opt)
 }
 

@@ -24,6 +24,16 @@ pub struct AdamWParams {
     pub weight_decay: f64,
 }
 
+impl AdamWParams {
+    /// nanoGPT's: β (0.9, 0.95), ε 1e-8, weight decay 0.1 (the benchmark's and the tests' optimiser).
+    pub const NANOGPT: AdamWParams = AdamWParams {
+        beta1: 0.9,
+        beta2: 0.95,
+        eps: 1e-8,
+        weight_decay: 0.1,
+    };
+}
+
 /// How a parameter is updated.
 #[derive(Debug, Clone, Copy)]
 enum Rule {
@@ -74,14 +84,9 @@ pub struct Gradients(Vec<Vec<f32>>);
 
 impl Gradients {
     /// Σ weight × gradients over `parts`, summed in the parts' order (none: no gradients): each
-    /// chunk of each parameter on one thread, over every part in turn.
-    pub fn weighted_sum(parts: Vec<(f64, Gradients)>) -> Gradients {
-        Self::weighted_sum_keeping(parts).0
-    }
-
-    /// [`Gradients::weighted_sum`], and the parts after the first, whose buffers the caller may
-    /// use again.
-    pub fn weighted_sum_keeping(mut parts: Vec<(f64, Gradients)>) -> (Gradients, Vec<Gradients>) {
+    /// chunk of each parameter on one thread, over every part in turn. Also returns the parts
+    /// after the first, whose buffers the caller may use again.
+    pub fn weighted_sum(mut parts: Vec<(f64, Gradients)>) -> (Gradients, Vec<Gradients>) {
         if parts.is_empty() {
             return (Gradients(Vec::new()), Vec::new());
         }
@@ -399,7 +404,7 @@ mod tests {
                 .zip(&b.0)
                 .map(|(a, b)| a.iter().zip(b).map(|(a, b)| 0.75 * a + 0.25 * b).collect())
                 .collect();
-        let sum = Gradients::weighted_sum(vec![(0.75, a), (0.25, b)]);
+        let (sum, _) = Gradients::weighted_sum(vec![(0.75, a), (0.25, b)]);
         for (s, e) in sum.values().iter().flatten().zip(expected.iter().flatten()) {
             assert!((s - e).abs() < 1e-6, "{s} vs {e}");
         }

@@ -116,7 +116,7 @@ impl Shards {
         })?;
         let loss = results.iter().map(|(w, (loss, _))| w * loss).sum();
         let grads = results.into_iter().map(|(w, (_, g))| (w, g)).collect();
-        let (sum, parts) = Gradients::weighted_sum_keeping(grads);
+        let (sum, parts) = Gradients::weighted_sum(grads);
         *lock(&self.spare) = parts
             .into_iter()
             .filter_map(Gradients::into_largest)
