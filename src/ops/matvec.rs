@@ -22,8 +22,9 @@ use std::ops::Range;
 pub enum WeightFormat {
     /// The weights as they are.
     F32,
-    /// Each weight rounded to IEEE half precision (relative error ≤ 2⁻¹¹), where the CPU has F16C;
-    /// elsewhere, and for a matrix with a weight beyond f16's range, the weights stay f32.
+    /// Each weight rounded to IEEE half precision (relative error ≤ 2⁻¹¹): held in f16 where the
+    /// CPU has F16C, elsewhere (a browser's wasm) widened back to f32 once, so that every machine
+    /// multiplies by the same numbers. A matrix with a weight beyond f16's range stays exact.
     F16,
 }
 
@@ -152,6 +153,8 @@ const PARALLEL_WEIGHTS: usize = 1 << 14;
 /// in turn, the weights W[16p..16p+16][i] (zeros past the last output).
 pub(crate) struct PackedMatrix {
     panels: Panels,
+    /// Whether the weights were rounded to f16 ([`WeightFormat::F16`]).
+    rounded: bool,
     n_out: usize,
     n_in: usize,
 }
@@ -167,24 +170,29 @@ impl PackedMatrix {
             rows.iter()
                 .all(|r| r.iter().fold(true, |ok, w| ok & (w.abs() <= max)))
         };
-        let panels =
-            if format == WeightFormat::F16 && WeightFormat::f16_converts_here() && in_f16_range() {
+        let rounded = format == WeightFormat::F16 && in_f16_range();
+        let panels = match rounded {
+            true if WeightFormat::f16_converts_here() => {
                 Panels::F16(pack(rows, n_in, HalfRow::round))
-            } else {
-                Panels::F32(pack(rows, n_in, |w| w))
-            };
+            }
+            true => Panels::F32(pack(rows, n_in, |w| {
+                w.map(|w| half::f16::from_f32(w).to_f32())
+            })),
+            false => Panels::F32(pack(rows, n_in, |w| w)),
+        };
         PackedMatrix {
             panels,
+            rounded,
             n_out: rows.len(),
             n_in,
         }
     }
 
-    /// The format its weights are stored in.
+    /// The format of its weights: F16 when they were rounded to f16 (held in f16 or widened).
     pub(crate) fn format(&self) -> WeightFormat {
-        match self.panels {
-            Panels::F32(_) => WeightFormat::F32,
-            Panels::F16(_) => WeightFormat::F16,
+        match self.rounded {
+            true => WeightFormat::F16,
+            false => WeightFormat::F32,
         }
     }
 
@@ -464,15 +472,12 @@ mod tests {
             .collect()
     }
 
-    /// The weights as the packed matrix holds them in `format` on this CPU (rounded by the half
-    /// crate for f16, an independent rounding), and the format it holds them in.
-    fn as_stored(w: &[f32], format: WeightFormat) -> (Vec<f32>, WeightFormat) {
-        match format == WeightFormat::F16 && WeightFormat::f16_converts_here() {
-            true => (
-                w.iter().map(|&w| half::f16::from_f32(w).to_f32()).collect(),
-                WeightFormat::F16,
-            ),
-            false => (w.to_vec(), WeightFormat::F32),
+    /// The weights as the packed matrix multiplies by them in `format` (rounded by the half
+    /// crate for f16, an independent rounding, on every CPU).
+    fn as_stored(w: &[f32], format: WeightFormat) -> Vec<f32> {
+        match format {
+            WeightFormat::F16 => w.iter().map(|&w| half::f16::from_f32(w).to_f32()).collect(),
+            WeightFormat::F32 => w.to_vec(),
         }
     }
 
@@ -488,12 +493,17 @@ mod tests {
                     .collect();
                 let rows: Vec<&[f32]> = w.chunks(n_in).collect();
                 let packed = PackedMatrix::new(&rows, n_in, format);
-                let (stored, held) = as_stored(&w, format);
-                assert_eq!(packed.format(), held);
+                let stored = as_stored(&w, format);
+                assert_eq!(packed.format(), format);
+                let held_in_f16 = matches!(packed.panels, Panels::F16(_));
+                assert_eq!(
+                    held_in_f16,
+                    format == WeightFormat::F16 && WeightFormat::f16_converts_here()
+                );
                 for m in [0, 1, 2, 6, 7, 13] {
                     let case = format!("{format:?}, {m} rows, {n_out}×{n_in}");
                     check_products(&packed, &stored, m, &case);
-                    if held == WeightFormat::F16 && m > 0 && n_in > 1 {
+                    if format == WeightFormat::F16 && m > 0 && n_in > 1 {
                         // The rounding is real: the f32 weights' products are others.
                         let exact = reference(&inputs(m * n_in), &w, n_out, n_in);
                         let rounded = reference(&inputs(m * n_in), &stored, n_out, n_in);
