@@ -15,6 +15,7 @@ pub mod machine;
 pub mod measure;
 pub mod model;
 pub mod ops;
+pub mod page;
 pub mod perf;
 pub mod sample;
 #[cfg(feature = "serve")]

@@ -95,17 +95,25 @@ impl RunConfig {
     /// given (`train.max_iters`) wins over `minutes` in the file unless minutes is given too.
     pub fn load_with(path: &Path, overrides: &[Override]) -> Result<Self, ConfigError> {
         let text = read_config_file(path)?;
-        let origin = path.display().to_string();
-        let mut table: toml::Table = toml::from_str(&text).map_err(|e| parse_error(&origin, e))?;
+        Self::from_toml_with(&text, &path.display().to_string(), overrides)
+    }
+
+    /// [`RunConfig::load_with`] of a file's text; `origin` names it in errors.
+    pub fn from_toml_with(
+        text: &str,
+        origin: &str,
+        overrides: &[Override],
+    ) -> Result<Self, ConfigError> {
+        let mut table: toml::Table = toml::from_str(text).map_err(|e| parse_error(origin, e))?;
         const SECTIONS: [&str; 5] = ["model", "data", "train", "optimizer", "schedule"];
         if !SECTIONS.iter().any(|s| table.contains_key(*s)) {
             return Err(ConfigError::Parse {
-                path: origin,
+                path: origin.to_string(),
                 message: "it has none of the sections [model], [data], [train], [optimizer], [schedule]: copy configs/default.toml and change what you need".into(),
             });
         }
         // The file's own values are checked (with their lines) before any override hides them.
-        let file = RunConfig::from_toml_str(&text, &origin)?;
+        let file = RunConfig::from_toml_str(text, origin)?;
         if overrides.is_empty() {
             return Ok(file);
         }

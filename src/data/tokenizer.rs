@@ -78,13 +78,17 @@ impl CharTokenizer {
     /// Loads a `tokenizer.json`, checking that it is a character vocabulary whose ids are
     /// 0, 1, … without gaps (a model has one output per id).
     pub fn load(path: &Path) -> Result<Self, DataError> {
-        let cannot =
-            |e: String| DataError::Tokenizer(format!("cannot load {}: {e}", path.display()));
         let text = crate::files::read_text_limited(path, crate::files::SMALL_FILE_LIMIT)
-            .map_err(|e| cannot(e.to_string()))?;
+            .map_err(|e| DataError::Tokenizer(format!("cannot load {}: {e}", path.display())))?;
+        Self::from_json(&text, &path.display().to_string())
+    }
+
+    /// [`CharTokenizer::load`] of the text of a `tokenizer.json`; `origin` names it in errors.
+    pub fn from_json(text: &str, origin: &str) -> Result<Self, DataError> {
+        let cannot = |e: String| DataError::Tokenizer(format!("cannot load {origin}: {e}"));
         // The syntax first: tokenizers 0.23 panics ("Helper") on a syntax error inside the
         // "decoder" object instead of returning its error.
-        serde_json::from_str::<serde::de::IgnoredAny>(&text)
+        serde_json::from_str::<serde::de::IgnoredAny>(text)
             .map_err(|e| cannot(format!("it is not valid JSON ({e})")))?;
         let inner: Tokenizer = text.parse().map_err(|e| cannot(format!("{e}")))?;
         let vocab = inner.get_vocab(false);

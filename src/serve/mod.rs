@@ -25,7 +25,6 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use open::{OpenRun, Shelf};
-use serde::Deserialize;
 use serde_json::json;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -33,7 +32,7 @@ use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use training::Trainer;
 
-pub use write::{MAX_NEW_TOKENS, MAX_TEXT_CHARS};
+pub use crate::page::{MAX_NEW_TOKENS, MAX_TEXT_CHARS};
 
 /// How much work the server takes on at once, and how long connections may take.
 #[derive(Debug, Clone, Copy)]
@@ -244,6 +243,15 @@ impl ApiError {
     }
 }
 
+impl From<crate::page::Refusal> for ApiError {
+    fn from(refusal: crate::page::Refusal) -> Self {
+        match refusal {
+            crate::page::Refusal::Bad(message) => ApiError::bad(message),
+            crate::page::Refusal::Internal(message) => ApiError::internal(message),
+        }
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         (self.0, Json(json!({ "error": self.1 }))).into_response()
@@ -270,37 +278,6 @@ fn body<T>(body: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
             format!("the request's body is not valid: {}", e.body_text()),
         )
     })
-}
-
-/// A message of the sampling rules as the API gives it: their command-line flags (`--top-k`)
-/// named as the query's parameters (`top_k`).
-fn as_parameters(message: impl std::fmt::Display) -> ApiError {
-    let mut text = message.to_string();
-    for flag in [
-        "temperature",
-        "top-k",
-        "top-p",
-        "max-new-tokens",
-        "form",
-        "acrostic",
-        "meter",
-    ] {
-        text = text.replace(&format!("--{flag}"), &flag.replace('-', "_"));
-    }
-    ApiError::bad(text)
-}
-
-/// A yes-or-no parameter: true, 1, on or yes; false, 0, off or no.
-fn yes_or_no<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
-    let text = String::deserialize(d)?;
-    match text.to_ascii_lowercase().as_str() {
-        "true" | "1" | "on" | "yes" => Ok(true),
-        "false" | "0" | "off" | "no" => Ok(false),
-        _ => Err(serde::de::Error::custom(format!(
-            "`{}` is neither true nor false (1 or 0)",
-            text.escape_debug()
-        ))),
-    }
 }
 
 /// Runs `work` on a blocking thread (model work is CPU-bound) once a look's place is free.

@@ -462,25 +462,48 @@ pub fn load_run_on(dir: &Path, device: &Device) -> Result<LoadedRun> {
     }
     let config = crate::config::RunConfig::load(&run.file(CONFIG_FILE))?;
     let tokenizer = crate::data::CharTokenizer::load(&run.file(TOKENIZER_FILE))?;
-    if config.model.vocab_size != tokenizer.vocab_size() {
-        bail!(
-            "{}: the config says vocab_size {} but tokenizer.json has {} tokens: they come from different runs",
-            dir.display(),
-            config.model.vocab_size,
-            tokenizer.vocab_size()
-        );
-    }
     let (tensors, metadata) = read_safetensors(&run.file(MODEL_FILE))?;
-    check_weights_belong(dir, &config.model, &tokenizer, &tensors, &metadata)?;
-    config.model.validate()?;
-    let inputs = crate::verse::inputs::for_tokenizer(&config.model, &tokenizer)?;
-    let (model, varmap) = crate::model::Gpt::seeded_with(&config.model, inputs, 0, device)?;
-    load_params(&varmap, &tensors, "", &run.file(MODEL_FILE))?;
-    Ok(LoadedRun {
-        model,
-        tokenizer,
-        config,
-    })
+    LoadedRun::from_parts(
+        (config, tokenizer),
+        (tensors, metadata),
+        &dir.display().to_string(),
+        device,
+    )
+}
+
+impl LoadedRun {
+    /// A run's config and tokenizer with its weights (the tensors and metadata of its
+    /// model.safetensors) on `device`, checked to belong together; `origin` names the run in
+    /// errors. The static page loads its run so, from what it downloaded.
+    pub fn from_parts(
+        (config, tokenizer): (crate::config::RunConfig, crate::data::CharTokenizer),
+        (tensors, metadata): (HashMap<String, Tensor>, HashMap<String, String>),
+        origin: &str,
+        device: &Device,
+    ) -> Result<LoadedRun> {
+        if config.model.vocab_size != tokenizer.vocab_size() {
+            bail!(
+                "{origin}: the config says vocab_size {} but tokenizer.json has {} tokens: they come from different runs",
+                config.model.vocab_size,
+                tokenizer.vocab_size()
+            );
+        }
+        check_weights_belong(origin, &config.model, &tokenizer, &tensors, &metadata)?;
+        config.model.validate()?;
+        let inputs = crate::verse::inputs::for_tokenizer(&config.model, &tokenizer)?;
+        let (model, varmap) = crate::model::Gpt::seeded_with(&config.model, inputs, 0, device)?;
+        load_params(
+            &varmap,
+            &tensors,
+            "",
+            Path::new(origin).join(MODEL_FILE).as_path(),
+        )?;
+        Ok(LoadedRun {
+            model,
+            tokenizer,
+            config,
+        })
+    }
 }
 
 /// Metadata key of model.safetensors: the model config the weights were trained with (TOML).
@@ -503,7 +526,7 @@ pub fn model_metadata(
 /// tokenizer: the config and tokenizer recorded in the weights' metadata (runs of earlier versions
 /// have none), the number of blocks and the token embedding's shape.
 fn check_weights_belong(
-    dir: &Path,
+    origin: &str,
     cfg: &crate::config::ModelConfig,
     tokenizer: &crate::data::CharTokenizer,
     tensors: &HashMap<String, Tensor>,
@@ -511,8 +534,7 @@ fn check_weights_belong(
 ) -> Result<()> {
     let different = |what: String| {
         anyhow::anyhow!(
-            "{}: {what}: config.toml, tokenizer.json and model.safetensors must come from one run",
-            dir.display()
+            "{origin}: {what}: config.toml, tokenizer.json and model.safetensors must come from one run"
         )
     };
     if let Some(saved) = metadata.get(MODEL_CONFIG_KEY) {

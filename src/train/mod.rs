@@ -9,8 +9,10 @@ pub mod parent;
 pub mod plan;
 pub mod run;
 pub mod schedule;
+pub mod session;
 pub mod shards;
 mod state;
 pub mod trainer;
 
+pub use session::Session;
 pub use trainer::{train, TrainOptions, TrainSummary};

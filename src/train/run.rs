@@ -271,13 +271,18 @@ pub fn check_precision(
 /// (a new run needs a directory without a run in it, a resume one with a checkpoint) and the
 /// temporary files of killed processes cleared. Call it holding the directory's lock.
 fn set_up(opts: &TrainOptions) -> Result<Setup> {
-    let (run, mut cfg) = (opts.run.clone(), opts.config.clone());
+    let run = &opts.run;
     match opts.resume {
         true => run.check_resumable()?,
         false => run.check_fresh()?,
     }
     run.remove_temporary_files();
-    let corpus = load_corpus(&cfg, opts.progress)?;
+    set_up_with(opts, load_corpus(&opts.config, opts.progress)?)
+}
+
+/// [`set_up`] on `corpus`, read already: tokenizer, data and a freshly initialised model.
+pub(super) fn set_up_with(opts: &TrainOptions, corpus: Corpus) -> Result<Setup> {
+    let (run, mut cfg) = (opts.run.clone(), opts.config.clone());
     cfg.data.kind = corpus.kind; // saved with the run: a resume reads it the same way
     if opts.resume && opts.parent.is_some() {
         bail!("--init-from starts a new run: leave it out to resume one (the run keeps the weights it trained)")
@@ -352,7 +357,7 @@ fn set_up(opts: &TrainOptions) -> Result<Setup> {
 
 /// The progress of a new run, or of the checkpoint a resume continues (whose weights and
 /// moments it loads into the model and optimiser).
-fn restore(s: &mut Setup, resume: bool) -> Result<Progress> {
+pub(super) fn restore(s: &mut Setup, resume: bool) -> Result<Progress> {
     let seed = s.cfg.train.seed;
     let mut p = Progress {
         step: 0,

@@ -31,10 +31,12 @@ use std::sync::{Mutex, PoisonError};
 /// thread count.
 pub const UNIT_ROWS: usize = 256;
 
-/// Runs steps cut into units, one single-thread pool per thread (none: the whole batch at once,
-/// on devices whose ops are parallel inside).
+/// Runs steps cut into units, one single-thread pool per thread (none: on the calling thread, in
+/// a browser), or the whole batch at once on devices whose ops are parallel inside.
 pub struct Shards {
     pools: Vec<ThreadPool>,
+    /// The whole batch at once, uncut ([`Shards::whole`]).
+    whole: bool,
     /// The largest gradient buffer of each unit but the first of the last step, for the next
     /// step's output layer to write over (`ops::scratch`) instead of zeroing fresh memory.
     spare: Mutex<Vec<Vec<f32>>>,
@@ -48,9 +50,15 @@ struct Unit {
 }
 
 impl Shards {
-    /// Units shared out over `threads` threads (at least one).
+    /// Units shared out over `threads` threads (at least one). Where there are no threads to
+    /// start (a browser's wasm), the units run one after another on the calling thread: the
+    /// same units, so the same bits.
     pub fn new(threads: usize) -> Result<Self> {
-        let pools = (0..threads.max(1))
+        let threads = match cfg!(target_family = "wasm") {
+            true => 0,
+            false => threads.max(1),
+        };
+        let pools = (0..threads)
             .map(|i| {
                 ThreadPoolBuilder::new()
                     .num_threads(1)
@@ -61,6 +69,7 @@ impl Shards {
             .collect::<Result<_>>()?;
         Ok(Shards {
             pools,
+            whole: false,
             spare: Mutex::default(),
         })
     }
@@ -69,6 +78,7 @@ impl Shards {
     pub fn whole() -> Self {
         Shards {
             pools: Vec::new(),
+            whole: true,
             spare: Mutex::default(),
         }
     }
@@ -106,7 +116,7 @@ impl Shards {
             let grads = opt.gradients(&loss.backward()?)?;
             Ok((loss.to_scalar::<f32>()? as f64, grads))
         };
-        if self.pools.is_empty() {
+        if self.whole {
             return backward(x, y, rng);
         }
         let units = units(x, y)?;
@@ -129,7 +139,7 @@ impl Shards {
         let loss = |x: &Tensor, y: &Tensor| -> Result<f64> {
             Ok(model.loss(x, y, &mut Mode::Eval)?.to_scalar::<f32>()? as f64)
         };
-        if self.pools.is_empty() {
+        if self.whole {
             return loss(x, y);
         }
         let results = self.run(&units(x, y)?, |_, unit| loss(&unit.x, &unit.y))?;
@@ -155,6 +165,9 @@ impl Shards {
             *lock(&results[i]) = Some(work(i, unit));
         };
         let take_units = &take_units;
+        if self.pools.is_empty() {
+            take_units();
+        }
         let threads = self.pools.len().min(units.len());
         std::thread::scope(|scope| {
             let handles: Vec<_> = self.pools[..threads]

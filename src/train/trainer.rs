@@ -87,7 +87,7 @@ pub struct TrainOptions {
 
 /// Mean validation loss over `eval_iters` batches drawn from a fixed RNG, so every evaluation
 /// (and a resumed run) sees the same batches; `None` when Ctrl-C or SIGTERM cut it short.
-fn evaluate(s: &Setup) -> Result<Option<f64>> {
+pub(super) fn evaluate(s: &Setup) -> Result<Option<f64>> {
     let (cfg, mut rng) = (&s.cfg, rng(s.cfg.train.seed, 3));
     let mut total = 0.0;
     for _ in 0..cfg.train.eval_iters {
@@ -129,7 +129,7 @@ pub fn whole_split_loss(
 }
 
 /// One optimiser step; returns its training loss.
-fn train_step(s: &mut Setup, p: &mut Progress) -> Result<f64> {
+pub(super) fn train_step(s: &mut Setup, p: &mut Progress) -> Result<f64> {
     let (cfg, t) = (&s.cfg, &s.cfg.train);
     let lr = Rates {
         adamw: rate_at(cfg, p.step, cfg.optimizer.learning_rate),
@@ -170,6 +170,24 @@ fn evaluate_and_save(s: &Setup, p: &mut Progress, bar: &ProgressBar) -> Result<(
     let Some(val) = evaluate(s)? else {
         return save_checkpoint(s, p, None);
     };
+    record_evaluation(s, p, val)?;
+    save_checkpoint(s, p, Some(val))?;
+    let (row, sample) = (&p.rows[p.rows.len() - 1], &p.samples[p.samples.len() - 1]);
+    bar.suspend(|| {
+        crate::note!(
+            "step {:>6}: train {:.4}, val {val:.4}, lr {:.2e}  {}",
+            p.step,
+            row.train_loss,
+            row.lr,
+            shortened(&sample.text.replace('\n', " "), SHOWN_SAMPLE_CHARS)
+        )
+    });
+    Ok(())
+}
+
+/// Records the validation loss `val` of the current step: the interval's metrics row, and a poem
+/// drawn from the model as it is.
+pub(super) fn record_evaluation(s: &Setup, p: &mut Progress, val: f64) -> Result<()> {
     let t = &s.cfg.train;
     let lr = rate_at(&s.cfg, p.step - 1, s.cfg.optimizer.learning_rate);
     let tokens = (t.batch_size * s.cfg.model.block_size * p.interval.steps) as f64;
@@ -185,16 +203,6 @@ fn evaluate_and_save(s: &Setup, p: &mut Progress, bar: &ProgressBar) -> Result<(
     // Its own seed per step, so that a resumed run draws what an uninterrupted one does.
     let text = eval_sample(s, &mut rng(s.cfg.train.seed.wrapping_add(p.step as u64), 5))?;
     p.samples.push(EvalSample { step: p.step, text });
-    save_checkpoint(s, p, Some(val))?;
-    let (row, sample) = (&p.rows[p.rows.len() - 1], &p.samples[p.samples.len() - 1]);
-    bar.suspend(|| {
-        crate::note!(
-            "step {:>6}: train {:.4}, val {val:.4}, lr {lr:.2e}  {}",
-            p.step,
-            row.train_loss,
-            shortened(&sample.text.replace('\n', " "), SHOWN_SAMPLE_CHARS)
-        )
-    });
     Ok(())
 }
 
@@ -277,7 +285,7 @@ pub fn train(opts: TrainOptions) -> Result<TrainSummary> {
 }
 
 /// Whether the run evaluates after `step`.
-fn evaluates_at(s: &Setup, step: usize) -> bool {
+pub(super) fn evaluates_at(s: &Setup, step: usize) -> bool {
     step.is_multiple_of(s.cfg.train.eval_interval) || step == s.cfg.train.max_iters
 }
 

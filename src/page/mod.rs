@@ -1,0 +1,139 @@
+//! What the page asks of a run, whichever back end answers it: the local server (`serve`, over
+//! HTTP) or the static page's wasm module (in the browser). Both take the same query strings and
+//! give the same JSON, so that the one page works with either.
+//!
+//! [`poem`] writes a poem as a stream of events; [`look`] looks inside a model (attention, next
+//! characters, the lesson's order experiment) and scores a poem.
+
+pub mod look;
+pub mod poem;
+
+use crate::config::Position;
+use crate::data::header::Poets;
+use crate::data::poem::Form;
+use crate::sample::{has_headers, writes_ci};
+use crate::train::checkpoint::LoadedRun;
+use crate::verse::Tunes;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+pub use look::{inspect, order, score, InspectParams, ScoreParams};
+pub use poem::{write_poem, PoemEvent, PoemParams, PoemRequest, MAX_NEW_TOKENS};
+
+/// The longest prompt, and the longest text to inspect or score, in characters.
+pub const MAX_TEXT_CHARS: usize = 200;
+// A text to inspect is drawn with the newline that opens it.
+const _: () = assert!(MAX_TEXT_CHARS < crate::experiments::attention_maps::MAX_CHARS);
+/// Poets offered in the page's poet box (most poems first).
+const LISTED_POETS: usize = 300;
+/// Tunes offered in the page's tune box (most ci first).
+const LISTED_TUNES: usize = 300;
+
+/// Why a request is not answered: the asker's mistake (the server's 400) or the program's (500).
+#[derive(Debug)]
+pub enum Refusal {
+    Bad(String),
+    Internal(String),
+}
+
+impl Refusal {
+    pub fn bad(message: impl std::fmt::Display) -> Self {
+        Refusal::Bad(message.to_string())
+    }
+
+    pub fn internal(message: impl std::fmt::Display) -> Self {
+        Refusal::Internal(message.to_string())
+    }
+
+    /// A message of the sampling rules as the page's parameters name them: their command-line
+    /// flags (`--top-k`) as the query's parameters (`top_k`).
+    pub fn parameters(message: impl std::fmt::Display) -> Self {
+        let mut text = message.to_string();
+        for flag in [
+            "temperature",
+            "top-k",
+            "top-p",
+            "max-new-tokens",
+            "form",
+            "acrostic",
+            "meter",
+        ] {
+            text = text.replace(&format!("--{flag}"), &flag.replace('-', "_"));
+        }
+        Refusal::Bad(text)
+    }
+
+    /// What it says.
+    pub fn message(&self) -> &str {
+        match self {
+            Refusal::Bad(m) | Refusal::Internal(m) => m,
+        }
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.message())
+    }
+}
+
+/// The parameters of a query string (`a=1&b=x`, without the `?`), or a refusal that says which
+/// is not valid.
+pub fn parse_query<T: serde::de::DeserializeOwned>(query: &str) -> Result<T, Refusal> {
+    serde_urlencoded::from_str(query)
+        .map_err(|e| Refusal::bad(format!("a parameter is not valid: {e}")))
+}
+
+/// A yes-or-no parameter: true, 1, on or yes; false, 0, off or no.
+pub fn yes_or_no<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    let text = String::deserialize(d)?;
+    match text.to_ascii_lowercase().as_str() {
+        "true" | "1" | "on" | "yes" => Ok(true),
+        "false" | "0" | "off" | "no" => Ok(false),
+        _ => Err(serde::de::Error::custom(format!(
+            "`{}` is neither true nor false (1 or 0)",
+            text.escape_debug()
+        ))),
+    }
+}
+
+/// The page's description of the run `name` it writes with: its model, the kind of text it was
+/// trained on, and the boxes that text offers (poets and titles, tunes).
+pub fn run_info(name: &str, run: &LoadedRun, poets: Option<&Poets>) -> Value {
+    let kind = run.config.data.trained_kind();
+    let poets = poets.map(|p| {
+        p.counts()
+            .iter()
+            .take(LISTED_POETS)
+            .map(|(name, _)| name)
+            .collect::<Vec<_>>()
+    });
+    let tunes = writes_ci(&run.tokenizer, kind).then(|| {
+        Tunes::shipped()
+            .all()
+            .iter()
+            .take(LISTED_TUNES)
+            .map(|t| t.name.as_str())
+            .collect::<Vec<_>>()
+    });
+    json!({
+        "name": name,
+        "model": run.config.model,
+        "corpus_kind": kind,
+        "headers": has_headers(&run.tokenizer, kind),
+        "poets": poets,
+        "tunes": tunes,
+    })
+}
+
+/// The page's `info`: the run it writes with (`run_info`, or null with `no_run` saying why), the
+/// forms, the positional schemes and the configs it can train from.
+pub fn info(run: Option<Value>, no_run: Option<String>, configs: &[String]) -> Value {
+    json!({
+        "run": run,
+        "no_run": no_run,
+        "forms": Form::ALL.map(Form::name),
+        "positions": Position::ALL.map(Position::name),
+        "configs": configs,
+    })
+}

@@ -1,0 +1,97 @@
+//! A training held in memory, with no run directory: the static page's Train button, in a
+//! browser tab. The same setup, steps and evaluations as `train` (so the same bits for the same
+//! config and text), without files, signals or a clock: the caller times the steps.
+
+use super::metrics::{EvalSample, MetricRow};
+use super::run::{restore, set_up_with, Progress, Setup};
+use super::trainer::{evaluate, evaluates_at, record_evaluation, train_step};
+use super::TrainOptions;
+use crate::config::RunConfig;
+use crate::data::Corpus;
+use crate::train::checkpoint::RunDir;
+use anyhow::{Context, Result};
+use candle_core::Device;
+use std::path::Path;
+
+/// A new run of `config` on a text, trained step by step in memory.
+pub struct Session {
+    s: Setup,
+    p: Progress,
+}
+
+impl Session {
+    /// A new run of `config` (its corpus file not read) on `text`, read as `config.data.kind`
+    /// says; `origin` names the text in errors.
+    pub fn new(config: RunConfig, text: &str, origin: &str) -> Result<Session> {
+        let corpus = Corpus::parse(text, Path::new(origin), config.data.kind)?;
+        let opts = TrainOptions {
+            config,
+            run: RunDir::new(origin),
+            resume: false,
+            stop_at: None,
+            progress: false,
+            device: Device::Cpu,
+            kernels: Default::default(),
+            parent: None,
+        };
+        let mut s = set_up_with(&opts, corpus)?;
+        let p = restore(&mut s, false)?;
+        Ok(Session { s, p })
+    }
+
+    /// The run's config, completed (vocabulary size, the kind its text was read as).
+    pub fn config(&self) -> &RunConfig {
+        &self.s.cfg
+    }
+
+    /// Steps done.
+    pub fn step(&self) -> usize {
+        self.p.step
+    }
+
+    /// Whether the run has done its `max_iters` steps.
+    pub fn is_done(&self) -> bool {
+        self.p.step >= self.s.cfg.train.max_iters
+    }
+
+    /// One optimiser step; its training loss.
+    pub fn train_step(&mut self) -> Result<f64> {
+        let loss = train_step(&mut self.s, &mut self.p)?;
+        let i = &mut self.p.interval;
+        (i.loss, i.steps) = (i.loss + loss, i.steps + 1);
+        Ok(loss)
+    }
+
+    /// Whether the step just done is one the run evaluates after.
+    pub fn evaluates_now(&self) -> bool {
+        self.p.step > 0 && evaluates_at(&self.s, self.p.step)
+    }
+
+    /// Evaluates the model as it is after the interval's steps, which took `seconds`: its metrics
+    /// row and the poem it draws.
+    pub fn evaluate(&mut self, seconds: f64) -> Result<(&MetricRow, &EvalSample)> {
+        let val = evaluate(&self.s)?.context("the evaluation was interrupted")?;
+        self.p.interval.seconds = seconds;
+        self.p.elapsed_s += seconds;
+        record_evaluation(&self.s, &mut self.p, val)?;
+        Ok((
+            &self.p.rows[self.p.rows.len() - 1],
+            &self.p.samples[self.p.samples.len() - 1],
+        ))
+    }
+
+    /// Every evaluation so far.
+    pub fn rows(&self) -> &[MetricRow] {
+        &self.p.rows
+    }
+
+    /// The model's parameters as they are now, by name.
+    pub fn parameters(&self) -> Vec<(String, candle_core::Tensor)> {
+        crate::train::checkpoint::named_params(&self.s.varmap, false)
+    }
+
+    /// The poem of every evaluation so far.
+    pub fn samples(&self) -> &[EvalSample] {
+        &self.p.samples
+    }
+}

@@ -1,0 +1,71 @@
+//! A run trained in memory (the static page's Train button, `train::Session`) is the run `train`
+//! trains: the same metrics, poems and weights for the same config and text.
+
+mod common;
+
+use common::tiny_config;
+use shige::train::checkpoint::{read_safetensors, RunDir, METRICS_FILE, SAMPLES_FILE, STATE_FILE};
+use shige::train::metrics::{from_csv, read_samples};
+use shige::train::Session;
+
+#[test]
+fn a_run_in_memory_trains_what_train_trains() {
+    let mut cfg = tiny_config();
+    (cfg.train.max_iters, cfg.train.eval_interval) = (24, 8);
+    cfg.model.dropout = 0.1; // the masks' draws too
+    let dir = tempfile::tempdir().unwrap();
+    common::run(&cfg, dir.path(), false, None).unwrap();
+    let run = RunDir::new(dir.path());
+    let want_rows = from_csv(&std::fs::read_to_string(run.file(METRICS_FILE)).unwrap()).unwrap();
+    let want_samples = read_samples(&run.file(SAMPLES_FILE)).unwrap();
+
+    let text = std::fs::read_to_string(&cfg.data.corpus).unwrap();
+    let mut session = Session::new(cfg.clone(), &text, "data/tiny.txt").unwrap();
+    let mut losses = Vec::new();
+    while !session.is_done() {
+        losses.push(session.train_step().unwrap());
+        if session.evaluates_now() {
+            session.evaluate(1.0).unwrap();
+        }
+    }
+    assert_eq!(session.step(), 24);
+    assert!(
+        losses.iter().all(|l| l.is_finite()) && losses[23] < losses[0],
+        "{losses:?}"
+    );
+    let rows = session.rows();
+    assert_eq!(rows.len(), want_rows.len());
+    for (got, want) in rows.iter().zip(&want_rows) {
+        // metrics.csv keeps the losses to its printed digits.
+        assert_eq!(got.step, want.step);
+        for (a, b) in [
+            (got.train_loss, want.train_loss),
+            (got.val_loss, want.val_loss),
+        ] {
+            assert!(
+                (a - b).abs() <= 1e-6 * b.abs(),
+                "step {}: {a} vs {b}",
+                got.step
+            );
+        }
+    }
+    let texts = |s: &[shige::train::metrics::EvalSample]| {
+        s.iter().map(|s| s.text.clone()).collect::<Vec<_>>()
+    };
+    assert_eq!(texts(session.samples()), texts(&want_samples));
+    // The weights: the run directory's last checkpoint against the session's model.
+    let (saved, _) = read_safetensors(&run.file(STATE_FILE)).unwrap();
+    let ours = session.parameters();
+    assert!(!ours.is_empty());
+    for (name, tensor) in ours {
+        let theirs = &saved[&format!("param.{name}")];
+        let (a, b) = (
+            tensor.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+            theirs.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+        );
+        assert!(
+            a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()),
+            "{name} differs"
+        );
+    }
+}
