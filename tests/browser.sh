@@ -12,10 +12,7 @@
 # bash tests/browser.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! command -v chromium >/dev/null; then
-  echo "installing chromium …"
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null
-fi
+source tests/chromium.sh
 out=target/browser-test
 rm -rf "$out" && mkdir -p "$out"
 cargo build --release -q --bin train --bin serve

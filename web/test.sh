@@ -9,10 +9,7 @@
 # bash web/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! command -v chromium >/dev/null; then
-  echo "installing chromium …"
-  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null
-fi
+source tests/chromium.sh
 out=target/web-test
 rm -rf "$out" && mkdir -p "$out/chromium"
 cargo build --release -q --bin train --bin sample
@@ -22,17 +19,18 @@ seed=3
 expected="$(./target/release/sample --checkpoint "$out/tiny" --form qilv --meter --seed $seed --num-samples 1 --json \
   | python3 -c 'import json, sys, urllib.parse; print(urllib.parse.quote(json.loads(sys.stdin.readline())["text"]))')"
 
-python3 -m http.server 0 --bind 127.0.0.1 --directory "$out/dist" >"$out/http.log" 2>&1 &
+PYTHONUNBUFFERED=1 python3 -m http.server 0 --bind 127.0.0.1 --directory "$out/dist" >"$out/http.log" 2>&1 &
 server=$!
 chromium --headless --no-sandbox --disable-gpu --window-size=1280,1000 --remote-debugging-port=0 \
   --user-data-dir="$out/chromium" about:blank >"$out/chromium.log" 2>&1 &
 browser=$!
 trap 'kill $server $browser 2>/dev/null' EXIT
-for _ in $(seq 100); do
+for _ in $(seq 300); do
   grep -q 'port [0-9]' "$out/http.log" && [[ -s "$out/chromium/DevToolsActivePort" ]] && break
   sleep 0.1
 done
 port="$(grep -o 'port [0-9]*' "$out/http.log" | head -1 | cut -d' ' -f2)"
+[[ -n "$port" && -s "$out/chromium/DevToolsActivePort" ]] || { echo "the static server or Chromium did not start (see $out/)" >&2; exit 1; }
 devtools="$(head -1 "$out/chromium/DevToolsActivePort")"
 url="http://127.0.0.1:$port/?selftest&seed=$seed&expect=$expected"
 if ! verdict="$(python3 web/selftest.py "$devtools" "$url" --timeout 300 --screenshot "$out/static.png")"; then
