@@ -9,23 +9,18 @@ const ready = init();
 let poet = null;
 let stopping = false;
 
-async function text(path) {
+/// The static build's file at `path`, or an error that says the build is incomplete.
+async function file(path) {
   const r = await fetch(path);
   if (!r.ok) throw new Error(`cannot load ${path} (${r.status}): the static build is incomplete; build it again with web/build.sh`);
-  return r.text();
-}
-
-async function bytes(path) {
-  const r = await fetch(path);
-  if (!r.ok) throw new Error(`cannot load ${path} (${r.status}): the static build is incomplete; build it again with web/build.sh`);
-  return new Uint8Array(await r.arrayBuffer());
+  return r;
 }
 
 const ops = {
   // The shipped run, from run/: the page's info for it.
   async open({ name, configs }) {
-    const [config, tokenizer, model] = await Promise.all([text("run/config.toml"), text("run/tokenizer.json"), bytes("run/model.safetensors")]);
-    poet = new Poet(name, config, tokenizer, model);
+    const [config, tokenizer, model] = await Promise.all(["run/config.toml", "run/tokenizer.json", "run/model.safetensors"].map(file));
+    poet = new Poet(name, await config.text(), await tokenizer.text(), new Uint8Array(await model.arrayBuffer()));
     return JSON.parse(poet.info(configs));
   },
   write({ query }, id) {

@@ -56,10 +56,7 @@ impl Session {
 
     /// One optimiser step; its training loss.
     pub fn train_step(&mut self) -> Result<f64> {
-        let loss = train_step(&mut self.s, &mut self.p)?;
-        let i = &mut self.p.interval;
-        (i.loss, i.steps) = (i.loss + loss, i.steps + 1);
-        Ok(loss)
+        train_step(&mut self.s, &mut self.p)
     }
 
     /// Whether the step just done is one the run evaluates after.

@@ -128,7 +128,7 @@ pub fn whole_split_loss(
     Ok(total / count as f64)
 }
 
-/// One optimiser step; returns its training loss.
+/// One optimiser step, counted in the evaluation interval; returns its training loss.
 pub(super) fn train_step(s: &mut Setup, p: &mut Progress) -> Result<f64> {
     let (cfg, t) = (&s.cfg, &s.cfg.train);
     let lr = Rates {
@@ -161,6 +161,8 @@ pub(super) fn train_step(s: &mut Setup, p: &mut Progress) -> Result<f64> {
         clip_scale(grads.norm(), cfg.optimizer.grad_clip),
     )?;
     p.step += 1;
+    let i = &mut p.interval;
+    (i.loss, i.steps) = (i.loss + loss, i.steps + 1);
     Ok(loss)
 }
 
@@ -334,8 +336,7 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
         let step_start = Instant::now();
         let loss = train_step(s, p)?;
         let dt = step_start.elapsed().as_secs_f64();
-        let i = &mut p.interval;
-        (i.loss, i.steps, i.seconds) = (i.loss + loss, i.steps + 1, i.seconds + dt);
+        p.interval.seconds += dt;
         (run_tokens, run_time) = (run_tokens + tokens_per_step, run_time + dt);
         p.elapsed_s += dt;
         if let Some(planner) = planner.as_mut() {
@@ -353,7 +354,7 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
         bar.set_position(p.step as u64);
         bar.set_message(format!(
             "loss {loss:.3} | {:.0} tok/s",
-            tokens_per_step * i.steps as f64 / i.seconds
+            tokens_per_step * p.interval.steps as f64 / p.interval.seconds
         ));
         if evaluates_at(s, p.step) {
             evaluate_and_save(s, p, &bar)?;
