@@ -118,13 +118,15 @@ pub struct ModelBench {
 }
 
 /// Median milliseconds of each phase of a training step: what runs in parallel (the units'
-/// forward and backward passes with the sum of their gradients) and what does not.
+/// forward and backward passes) and what runs after them.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct StepPhases {
     /// Drawing the batch.
     pub batch_ms: f64,
-    /// Forward and backward over the units, and their gradients summed.
-    pub gradients_ms: f64,
+    /// Forward and backward over the units, the threads taking one unit at a time.
+    pub units_ms: f64,
+    /// The units' gradients summed (each chunk on one thread, over every unit in turn).
+    pub sum_ms: f64,
     /// The gradients' global norm, for clipping.
     pub norm_ms: f64,
     /// The optimiser's update of every parameter.
@@ -133,13 +135,14 @@ pub struct StepPhases {
 
 impl StepPhases {
     /// The medians of each phase over `steps`.
-    fn medians(steps: &[[f64; 4]]) -> Self {
+    fn medians(steps: &[[f64; 5]]) -> Self {
         let phase = |k: usize| 1e3 * median(steps.iter().map(|s| s[k]).collect());
         StepPhases {
             batch_ms: phase(0),
-            gradients_ms: phase(1),
-            norm_ms: phase(2),
-            update_ms: phase(3),
+            units_ms: phase(1),
+            sum_ms: phase(2),
+            norm_ms: phase(3),
+            update_ms: phase(4),
         }
     }
 }
@@ -196,8 +199,10 @@ fn train_step_time(
         let (x, y) = batches.next()?;
         let batch = lap();
         let dropout = &mut ChaCha8Rng::seed_from_u64(0);
-        let (_, grads) = shards.loss_and_gradients((model, &opt), (&x, &y), precision, dropout)?;
-        let gradients = lap();
+        let parts = shards.unit_gradients((model, &opt), (&x, &y), precision, dropout)?;
+        let units = lap();
+        let (_, grads) = shards.sum(parts);
+        let sum = lap();
         let norm = grads.norm();
         let norm_time = lap();
         let lr = Rates {
@@ -208,7 +213,7 @@ fn train_step_time(
         let update = lap();
         if i >= 2 {
             times.push(start.elapsed().as_secs_f64());
-            phases.push([batch, gradients, norm_time, update]);
+            phases.push([batch, units, sum, norm_time, update]);
         }
     }
     Ok((median(times), StepPhases::medians(&phases)))

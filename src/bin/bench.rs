@@ -218,14 +218,14 @@ fn text(report: &Report, one_dtype: bool) -> Vec<String> {
         ));
     }
     lines.push(format!(
-        "\n{:<20}{:>10}{:>14}{:>10}{:>10}",
-        "step phases (ms)", "batch", "fwd + bwd", "norm", "update"
+        "\n{:<20}{:>10}{:>14}{:>10}{:>10}{:>10}",
+        "step phases (ms)", "batch", "units' f + b", "sum", "norm", "update"
     ));
     for m in &report.models {
         let p = &m.step_phases;
         lines.push(format!(
-            "{:<20}{:>10.2}{:>14.2}{:>10.2}{:>10.2}",
-            m.name, p.batch_ms, p.gradients_ms, p.norm_ms, p.update_ms
+            "{:<20}{:>10.2}{:>14.2}{:>10.2}{:>10.2}{:>10.2}",
+            m.name, p.batch_ms, p.units_ms, p.sum_ms, p.norm_ms, p.update_ms
         ));
     }
     if !report.ops.is_empty() {

@@ -4,8 +4,9 @@
 
 use super::muon::{self, MuonParams};
 use crate::engine::ParamGrads;
-use candle_core::{backprop::GradStore, Result, Tensor, Var};
+use candle_core::{backprop::GradStore, CpuStorage, InplaceOp1, Layout, Result, Tensor, Var};
 use rayon::prelude::*;
+use std::cell::Cell;
 use std::collections::HashMap;
 
 /// Parameters per rayon task in the update.
@@ -223,10 +224,10 @@ impl Optimizer {
             .par_iter_mut()
             .zip(grads.0.par_iter())
             .try_for_each(|(slot, g)| {
-                let theta = slot.updated(g, lr, grad_scale, (params, step))?;
-                let shape = slot.var.shape().clone();
-                slot.var
-                    .set(&Tensor::from_vec(theta, shape, slot.var.device())?)
+                let var = slot.var.clone();
+                update_values(&var, |theta| {
+                    slot.update(theta, g, lr, grad_scale, (params, step))
+                })
             })
     }
 
@@ -271,20 +272,20 @@ impl Optimizer {
 const MOMENTUM: &str = "momentum";
 
 impl Slot {
-    /// The parameter's values after one update with gradient `g` (see [`Optimizer::step`]);
+    /// One update of the parameter's values `theta` with gradient `g` (see [`Optimizer::step`]);
     /// AdamW's parameters and step count (1-based).
-    fn updated(
+    fn update(
         &mut self,
+        theta: &mut [f32],
         g: &[f32],
         lr: Rates,
         grad_scale: f64,
         (p, step): (AdamWParams, usize),
-    ) -> Result<Vec<f32>> {
-        let mut theta = self.var.as_tensor().flatten_all()?.to_vec1::<f32>()?;
+    ) {
         match self.rule {
             Rule::Muon { rows, cols, params } => {
                 let g = (g, grad_scale as f32);
-                muon::update(&mut theta, &mut self.m, g, (rows, cols), lr.muon, params);
+                muon::update(theta, &mut self.m, g, (rows, cols), lr.muon, params);
             }
             Rule::AdamW { decay } => {
                 let keep = if decay {
@@ -293,17 +294,9 @@ impl Slot {
                     1.0
                 };
                 let moments = (&mut self.m[..], &mut self.v[..]);
-                adamw_update(
-                    &mut theta,
-                    moments,
-                    g,
-                    (lr.adamw, keep, grad_scale),
-                    p,
-                    step,
-                );
+                adamw_update(theta, moments, g, (lr.adamw, keep, grad_scale), p, step);
             }
         }
-        Ok(theta)
     }
 
     /// The key prefixes of the moments in a checkpoint: of `m`, then of `v` (AdamW's).
@@ -317,6 +310,36 @@ impl Slot {
     /// The moments to save, each with its key prefix.
     fn moments(&self) -> impl Iterator<Item = (&'static str, &Vec<f32>)> {
         self.prefixes().iter().copied().zip([&self.m, &self.v])
+    }
+}
+
+/// `change` applied to the values of `var` (f32), in place on the CPU (a copy there and back
+/// cost as much as the update itself); elsewhere on a copy written back.
+fn update_values(var: &Var, change: impl FnOnce(&mut [f32])) -> Result<()> {
+    if !var.device().is_cpu() {
+        let mut values = var.flatten_all()?.to_vec1::<f32>()?;
+        change(&mut values);
+        return var.set(&Tensor::from_vec(values, var.shape(), var.device())?);
+    }
+    var.inplace_op1(&InPlace(Cell::new(Some(change))))
+}
+
+/// An in-place op on a CPU tensor's f32 values, called once.
+struct InPlace<F>(Cell<Option<F>>);
+
+impl<F: FnOnce(&mut [f32])> InplaceOp1 for InPlace<F> {
+    fn name(&self) -> &'static str {
+        "update-in-place"
+    }
+
+    fn cpu_fwd(&self, storage: &mut CpuStorage, layout: &Layout) -> Result<()> {
+        let (CpuStorage::F32(values), Some((start, end))) = (storage, layout.contiguous_offsets())
+        else {
+            candle_core::bail!("a parameter to update in place must be contiguous f32")
+        };
+        let change = self.0.take().expect("an in-place update runs once");
+        change(&mut values[start..end]);
+        Ok(())
     }
 }
 

@@ -42,6 +42,10 @@ pub struct Shards {
     spare: Mutex<Vec<Vec<f32>>>,
 }
 
+/// Each unit's weight (its share of the batch's sequences), loss and gradients, in the units'
+/// order.
+pub struct UnitGradients(Vec<(f64, (f64, Gradients))>);
+
 /// One unit's rows of a batch and its weight (its share of the batch's sequences).
 struct Unit {
     x: Tensor,
@@ -106,6 +110,19 @@ impl Shards {
         precision: Precision,
         rng: &mut ChaCha8Rng,
     ) -> Result<(f64, Gradients)> {
+        let parts = self.unit_gradients((model, opt), (x, y), precision, rng)?;
+        Ok(self.sum(parts))
+    }
+
+    /// Each unit's loss and gradients (the whole batch as one unit on devices whose ops are
+    /// parallel inside): the parallel phase of [`Shards::loss_and_gradients`].
+    pub fn unit_gradients(
+        &self,
+        (model, opt): (&Gpt, &Optimizer),
+        (x, y): (&Tensor, &Tensor),
+        precision: Precision,
+        rng: &mut ChaCha8Rng,
+    ) -> Result<UnitGradients> {
         let backward = |x: &Tensor, y: &Tensor, rng: &mut ChaCha8Rng| -> Result<(f64, Gradients)> {
             if engine::supports(model) {
                 let mode = &mut Mode::Train(rng);
@@ -117,21 +134,32 @@ impl Shards {
             Ok((loss.to_scalar::<f32>()? as f64, grads))
         };
         if self.whole {
-            return backward(x, y, rng);
+            return Ok(UnitGradients(vec![(1.0, backward(x, y, rng)?)]));
         }
         let units = units(x, y)?;
         let seeds: Vec<u64> = units.iter().map(|_| rng.random()).collect();
         let results = self.run(&units, |i, unit| {
             backward(&unit.x, &unit.y, &mut ChaCha8Rng::seed_from_u64(seeds[i]))
         })?;
-        let loss = results.iter().map(|(w, (loss, _))| w * loss).sum();
-        let grads = results.into_iter().map(|(w, (_, g))| (w, g)).collect();
-        let (sum, parts) = Gradients::weighted_sum(grads);
-        *lock(&self.spare) = parts
+        Ok(UnitGradients(results))
+    }
+
+    /// The batch's loss and gradients: the units' weighted by their sequences, summed in the
+    /// units' order (a lone unit's as they are).
+    pub fn sum(&self, UnitGradients(mut parts): UnitGradients) -> (f64, Gradients) {
+        if let [(weight, _)] = parts[..] {
+            if weight == 1.0 {
+                return parts.pop().expect("one unit").1;
+            }
+        }
+        let loss = parts.iter().map(|(w, (loss, _))| w * loss).sum();
+        let grads = parts.into_iter().map(|(w, (_, g))| (w, g)).collect();
+        let (sum, spare) = Gradients::weighted_sum(grads);
+        *lock(&self.spare) = spare
             .into_iter()
             .filter_map(Gradients::into_largest)
             .collect();
-        Ok((loss, sum))
+        (loss, sum)
     }
 
     /// The mean cross-entropy of the batch `x` → `y` (B, T), without dropout.
