@@ -185,7 +185,8 @@ fn train_step_time(
 ) -> Result<(f64, StepPhases)> {
     let vars = varmap.data().lock().expect("parameter map").clone();
     let mut opt = Optimizer::new(vars, AdamWParams::NANOGPT, None)?;
-    let shards = Shards::for_device(model.device())?;
+    let shape = (batches.batch_size, batches.block_size);
+    let shards = Shards::for_device(model.device(), shape)?;
     let (mut times, mut phases) = (Vec::new(), Vec::new());
     for i in 0..steps + 2 {
         let start = Instant::now();

@@ -40,7 +40,7 @@ fn losses(precision: Precision) -> Vec<f64> {
         None,
     )
     .unwrap();
-    let shards = Shards::new(2).unwrap();
+    let shards = Shards::new(2, (8, t)).unwrap();
     let mut rng = ChaCha8Rng::seed_from_u64(7);
     (0..STEPS)
         .map(|_| {

@@ -26,7 +26,17 @@ fn batch(rows: usize) -> (Tensor, Tensor) {
 const ROWS: usize = 2 * UNIT_ROWS / 16 + UNIT_ROWS / 32;
 
 fn loss_and_gradients(model: &Gpt, opt: &Optimizer, shards: &Shards) -> (f64, Gradients) {
-    let (x, y) = batch(ROWS);
+    loss_and_gradients_of(ROWS, model, opt, shards)
+}
+
+/// One step's loss and gradients over a batch of `rows` sequences, dropout drawn from seed 0.
+fn loss_and_gradients_of(
+    rows: usize,
+    model: &Gpt,
+    opt: &Optimizer,
+    shards: &Shards,
+) -> (f64, Gradients) {
+    let (x, y) = batch(rows);
     shards
         .loss_and_gradients(
             (model, opt),
@@ -59,11 +69,14 @@ fn units_give_the_whole_batch_loss_and_gradients() {
         };
         let (model, opt) = model_and_optimiser(&cfg);
         let (whole_loss, whole) = loss_and_gradients(&model, &opt, &Shards::whole());
-        let (loss, grads) = loss_and_gradients(&model, &opt, &Shards::new(2).unwrap());
+        let (loss, grads) = loss_and_gradients(&model, &opt, &Shards::new(2, (ROWS, 16)).unwrap());
         let case = format!("{position:?}: three units against the whole batch");
         common::assert_same_loss_and_gradients(&case, (loss, &grads), (whole_loss, &whole));
         let (x, y) = batch(ROWS);
-        let eval = Shards::new(2).unwrap().loss(&model, &x, &y).unwrap();
+        let eval = Shards::new(2, (ROWS, 16))
+            .unwrap()
+            .loss(&model, &x, &y)
+            .unwrap();
         let whole_eval = Shards::whole().loss(&model, &x, &y).unwrap();
         assert!((eval - whole_eval).abs() < 1e-5 * whole_eval, "{case}");
     }
@@ -77,7 +90,9 @@ fn a_step_gives_the_same_bits_on_any_number_of_threads() {
         ..common::small_config(30, 2, Position::Rope)
     };
     let (model, opt) = model_and_optimiser(&cfg);
-    let step = |threads: usize| loss_and_gradients(&model, &opt, &Shards::new(threads).unwrap());
+    let step = |threads: usize| {
+        loss_and_gradients(&model, &opt, &Shards::new(threads, (ROWS, 16)).unwrap())
+    };
     let (one_loss, one) = step(1);
     for threads in [2, 3, 4] {
         let (loss, grads) = step(threads);
@@ -92,10 +107,45 @@ fn a_step_gives_the_same_bits_on_any_number_of_threads() {
         );
     }
     let (x, y) = batch(ROWS);
-    let eval = |threads: usize| Shards::new(threads).unwrap().loss(&model, &x, &y).unwrap();
+    let eval = |threads: usize| {
+        Shards::new(threads, (ROWS, 16))
+            .unwrap()
+            .loss(&model, &x, &y)
+            .unwrap()
+    };
     assert_eq!(
         eval(1).to_bits(),
         eval(3).to_bits(),
         "evaluation on 3 threads"
     );
+}
+
+#[test]
+fn a_unit_split_over_several_threads_gives_the_same_bits() {
+    // One unit (16 sequences of 16): on 2 and 3 threads it gets a pool of them, over which its
+    // ops split their rows and the output layer its products and its rows of the loss.
+    let cfg = ModelConfig {
+        dropout: 0.2,
+        ..common::small_config(30, 2, Position::Rope)
+    };
+    let (model, opt) = model_and_optimiser(&cfg);
+    let rows = UNIT_ROWS / 16;
+    let step = |threads: usize| {
+        let shards = Shards::new(threads, (rows, 16)).unwrap();
+        assert_eq!(shards.threads(), threads);
+        loss_and_gradients_of(rows, &model, &opt, &shards)
+    };
+    let (one_loss, one) = step(1);
+    for threads in [2, 3] {
+        let (loss, grads) = step(threads);
+        assert_eq!(
+            loss.to_bits(),
+            one_loss.to_bits(),
+            "loss on {threads} threads"
+        );
+        assert!(
+            grads.values() == one.values(),
+            "gradients on {threads} threads"
+        );
+    }
 }

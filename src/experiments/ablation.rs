@@ -25,7 +25,7 @@ use crate::train::checkpoint::{
 use crate::train::metrics::read_metrics;
 use crate::train::run::check_precision;
 use crate::train::shards::Shards;
-use crate::train::trainer::whole_split_loss;
+use crate::train::trainer::{whole_split_loss, WHOLE_EVAL_BATCH};
 use crate::train::{train, TrainOptions};
 use anyhow::{bail, Context, Result};
 use candle_core::Device;
@@ -548,7 +548,7 @@ fn final_whole_split_loss(
     load_params(&varmap, &tensors, "param.", &path)?;
     whole_split_loss(
         &model,
-        &Shards::for_device(&Device::Cpu)?,
+        &Shards::for_device(&Device::Cpu, (WHOLE_EVAL_BATCH, cfg.model.block_size))?,
         splits,
         &Device::Cpu,
     )

@@ -141,8 +141,10 @@ mod tests {
         let mut logits = x.clone();
         let targets: Vec<u32> = (0..10).map(|i| i * 7).collect();
         let mut scales = vec![0f32; targets.len()];
-        let loss = lm_head_loss::cross_entropy_rows(&mut logits, &targets, 0.1, Some(&mut scales));
-        out.extend([logits, scales, vec![loss as f32]]);
+        let mut losses = vec![0f32; targets.len()];
+        let wanted = Some(&mut scales[..]);
+        lm_head_loss::cross_entropy_rows(&mut logits, &targets, 0.1, wanted, &mut losses);
+        out.extend([logits, scales, losses]);
         out
     }
 

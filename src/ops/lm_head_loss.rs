@@ -126,40 +126,60 @@ struct LmHeadLoss {
 }
 
 /// The output layer's three products for one chunk of rows, with the weight W (V × C) in the
-/// chosen precision: in bf16, W is rounded and packed once for all the chunks of a share.
-enum Products<'w> {
+/// chosen precision, on `threads` threads (their split of the output does not change a bit).
+struct Products<'w> {
+    weights: Weights<'w>,
+    threads: usize,
+}
+
+/// W as the products read it: in bf16, rounded and packed once for all the chunks of a share.
+enum Weights<'w> {
     F32(&'w [f32]),
     Bf16 { w_t: bf16::Rhs, w: bf16::Rhs },
 }
 
 impl<'w> Products<'w> {
-    fn new(w: &'w [f32], c: usize, precision: Precision) -> Self {
+    fn new(w: &'w [f32], c: usize, precision: Precision, threads: usize) -> Self {
         let v = w.len() / c;
-        match precision {
-            Precision::F32 => Products::F32(w),
-            Precision::Bf16 => Products::Bf16 {
+        let weights = match precision {
+            Precision::F32 => Weights::F32(w),
+            Precision::Bf16 => Weights::Bf16 {
                 w_t: bf16::Rhs::pack(Operand::rows(w, c).t(), c, v),
                 w: bf16::Rhs::pack(Operand::rows(w, c), v, c),
             },
-        }
+        };
+        Products { weights, threads }
     }
 
     /// logits (rows × V) = x (rows × C) · Wᵀ.
     fn logits(&self, x: Operand, rows: usize, c: usize, logits: &mut [f32]) {
         let v = logits.len() / rows.max(1);
-        match self {
-            Products::F32(w) => matmul_on(logits, rows, v, c, x, Operand::rows(w, c).t(), false, 1),
-            Products::Bf16 { w_t, .. } => {
-                bf16::product(logits, &bf16::Lhs::pack(x, rows, c), w_t, false, 1)
-            }
+        match &self.weights {
+            Weights::F32(w) => matmul_on(
+                logits,
+                rows,
+                v,
+                c,
+                x,
+                Operand::rows(w, c).t(),
+                false,
+                self.threads,
+            ),
+            Weights::Bf16 { w_t, .. } => bf16::product(
+                logits,
+                &bf16::Lhs::pack(x, rows, c),
+                w_t,
+                false,
+                self.threads,
+            ),
         }
     }
 
     /// What a group's chunks leave for its dW product (see [`Products::group_backward`]).
     fn group(&self, rows: usize, v: usize) -> Group {
-        match self {
-            Products::F32(_) => Group::F32,
-            Products::Bf16 { .. } => Group::Bf16(bf16::Rhs::stack(rows, v)),
+        match &self.weights {
+            Weights::F32(_) => Group::F32,
+            Weights::Bf16 { .. } => Group::Bf16(bf16::Rhs::stack(rows, v)),
         }
     }
 
@@ -178,18 +198,36 @@ impl<'w> Products<'w> {
     ) {
         let v = dlogits.len() / rows.max(1);
         let dlogits = Operand::rows(dlogits, v);
-        match (self, group) {
-            (Products::F32(w), _) => {
-                matmul_on(dx, rows, c, v, dlogits, Operand::rows(w, c), false, 1);
+        match (&self.weights, group) {
+            (Weights::F32(w), _) => {
+                matmul_on(
+                    dx,
+                    rows,
+                    c,
+                    v,
+                    dlogits,
+                    Operand::rows(w, c),
+                    false,
+                    self.threads,
+                );
                 let accumulate = dw.written();
-                matmul_on(&mut dw.values, v, c, rows, dlogits.t(), x, accumulate, 1);
+                matmul_on(
+                    &mut dw.values,
+                    v,
+                    c,
+                    rows,
+                    dlogits.t(),
+                    x,
+                    accumulate,
+                    self.threads,
+                );
             }
-            (Products::Bf16 { w, .. }, Group::Bf16(stack)) => {
+            (Weights::Bf16 { w, .. }, Group::Bf16(stack)) => {
                 let as_lhs = bf16::Lhs::pack(dlogits, rows, v);
-                bf16::product(dx, &as_lhs, w, false, 1);
+                bf16::product(dx, &as_lhs, w, false, self.threads);
                 stack.push(&as_lhs);
             }
-            (Products::Bf16 { .. }, Group::F32) => unreachable!("a bf16 group holds its stack"),
+            (Weights::Bf16 { .. }, Group::F32) => unreachable!("a bf16 group holds its stack"),
         }
     }
 
@@ -200,16 +238,22 @@ impl<'w> Products<'w> {
         if let Group::Bf16(stack) = group {
             let x_t = bf16::Lhs::pack(x.t(), c, rows);
             let accumulate = dw.written();
-            bf16::product(&mut dw.values, &x_t, &stack.finish(), accumulate, 1);
+            bf16::product(
+                &mut dw.values,
+                &x_t,
+                &stack.finish(),
+                accumulate,
+                self.threads,
+            );
         }
     }
 
     /// dW (V × C) from what the backward products summed.
     fn finish_dw(&self, dw: Vec<f32>, c: usize) -> Vec<f32> {
-        match self {
-            Products::F32(_) => dw,
-            Products::Bf16 { .. } if dw.is_empty() => dw,
-            Products::Bf16 { .. } => {
+        match &self.weights {
+            Weights::F32(_) => dw,
+            Weights::Bf16 { .. } if dw.is_empty() => dw,
+            Weights::Bf16 { .. } => {
                 // Turned in tiles of 16 × 16, so that the writes fill whole cache lines.
                 const TILE: usize = 16;
                 let v = dw.len() / c;
@@ -236,41 +280,72 @@ enum Group {
     Bf16(bf16::Stack),
 }
 
-/// The summed cross-entropy of the rows of `logits` (rows × V) against `targets`. With `scales`,
-/// each row is overwritten by its exponentials e^(l − max), less their sum Σ at the target, and
-/// `scales` gets `inv_n` / Σ for it: d loss / d logits is then scale · row, which [`Share::run`]
-/// applies to the products' results instead of rescaling every logit. The one-hot term is folded
-/// into the row before a bf16 product rounds it: kept apart in f32, it would cancel against
-/// rounded values (for a confident row, p·round(W[target]) − W[target], whose rounding error is
-/// 1/(1 − p) times the gradient's own rounding).
+/// The cross-entropy of each row of `logits` (rows × V) against `targets`, into `losses`. With
+/// `scales`, each row is overwritten by its exponentials e^(l − max), less their sum Σ at the
+/// target, and `scales` gets `inv_n` / Σ for it: d loss / d logits is then scale · row, which
+/// [`Share::run`] applies to the products' results instead of rescaling every logit. The one-hot
+/// term is folded into the row before a bf16 product rounds it: kept apart in f32, it would cancel
+/// against rounded values (for a confident row, p·round(W[target]) − W[target], whose rounding
+/// error is 1/(1 − p) times the gradient's own rounding).
 #[inline(always)]
 pub(crate) fn cross_entropy_rows(
     logits: &mut [f32],
     targets: &[u32],
     inv_n: f32,
     scales: Option<&mut [f32]>,
-) -> f64 {
+    losses: &mut [f32],
+) {
     let v = logits.len() / targets.len().max(1);
-    let mut total = 0f64;
-    let rows = logits.chunks_mut(v).zip(targets);
+    let rows = logits.chunks_mut(v).zip(targets).zip(losses);
     match scales {
         Some(scales) => {
-            for ((row, &t), scale) in rows.zip(scales) {
+            for (((row, &t), loss), scale) in rows.zip(scales) {
                 let (max, target) = (fast_math::max(row), row[t as usize]);
                 let sum = fast_math::exp_in_place(row, max);
                 row[t as usize] -= sum;
-                total += (max + sum.ln() - target) as f64;
+                *loss = max + sum.ln() - target;
                 *scale = inv_n / sum;
             }
         }
         None => {
-            for (row, &t) in rows {
+            for ((row, &t), loss) in rows {
                 let (max, target) = (fast_math::max(row), row[t as usize]);
-                total += (max + fast_math::sum_exp(row, max).ln() - target) as f64;
+                *loss = max + fast_math::sum_exp(row, max).ln() - target;
             }
         }
     }
-    total
+}
+
+/// Rows per task of [`cross_entropy`].
+const CROSS_ENTROPY_ROWS: usize = 16;
+
+/// The summed cross-entropy of the rows of `logits` (see [`cross_entropy_rows`]), blocks of rows
+/// on the thread pool, the rows' losses summed in their order.
+fn cross_entropy(
+    logits: &mut [f32],
+    targets: &[u32],
+    inv_n: f32,
+    scales: Option<&mut [f32]>,
+) -> f64 {
+    let v = logits.len() / targets.len().max(1);
+    let mut losses = vec![0f32; targets.len()];
+    let block = CROSS_ENTROPY_ROWS;
+    let blocks = logits
+        .par_chunks_mut(block * v)
+        .zip(targets.par_chunks(block))
+        .zip(losses.par_chunks_mut(block));
+    match scales {
+        Some(scales) => blocks
+            .zip(scales.par_chunks_mut(block))
+            .for_each(|(((l, t), out), s)| {
+                isa::widest(|| cross_entropy_rows(l, t, inv_n, Some(s), out))
+            }),
+        None => blocks
+            .for_each(|((l, t), out)| isa::widest(|| cross_entropy_rows(l, t, inv_n, None, out))),
+    }
+    losses
+        .iter()
+        .fold(0f64, |total, &loss| total + f64::from(loss))
 }
 
 /// What every group and chunk of one thread's share reads: x (N × C), W (V × C), the targets
@@ -352,7 +427,7 @@ impl Share<'_> {
             let targets = &self.targets[chunk.clone()];
             let scales = &mut buffers.scales[local..local + rows];
             let wanted = self.with_grad.then_some(&mut *scales);
-            total += isa::widest(|| cross_entropy_rows(logits, targets, self.inv_n, wanted));
+            total += cross_entropy(logits, targets, self.inv_n, wanted);
             if let (true, Some(bias)) = (self.with_grad, self.bias) {
                 bias.gradient(chunk, (logits, scales), d_bias);
             }
@@ -424,12 +499,12 @@ pub fn biased_loss_and_gradients(
     } else {
         Vec::new()
     };
-    // Each thread takes a contiguous share of whole chunks with its own dW, summed in order
-    // afterwards: one gemm per thread beats all threads on each small chunk, and the order of
-    // the sums (hence the result) does not depend on scheduling.
-    let chunks = n.div_ceil(CHUNK_ROWS);
-    let shares = rayon::current_num_threads().clamp(1, chunks.max(1));
-    let share_rows = chunks.div_ceil(shares).max(1) * CHUNK_ROWS;
+    // Each chunk of rows is a share with its own dW, the shares summed in order afterwards: one
+    // gemm per thread beats all threads on each small chunk, and neither the shares nor the order
+    // of the sums (hence the result) follow the threads or their scheduling.
+    let share_rows = CHUNK_ROWS;
+    let shares = n.div_ceil(share_rows).max(1);
+    let threads = (rayon::current_num_threads() / shares).max(1); // for each share's products
     let ranges: Vec<_> = (0..n)
         .step_by(share_rows)
         .map(|start| start..n.min(start + share_rows))
@@ -447,7 +522,7 @@ pub fn biased_loss_and_gradients(
                 c,
                 inv_n: 1.0 / n as f32,
                 with_grad,
-                products: Products::new(w, c, precision),
+                products: Products::new(w, c, precision, threads),
                 chunking: Chunking::of(precision),
                 bias,
             };

@@ -342,7 +342,7 @@ pub(super) fn set_up_with(opts: &TrainOptions, corpus: Corpus) -> Result<Setup> 
     let opt = Optimizer::new(vars, params, muon)?;
     Ok(Setup {
         parent: opts.parent.as_ref().map(|p| p.record.clone()),
-        shards: Shards::for_device(&opts.device)?,
+        shards: Shards::for_device(&opts.device, (cfg.train.batch_size, cfg.model.block_size))?,
         device: opts.device.clone(),
         cfg,
         run,

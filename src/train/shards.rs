@@ -5,7 +5,9 @@
 //! the small element-wise ops do not scale. Instead each unit runs its whole forward and backward
 //! pass on one thread, every op inside it single-threaded (a one-thread rayon pool per thread;
 //! candle's own thread pool is turned off by [`crate::perf::init`]), and the units' losses and
-//! gradients are averaged, weighted by their sequences, in the units' order.
+//! gradients are averaged, weighted by their sequences, in the units' order. Where a batch has
+//! fewer units than there are threads (16 threads, the default's 4 units), each unit gets a pool
+//! of several threads, over which its ops split their rows and products.
 //!
 //! The units do not follow the threads: a batch is cut into units of whole sequences, at least
 //! [`UNIT_ROWS`] positions each, each unit's dropout masks drawn from its own seed (taken from the
@@ -54,19 +56,22 @@ struct Unit {
 }
 
 impl Shards {
-    /// Units shared out over `threads` threads (at least one). Where there are no threads to
-    /// start (a browser's wasm), the units run one after another on the calling thread: the
-    /// same units, so the same bits.
-    pub fn new(threads: usize) -> Result<Self> {
+    /// Units of batches of `shape` (B, T) shared out over `threads` threads (at least one): a
+    /// pool per unit while there are fewer units than threads, the threads spread over the pools
+    /// (a unit's ops split their rows over its pool, in blocks that do not follow the threads).
+    /// Where there are no threads to start (a browser's wasm), the units run one after another
+    /// on the calling thread: the same units, so the same bits.
+    pub fn new(threads: usize, shape: (usize, usize)) -> Result<Self> {
         let threads = match cfg!(target_family = "wasm") {
             true => 0,
             false => threads.max(1),
         };
-        let pools = (0..threads)
-            .map(|i| {
+        let pools = pool_sizes(threads, unit_count(shape))
+            .enumerate()
+            .map(|(i, size)| {
                 ThreadPoolBuilder::new()
-                    .num_threads(1)
-                    .thread_name(move |_| format!("shard-{i}"))
+                    .num_threads(size)
+                    .thread_name(move |j| format!("shard-{i}-{j}"))
                     .build()
                     .map_err(Error::wrap)
             })
@@ -89,13 +94,18 @@ impl Shards {
 
     /// Threads that share the units (1 for a whole batch).
     pub fn threads(&self) -> usize {
-        self.pools.len().max(1)
+        self.pools
+            .iter()
+            .map(ThreadPool::current_num_threads)
+            .sum::<usize>()
+            .max(1)
     }
 
-    /// One thread per thread of rayon's pool on the CPU; the whole batch on other devices.
-    pub fn for_device(device: &Device) -> Result<Self> {
+    /// The threads of rayon's pool on the CPU, for batches of `shape` (B, T); the whole batch on
+    /// other devices.
+    pub fn for_device(device: &Device, shape: (usize, usize)) -> Result<Self> {
         if device.is_cpu() {
-            Self::new(rayon::current_num_threads())
+            Self::new(rayon::current_num_threads(), shape)
         } else {
             Ok(Self::whole())
         }
@@ -220,10 +230,28 @@ impl Shards {
     }
 }
 
+/// Sequences per unit of sequences of `t` positions: [`UNIT_ROWS`] positions, one sequence at
+/// least.
+fn sequences_per_unit(t: usize) -> usize {
+    (UNIT_ROWS / t.max(1)).max(1)
+}
+
+/// Units in a batch of `shape` (B, T).
+fn unit_count((batch, t): (usize, usize)) -> usize {
+    batch.div_ceil(sequences_per_unit(t))
+}
+
+/// The sizes of the pools that share `threads` threads among `units` units: one pool per unit
+/// while threads are left (none without threads), the threads spread evenly.
+fn pool_sizes(threads: usize, units: usize) -> impl Iterator<Item = usize> {
+    let pools = threads.min(units.max(1));
+    (0..pools).map(move |i| threads / pools + usize::from(i < threads % pools))
+}
+
 /// The batch's sequences in units of [`UNIT_ROWS`] positions (the last may be smaller).
 fn units(x: &Tensor, y: &Tensor) -> Result<Vec<Unit>> {
     let (batch, t) = x.dims2()?;
-    let per_unit = (UNIT_ROWS / t.max(1)).max(1);
+    let per_unit = sequences_per_unit(t);
     (0..batch)
         .step_by(per_unit)
         .map(|start| {

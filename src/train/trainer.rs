@@ -107,7 +107,7 @@ pub(super) fn evaluate(s: &Setup) -> Result<Option<f64>> {
 }
 
 /// Windows of the whole validation split per batch in [`whole_split_loss`].
-const WHOLE_EVAL_BATCH: usize = 32;
+pub const WHOLE_EVAL_BATCH: usize = 32;
 
 /// The mean cross-entropy of `model` over the whole validation split, every token but the first
 /// predicted once, each in a window of block_size consecutive tokens.
