@@ -82,8 +82,9 @@ fn units_give_the_whole_batch_loss_and_gradients() {
     }
 }
 
-#[test]
-fn a_step_gives_the_same_bits_on_any_number_of_threads() {
+/// A step over a batch of `rows` sequences with dropout on `threads` threads gives the loss and
+/// gradients of 1 thread, bit for bit; each Shards asked for its threads holds that many.
+fn assert_same_step_on(rows: usize, threads: &[usize]) -> Gpt {
     // Dropout on: each unit draws its masks from its own seed, whichever thread runs it.
     let cfg = ModelConfig {
         dropout: 0.2,
@@ -91,21 +92,24 @@ fn a_step_gives_the_same_bits_on_any_number_of_threads() {
     };
     let (model, opt) = model_and_optimiser(&cfg);
     let step = |threads: usize| {
-        loss_and_gradients(&model, &opt, &Shards::new(threads, (ROWS, 16)).unwrap())
+        let shards = Shards::new(threads, (rows, 16)).unwrap();
+        assert_eq!(shards.threads(), threads);
+        loss_and_gradients_of(rows, &model, &opt, &shards)
     };
     let (one_loss, one) = step(1);
-    for threads in [2, 3, 4] {
+    for &threads in threads {
         let (loss, grads) = step(threads);
-        assert_eq!(
-            loss.to_bits(),
-            one_loss.to_bits(),
-            "loss on {threads} threads"
-        );
-        assert!(
-            grads.values() == one.values(),
-            "gradients on {threads} threads"
-        );
+        let case = format!("{rows} sequences on {threads} threads");
+        assert_eq!(loss.to_bits(), one_loss.to_bits(), "loss: {case}");
+        assert!(grads.values() == one.values(), "gradients: {case}");
     }
+    model
+}
+
+#[test]
+fn a_step_gives_the_same_bits_on_any_number_of_threads() {
+    // Three units: on 4 threads, one of them gets a pool of two.
+    let model = assert_same_step_on(ROWS, &[2, 3, 4]);
     let (x, y) = batch(ROWS);
     let eval = |threads: usize| {
         Shards::new(threads, (ROWS, 16))
@@ -124,28 +128,5 @@ fn a_step_gives_the_same_bits_on_any_number_of_threads() {
 fn a_unit_split_over_several_threads_gives_the_same_bits() {
     // One unit (16 sequences of 16): on 2 and 3 threads it gets a pool of them, over which its
     // ops split their rows and the output layer its products and its rows of the loss.
-    let cfg = ModelConfig {
-        dropout: 0.2,
-        ..common::small_config(30, 2, Position::Rope)
-    };
-    let (model, opt) = model_and_optimiser(&cfg);
-    let rows = UNIT_ROWS / 16;
-    let step = |threads: usize| {
-        let shards = Shards::new(threads, (rows, 16)).unwrap();
-        assert_eq!(shards.threads(), threads);
-        loss_and_gradients_of(rows, &model, &opt, &shards)
-    };
-    let (one_loss, one) = step(1);
-    for threads in [2, 3] {
-        let (loss, grads) = step(threads);
-        assert_eq!(
-            loss.to_bits(),
-            one_loss.to_bits(),
-            "loss on {threads} threads"
-        );
-        assert!(
-            grads.values() == one.values(),
-            "gradients on {threads} threads"
-        );
-    }
+    assert_same_step_on(UNIT_ROWS / 16, &[2, 3]);
 }
