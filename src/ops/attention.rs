@@ -217,12 +217,16 @@ pub fn qkv_forward(qkv: &[f32], (t, c): (usize, usize), heads: &Heads) -> (Vec<f
         .for_each(|(row, ((out, p), qkv))| {
             let qkv = split_heads(qkv, t, d); // (3H, T, D): the q heads, the k heads, the v heads
             let mut o = scratch::take(t * c); // (H, T, D), written whole
-            for (head, (p, o)) in p.chunks_mut(t * t).zip(o.chunks_mut(t * d)).enumerate() {
-                let [q, k, v] = head_qkv(&qkv, head, n_head, (t, d));
-                let slope = heads.slopes.map(|s| s[head]);
-                let mask = heads.mask(row * n_head + head, t);
-                head_forward((q, k, v), (t, t, d), (heads.scale, slope), mask, p, o);
-            }
+                                              // The heads side by side too, where there are more threads than sequences.
+            p.par_chunks_mut(t * t)
+                .zip(o.par_chunks_mut(t * d))
+                .enumerate()
+                .for_each(|(head, (p, o))| {
+                    let [q, k, v] = head_qkv(&qkv, head, n_head, (t, d));
+                    let slope = heads.slopes.map(|s| s[head]);
+                    let mask = heads.mask(row * n_head + head, t);
+                    head_forward((q, k, v), (t, t, d), (heads.scale, slope), mask, p, o);
+                });
             merge_heads(&o, (t, d), out);
             [qkv, o].into_iter().for_each(scratch::give_back);
         });
@@ -249,31 +253,27 @@ pub fn qkv_backward(
         .for_each(|(row, (((dqkv, qkv), g), p))| {
             // (3H, T, D) and (H, T, D).
             let (qkv, g) = (split_heads(qkv, t, d), split_heads(g, t, d));
-            // Both written whole: dq, dk, dv of every head (3H, T, D) as qkv, and dS (T, T).
-            let (mut grads, mut ds) = (scratch::take(t * c3), scratch::take(t * t));
+            // Written whole: dq, dk, dv of every head (3H, T, D) as qkv.
+            let mut grads = scratch::take(t * c3);
             let (dq, rest) = grads.split_at_mut(t * c);
             let (dk, dv) = rest.split_at_mut(t * c);
-            for (head, (((p, dq), dk), dv)) in p
-                .chunks(t * t)
-                .zip(dq.chunks_mut(t * d))
-                .zip(dk.chunks_mut(t * d))
-                .zip(dv.chunks_mut(t * d))
+            // The heads side by side too, where there are more threads than sequences.
+            p.par_chunks(t * t)
+                .zip(dq.par_chunks_mut(t * d))
+                .zip(dk.par_chunks_mut(t * d))
+                .zip(dv.par_chunks_mut(t * d))
                 .enumerate()
-            {
-                let [q, k, v] = head_qkv(&qkv, head, n_head, (t, d));
-                let g = head_block(&g, head, (t, d));
-                let mask = heads.mask(row * n_head + head, t);
-                head_backward(
-                    (q, k, v, g),
-                    (t, d),
-                    (heads.scale, mask),
-                    p,
-                    &mut ds,
-                    (dq, dk, dv),
-                );
-            }
+                .for_each(|(head, (((p, dq), dk), dv))| {
+                    let [q, k, v] = head_qkv(&qkv, head, n_head, (t, d));
+                    let g = head_block(&g, head, (t, d));
+                    let mask = heads.mask(row * n_head + head, t);
+                    let mut ds = scratch::take(t * t); // dS (T, T), written whole
+                    let grads = (dq, dk, dv);
+                    head_backward((q, k, v, g), (t, d), (heads.scale, mask), p, &mut ds, grads);
+                    scratch::give_back(ds);
+                });
             merge_heads(&grads, (t, d), dqkv);
-            [qkv, g, grads, ds].into_iter().for_each(scratch::give_back);
+            [qkv, g, grads].into_iter().for_each(scratch::give_back);
         });
     dqkv
 }
