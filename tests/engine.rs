@@ -305,7 +305,13 @@ fn dropout_in_the_engine_draws_the_candle_graphs_masks() {
 fn a_dropout_mask_is_its_words_against_p_in_order() {
     use rand::RngCore;
     // 100,000: many blocks of words.
-    for (p, len) in [(0.05, 5000), (0.5, 1025), (0.2, 1), (0.3, 0), (0.1, 100_000)] {
+    for (p, len) in [
+        (0.05, 5000),
+        (0.5, 1025),
+        (0.2, 1),
+        (0.3, 0),
+        (0.1, 100_000),
+    ] {
         let mut rng = ChaCha8Rng::seed_from_u64(3);
         rng.next_u32(); // not at a block's start
         let mut reference = rng.clone();
@@ -321,7 +327,11 @@ fn a_dropout_mask_is_its_words_against_p_in_order() {
             reference.get_word_pos(),
             "p {p}: words used"
         );
-        assert_eq!(rng.next_u64(), reference.next_u64(), "p {p}: the next words");
+        assert_eq!(
+            rng.next_u64(),
+            reference.next_u64(),
+            "p {p}: the next words"
+        );
         if len >= 1000 {
             // Dropped with probability p: within 4 standard deviations.
             let dropped = mask.iter().filter(|&&m| m == 0.0).count() as f64;
