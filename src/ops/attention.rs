@@ -215,9 +215,9 @@ pub fn qkv_forward(qkv: &[f32], (t, c): (usize, usize), heads: &Heads) -> (Vec<f
         .zip(qkv.par_chunks(t * c3))
         .enumerate()
         .for_each(|(row, ((out, p), qkv))| {
+            // The sequence's heads side by side too, where there are more threads than sequences.
             let qkv = split_heads(qkv, t, d); // (3H, T, D): the q heads, the k heads, the v heads
             let mut o = scratch::take(t * c); // (H, T, D), written whole
-                                              // The heads side by side too, where there are more threads than sequences.
             p.par_chunks_mut(t * t)
                 .zip(o.par_chunks_mut(t * d))
                 .enumerate()

@@ -153,7 +153,7 @@ impl<'w> Products<'w> {
 
     /// logits (rows × V) = x (rows × C) · Wᵀ.
     fn logits(&self, x: Operand, rows: usize, c: usize, logits: &mut [f32]) {
-        let v = logits.len() / rows.max(1);
+        let (v, threads) = (logits.len() / rows.max(1), self.threads);
         match &self.weights {
             Weights::F32(w) => matmul_on(
                 logits,
@@ -163,15 +163,11 @@ impl<'w> Products<'w> {
                 x,
                 Operand::rows(w, c).t(),
                 false,
-                self.threads,
+                threads,
             ),
-            Weights::Bf16 { w_t, .. } => bf16::product(
-                logits,
-                &bf16::Lhs::pack(x, rows, c),
-                w_t,
-                false,
-                self.threads,
-            ),
+            Weights::Bf16 { w_t, .. } => {
+                bf16::product(logits, &bf16::Lhs::pack(x, rows, c), w_t, false, threads)
+            }
         }
     }
 
@@ -196,20 +192,11 @@ impl<'w> Products<'w> {
         dw: &mut DwSum,
         group: &mut Group,
     ) {
-        let v = dlogits.len() / rows.max(1);
+        let (v, threads) = (dlogits.len() / rows.max(1), self.threads);
         let dlogits = Operand::rows(dlogits, v);
         match (&self.weights, group) {
             (Weights::F32(w), _) => {
-                matmul_on(
-                    dx,
-                    rows,
-                    c,
-                    v,
-                    dlogits,
-                    Operand::rows(w, c),
-                    false,
-                    self.threads,
-                );
+                matmul_on(dx, rows, c, v, dlogits, Operand::rows(w, c), false, threads);
                 let accumulate = dw.written();
                 matmul_on(
                     &mut dw.values,
@@ -219,12 +206,12 @@ impl<'w> Products<'w> {
                     dlogits.t(),
                     x,
                     accumulate,
-                    self.threads,
+                    threads,
                 );
             }
             (Weights::Bf16 { w, .. }, Group::Bf16(stack)) => {
                 let as_lhs = bf16::Lhs::pack(dlogits, rows, v);
-                bf16::product(dx, &as_lhs, w, false, self.threads);
+                bf16::product(dx, &as_lhs, w, false, threads);
                 stack.push(&as_lhs);
             }
             (Weights::Bf16 { .. }, Group::F32) => unreachable!("a bf16 group holds its stack"),
@@ -237,14 +224,8 @@ impl<'w> Products<'w> {
     fn group_backward(&self, group: Group, x: Operand, rows: usize, c: usize, dw: &mut DwSum) {
         if let Group::Bf16(stack) = group {
             let x_t = bf16::Lhs::pack(x.t(), c, rows);
-            let accumulate = dw.written();
-            bf16::product(
-                &mut dw.values,
-                &x_t,
-                &stack.finish(),
-                accumulate,
-                self.threads,
-            );
+            let (accumulate, threads) = (dw.written(), self.threads);
+            bf16::product(&mut dw.values, &x_t, &stack.finish(), accumulate, threads);
         }
     }
 
@@ -327,7 +308,7 @@ fn cross_entropy(
     inv_n: f32,
     scales: Option<&mut [f32]>,
 ) -> f64 {
-    let v = logits.len() / targets.len().max(1);
+    let v = (logits.len() / targets.len().max(1)).max(1);
     let mut losses = vec![0f32; targets.len()];
     let block = CROSS_ENTROPY_ROWS;
     let blocks = logits
