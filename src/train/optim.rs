@@ -313,8 +313,8 @@ impl Slot {
     }
 }
 
-/// `change` applied to the values of `var` (f32), in place on the CPU (a copy there and back
-/// cost as much as the update itself); elsewhere on a copy written back.
+/// `change` applied to the values of `var` (f32), in place on the CPU (a copy out and back made
+/// the default's update half as slow again); elsewhere on a copy written back.
 fn update_values(var: &Var, change: impl FnOnce(&mut [f32])) -> Result<()> {
     if !var.device().is_cpu() {
         let mut values = var.flatten_all()?.to_vec1::<f32>()?;
