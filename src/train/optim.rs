@@ -85,13 +85,16 @@ pub struct Gradients(Vec<Vec<f32>>);
 
 impl Gradients {
     /// Σ weight × gradients over `parts`, summed in the parts' order (none: no gradients): each
-    /// chunk of each parameter on one thread, over every part in turn. Also returns the parts
-    /// after the first, whose buffers the caller may use again.
+    /// chunk of each parameter on one thread, over every part in turn; a lone part of weight 1
+    /// as it is. Also returns the parts after the first, whose buffers the caller may use again.
     pub fn weighted_sum(mut parts: Vec<(f64, Gradients)>) -> (Gradients, Vec<Gradients>) {
         if parts.is_empty() {
             return (Gradients(Vec::new()), Vec::new());
         }
         let (w0, Gradients(mut sum)) = parts.remove(0);
+        if parts.is_empty() && w0 == 1.0 {
+            return (Gradients(sum), Vec::new()); // × 1 would change no bit
+        }
         for (p, sum) in sum.iter_mut().enumerate() {
             sum.par_chunks_mut(UPDATE_CHUNK)
                 .enumerate()
@@ -431,5 +434,12 @@ mod tests {
         for (s, e) in sum.values().iter().flatten().zip(expected.iter().flatten()) {
             assert!((s - e).abs() < 1e-6, "{s} vs {e}");
         }
+        // A lone part: as it is with weight 1, scaled with another.
+        let (lone, _) = Gradients::weighted_sum(vec![(1.0, gradients(3))]);
+        assert!(lone.values() == gradients(3).values());
+        let (half, _) = Gradients::weighted_sum(vec![(0.5, gradients(3))]);
+        let whole = gradients(3);
+        let halved = whole.values().iter().flatten().map(|x| 0.5 * x);
+        assert!(half.values().iter().flatten().copied().eq(halved));
     }
 }

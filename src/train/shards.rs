@@ -155,13 +155,8 @@ impl Shards {
     }
 
     /// The batch's loss and gradients: the units' weighted by their sequences, summed in the
-    /// units' order (a lone unit's as they are).
-    pub fn sum(&self, UnitGradients(mut parts): UnitGradients) -> (f64, Gradients) {
-        if let [(weight, _)] = parts[..] {
-            if weight == 1.0 {
-                return parts.pop().expect("one unit").1;
-            }
-        }
+    /// units' order.
+    pub fn sum(&self, UnitGradients(parts): UnitGradients) -> (f64, Gradients) {
         let loss = parts.iter().map(|(w, (loss, _))| w * loss).sum();
         let grads = parts.into_iter().map(|(w, (_, g))| (w, g)).collect();
         let (sum, spare) = Gradients::weighted_sum(grads);
