@@ -186,7 +186,7 @@ fn a_fine_tune_refuses_another_shape_a_resume_and_a_missing_run() {
     ];
     fails(
         &[&base[..], &["--n-layer", "3"]].concat(),
-        &["--init-from takes the model's shape", "n_layer 2"],
+        &["a fine-tune takes the model's shape", "n_layer 2"],
     );
     fails(
         &[&base[..], &["--set", "model.position=\"rope\""]].concat(),
@@ -212,4 +212,59 @@ fn a_fine_tune_refuses_another_shape_a_resume_and_a_missing_run() {
     common::train_ok(&[&base[..], &["--dropout", "0.1", "--max-iters", "20"]].concat());
     let saved = shige::config::RunConfig::load(&Path::new(&out).join("config.toml")).unwrap();
     assert_eq!(saved.model.dropout, 0.1);
+}
+
+/// A parent with a table of a row per token (rhyme_memory) fine-tuned on new characters: that
+/// table grows with the vocabulary as the token table does, the parent's rows kept; a setting
+/// asked as the parent has it is no change of shape, however it is written (10000 is 10000.0).
+#[test]
+fn every_table_of_a_row_per_token_grows_and_a_setting_is_compared_by_value() {
+    let tmp = tempfile::tempdir().unwrap();
+    let parent_dir = tmp.path().join("parent");
+    let mut cfg = common::tiny_config();
+    (cfg.model.rhyme_memory, cfg.model.position) = (true, shige::config::Position::Rope);
+    cfg.train.max_iters = 20;
+    common::run(&cfg, &parent_dir, false, None).unwrap();
+    let corpus = new_corpus(tmp.path());
+    let tiny = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/tiny.toml");
+    let set = |text: &str| Override::parse(text).unwrap();
+    let overrides = [
+        set(&format!("data.corpus=\"{corpus}\"")),
+        set("train.max_iters=20"),
+        set("model.rope_base=10000"),
+    ];
+    let parent = Parent::open(&parent_dir).unwrap();
+    let tuned_cfg = parent.config_for(&tiny, &overrides).unwrap();
+    let tuned = tmp.path().join("tuned");
+    train(TrainOptions {
+        device: Device::Cpu,
+        config: tuned_cfg,
+        run: RunDir::new(&tuned),
+        resume: false,
+        stop_at: None,
+        progress: false,
+        kernels: shige::ops::Kernels::Fused,
+        parent: Some(parent),
+    })
+    .unwrap();
+    let name = "transformer.wrm.weight";
+    let (old, _) = read_safetensors(&parent_dir.join(MODEL_FILE)).unwrap();
+    let (new, _) = read_safetensors(&tuned.join(MODEL_FILE)).unwrap();
+    let vocab = CharTokenizer::load(&tuned.join(TOKENIZER_FILE))
+        .unwrap()
+        .vocab_size();
+    assert_eq!(
+        new[name].dims(),
+        [vocab, 32],
+        "{name} grew to the new vocabulary"
+    );
+    assert!(old[name].dims()[0] < vocab);
+    // A setting the parent does not have is still refused.
+    let parent = Parent::open(&parent_dir).unwrap();
+    let err = parent
+        .config_for(&tiny, &[set("model.rope_base=500")])
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("rope_base 10000.0"), "{err}");
 }

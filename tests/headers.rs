@@ -5,7 +5,7 @@
 mod common;
 
 use rand::SeedableRng;
-use shige::config::CorpusKind;
+use shige::config::{CorpusKind, DataConfig};
 use shige::data::header::{split_header, HeaderRequest, Poets, SEPARATOR};
 use shige::data::poem::{regular_form, Form};
 use shige::data::{CharTokenizer, Corpus};
@@ -22,6 +22,16 @@ fn titled(n: usize) -> String {
         .take(n)
         .map(|l| format!("{l}\n"))
         .collect()
+}
+
+/// What a run trained on verse records of its corpus: the header's fields its lines begin with
+/// (`None` for a run saved before they were recorded).
+fn verse(header_fields: Option<usize>) -> DataConfig {
+    DataConfig {
+        kind: CorpusKind::Verse,
+        header_fields,
+        ..DataConfig::default()
+    }
 }
 
 fn ask(poet: Option<&str>, title: Option<&str>) -> HeaderRequest {
@@ -165,27 +175,31 @@ fn what_cannot_be_asked_is_refused_in_one_line() {
     );
     let poets = Poets::of_corpus(&titled(3000));
     let asked = (Some("李太白".to_string()), None);
-    let err = header_request(&tokenizer, CorpusKind::Verse, asked, Some(&poets))
+    let err = header_request(&tokenizer, &verse(None), asked, Some(&poets))
         .unwrap_err()
         .to_string();
     assert!(
         err.contains("no poet 李太白") && err.contains("李白"),
         "{err}"
     );
-    let plain = header_request(&untitled, CorpusKind::Verse, (None, None), None).unwrap();
+    let plain = header_request(&untitled, &verse(None), (None, None), None).unwrap();
     assert_eq!(plain, None, "a run without headers writes none");
-    let own = header_request(&tokenizer, CorpusKind::Verse, (None, None), None).unwrap();
+    let own = header_request(&tokenizer, &verse(None), (None, None), None).unwrap();
     assert_eq!(
         own,
         Some(ask(None, None)),
         "a titled run writes its own header"
     );
     assert!(
-        !writes_ci(&tokenizer, CorpusKind::Verse),
+        !writes_ci(&tokenizer, &verse(None)),
         "a titled run writes no ci by tune"
     );
     let ci = CharTokenizer::from_text("【浣溪沙】一曲新词酒一杯。\n").unwrap();
-    assert!(writes_ci(&ci, CorpusKind::Lines) && !writes_ci(&untitled, CorpusKind::Verse));
+    let lines = DataConfig {
+        kind: CorpusKind::Lines,
+        ..DataConfig::default()
+    };
+    assert!(writes_ci(&ci, &lines) && !writes_ci(&untitled, &verse(None)));
 }
 
 #[test]
@@ -206,4 +220,83 @@ fn a_titled_corpus_is_verse_and_a_titled_poem_scores_as_its_poem() {
     );
     assert!(with.form.is_some());
     assert_eq!(format!("{with:?}"), format!("{without:?}"));
+}
+
+/// What a run writes before its poems is the header of the corpus it was trained on, recorded
+/// when it was trained, not read from its vocabulary: a child of a titled run fine-tuned on plain
+/// poems writes none, one fine-tuned on ci writes ci by tune.
+#[test]
+fn a_run_writes_the_headers_of_the_corpus_it_was_trained_on_not_of_its_vocabulary() {
+    use shige::config::Override;
+    use shige::sample::{ci_start, has_headers};
+    use shige::train::checkpoint::{load_run, RunDir};
+    use shige::train::parent::Parent;
+    use shige::train::{train, TrainOptions};
+    let tmp = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: String| {
+        let path = tmp.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.display().to_string()
+    };
+    let lines = |file: &str, n: usize| -> String {
+        let text = common::root_file(file);
+        text.lines().take(n).map(|l| format!("{l}\n")).collect()
+    };
+    let mut cfg = common::tiny_config();
+    (cfg.data.corpus, cfg.train.max_iters) = (write("titled.txt", titled(400)), 20);
+    let parent_dir = tmp.path().join("titled");
+    common::run(&cfg, &parent_dir, false, None).unwrap();
+    let titled_run = load_run(&parent_dir).unwrap();
+    assert_eq!(titled_run.config.data.header_fields, Some(2));
+    assert!(has_headers(&titled_run.tokenizer, &titled_run.config.data));
+
+    let tiny = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/tiny.toml");
+    let children = [
+        ("plain", write("plain.txt", lines("data/poems.txt", 300)), 0),
+        ("ci", write("ci.txt", lines("data/ci.txt", 300)), 1),
+    ];
+    for (name, corpus, fields) in children {
+        let parent = Parent::open(&parent_dir).unwrap();
+        let set = [
+            Override::parse(&format!("data.corpus=\"{corpus}\"")).unwrap(),
+            Override::parse("train.max_iters=20").unwrap(),
+        ];
+        let config = parent.config_for(&tiny, &set).unwrap();
+        let dir = tmp.path().join(name);
+        train(TrainOptions {
+            device: candle_core::Device::Cpu,
+            config,
+            run: RunDir::new(&dir),
+            resume: false,
+            stop_at: None,
+            progress: false,
+            kernels: shige::ops::Kernels::Fused,
+            parent: Some(parent),
+        })
+        .unwrap();
+        let run = load_run(&dir).unwrap();
+        let data = &run.config.data;
+        assert_eq!(data.header_fields, Some(fields), "{name}");
+        assert!(
+            run.tokenizer.id('·').is_some(),
+            "{name}: the parent's vocabulary, header marks included"
+        );
+        assert!(
+            !has_headers(&run.tokenizer, data),
+            "{name} writes no 【poet·title】"
+        );
+        let header = header_request(&run.tokenizer, data, (None, None), None).unwrap();
+        assert_eq!(header, None, "{name}");
+        assert_eq!(writes_ci(&run.tokenizer, data), fields == 1, "{name}");
+        let tune = ci_start((&run.tokenizer, data), ("浣溪沙", false), "", 200);
+        assert_eq!(tune.is_ok(), fields == 1, "{name}: --tune");
+    }
+    // Runs saved before the fields were recorded are read from their vocabulary.
+    let ci = CharTokenizer::from_text("【浣溪沙】一曲新词酒一杯。\n").unwrap();
+    assert!(writes_ci(&ci, &verse(None)) && !writes_ci(&ci, &verse(Some(0))));
+    let corpus =
+        |text: &str| Corpus::parse(text, &PathBuf::from("c.txt"), CorpusKind::Auto).unwrap();
+    assert_eq!(corpus(&titled(40)).header_fields(), 2);
+    assert_eq!(corpus(&lines("data/ci.txt", 40)).header_fields(), 1);
+    assert_eq!(corpus(&lines("data/poems.txt", 40)).header_fields(), 0);
 }

@@ -372,7 +372,37 @@ fn bad_training_requests_get_a_json_error_and_start_nothing() {
         (
             json!({ "config": "tiny", "init_from": "other" }),
             400,
-            "init_from: --init-from needs a trained run",
+            "init_from: `other` is no run with weights to start from: choose a run of the list",
+        ),
+        (
+            json!({ "config": "tiny", "run": "done" }),
+            409,
+            "already holds a run: continue it with Resume in the runs list",
+        ),
+        (
+            json!({ "config": "tiny", "set": ["data.corpus=/etc/passwd"] }),
+            400,
+            "the page trains on the corpora of data/ and on files under the folder of runs",
+        ),
+        (
+            json!({ "config": "tiny", "set": ["data.corpus=data/../Cargo.toml"] }),
+            400,
+            "is neither",
+        ),
+        (
+            json!({ "config": "tiny", "set": ["data.corpus=outside.txt"] }),
+            400,
+            "data.corpus: there is no file outside.txt",
+        ),
+        (
+            json!({ "config": "tiny", "set": ["data.corpus=data/tiny.txt\n"] }),
+            400,
+            "its value holds U+000A",
+        ),
+        (
+            json!({ "config": "tiny", "max_iters": 7, "set": ["train.minutes=0.05"] }),
+            400,
+            "both given",
         ),
         (
             json!({ "config": "tiny", "init_from": "../outside" }),
@@ -396,6 +426,10 @@ fn bad_training_requests_get_a_json_error_and_start_nothing() {
         let message = error["error"].as_str().unwrap();
         assert!(message.contains(piece), "{request}: {error}");
         assert!(!message.contains("another another"), "{error}");
+        // The page's words, not the command line's.
+        for word in ["--resume", "--init-from", "--out", "cargo run"] {
+            assert!(!message.contains(word), "{request}: {error}");
+        }
     }
     // Another site's page cannot start a run.
     let mut answer = agent()

@@ -433,3 +433,111 @@ fn a_plan_of_ages_is_saved_as_a_count_the_run_reads_back() {
     let summary = run(&wrapped, &tmp.path().join("1e300"), false, Some(12)).unwrap();
     assert_eq!((summary.steps, summary.max_iters), (12, i64::MAX as usize));
 }
+
+/// A resume keeps every setting of the run's recipe but how long it trains, how often it
+/// evaluates, its batch, its precision and where its corpus is: a new warm-up, rate, decay or
+/// clip would change its course mid-run, as a new schedule would. Each refusal names the setting
+/// and writes nothing.
+#[test]
+fn a_resume_refuses_every_change_of_its_recipe_and_names_the_setting() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tiny_config(); // the cosine
+    let dir = tmp.path().join("run");
+    run(&cfg, &dir, false, Some(30)).unwrap();
+    let state = std::fs::read(dir.join(STATE_FILE)).unwrap();
+    let changed: [(&str, fn(&mut RunConfig)); 5] = [
+        ("schedule.warmup_iters differs (saved 10, asked 50)", |c| {
+            c.schedule.warmup_iters = 50
+        }),
+        (
+            "optimizer.learning_rate differs (saved 0.003, asked 0.001)",
+            |c| c.optimizer.learning_rate = 1e-3,
+        ),
+        ("optimizer.grad_clip differs (saved 1.0, asked 0.5)", |c| {
+            c.optimizer.grad_clip = 0.5
+        }),
+        ("optimizer.beta2 differs (saved 0.95, asked 0.99)", |c| {
+            c.optimizer.beta2 = 0.99
+        }),
+        (
+            "optimizer.weight_decay differs (saved 0.1, asked 0.0)",
+            |c| c.optimizer.weight_decay = 0.0,
+        ),
+    ];
+    for (says, change) in changed {
+        let mut asked = cfg.clone();
+        change(&mut asked);
+        let err = error_of(run(&asked, &dir, true, None));
+        assert!(
+            err.contains(says) && err.contains("keeps its recipe"),
+            "{says}: {err}"
+        );
+        assert_eq!(std::fs::read(dir.join(STATE_FILE)).unwrap(), state);
+    }
+    // A schedule is named as it is: a cosine has no decay_fraction.
+    let mut wsd = cfg.clone();
+    wsd.schedule.kind = ScheduleKind::Wsd;
+    let err = error_of(run(&wsd, &dir, true, None));
+    assert!(
+        err.contains("the schedule is wsd (decay_fraction 0.2) but")
+            && err.contains("trained with cosine:"),
+        "{err}"
+    );
+    // What a resume may change.
+    let mut longer = cfg.clone();
+    (longer.train.max_iters, longer.train.eval_interval) = (80, 40);
+    let summary = run(&longer, &dir, true, None).unwrap();
+    assert_eq!(summary.steps, 80);
+}
+
+/// The same run gives the same bytes in every process: the weights and the training state hold
+/// their metadata in one order (safetensors writes it in a hash map's), so `cmp` holds for the
+/// weights where the README says byte-identical, and a child's parent.json records one
+/// fingerprint. The state differs only in its two clocks (the seconds trained).
+#[test]
+fn the_same_run_writes_the_same_bytes_in_two_processes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dirs = [tmp.path().join("a"), tmp.path().join("b")];
+    for dir in &dirs {
+        let dir = dir.to_str().unwrap();
+        let args = [
+            "--config",
+            "configs/tiny.toml",
+            "--max-iters",
+            "20",
+            "--out",
+            dir,
+        ];
+        common::train_ok(&args);
+    }
+    let [a, b] = dirs
+        .clone()
+        .map(|d| std::fs::read(d.join(MODEL_FILE)).unwrap());
+    assert!(a == b, "{MODEL_FILE} differs between two identical runs");
+    let clocks = ["elapsed_s", "interval_s"];
+    let [a, b] = dirs.clone().map(|d| {
+        let bytes = std::fs::read(d.join(STATE_FILE)).unwrap();
+        let length = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+        let mut header = String::from_utf8(bytes[8..8 + length].to_vec()).unwrap();
+        let parsed: serde_json::Value = serde_json::from_str(&header).unwrap();
+        let metadata = parsed["__metadata__"].as_object().unwrap();
+        // The metadata's keys in sorted order.
+        let places: Vec<usize> = metadata
+            .keys()
+            .map(|k| header.find(&format!("\"{k}\":")).unwrap())
+            .collect();
+        assert!(places.len() > 5 && places.is_sorted(), "{header}");
+        for clock in clocks {
+            let value = metadata[clock].as_str().unwrap();
+            header = header.replacen(&format!("\"{clock}\":\"{value}\""), clock, 1);
+        }
+        (header.trim_end().to_string(), bytes[8 + length..].to_vec())
+    });
+    assert!(
+        a.0 == b.0,
+        "the state's header, but for its clocks: {} against {}",
+        a.0,
+        b.0
+    );
+    assert!(a.1 == b.1, "the state's tensors");
+}

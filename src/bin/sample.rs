@@ -128,7 +128,7 @@ fn run() -> Result<()> {
     };
     let start = match &args.tune {
         Some(name) => ci_start(
-            (&run.tokenizer, kind),
+            (&run.tokenizer, &run.config.data),
             (name, args.meter),
             &args.prompt,
             args.max_new_tokens,
@@ -145,7 +145,7 @@ fn run() -> Result<()> {
                 .poet
                 .as_ref()
                 .and_then(|_| Poets::of_corpus_file(run.config.data.corpus.as_ref()));
-            let header = header_request(&run.tokenizer, kind, asked, poets.as_ref())?;
+            let header = header_request(&run.tokenizer, &run.config.data, asked, poets.as_ref())?;
             poem_start(
                 &run.tokenizer,
                 header.as_ref(),

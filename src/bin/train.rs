@@ -146,7 +146,8 @@ fn run() -> Result<()> {
     }
     let config_path = config_path(&args)?;
     let device = shige::device::open(&args.device)?;
-    let parent = args.init_from.as_deref().map(Parent::open).transpose()?;
+    let parent = args.init_from.as_deref().map(Parent::open).transpose();
+    let parent = parent.context("--init-from needs a trained run")?;
     let overrides = overrides(&args)?;
     let cfg = match &parent {
         Some(parent) => parent.config_for(&config_path, &overrides)?,

@@ -29,10 +29,11 @@ pub(super) fn current_key(section: &str, name: &str) -> (String, String) {
 
 /// Moves the old keys of `[train]` in `table` to their sections. Old files saved every setting,
 /// those of the kinds not chosen too (`muon_learning_rate` under AdamW, `decay_fraction` under
-/// the cosine): those are left out, since they never applied.
-pub(super) fn upgrade(table: &mut toml::Table) {
+/// the cosine): those are left out, since they never applied. A setting given in both layouts
+/// (`[train] learning_rate` beside `[optimizer] learning_rate`) is refused: one would be dropped.
+pub(super) fn upgrade(table: &mut toml::Table) -> Result<(), String> {
     let Some(toml::Value::Table(train)) = table.get_mut("train") else {
-        return;
+        return Ok(());
     };
     let moved: Vec<(String, String, toml::Value)> = MOVED
         .iter()
@@ -58,12 +59,20 @@ pub(super) fn upgrade(table: &mut toml::Table) {
             continue;
         }
         let entry = table
-            .entry(section)
+            .entry(section.clone())
             .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-        if let toml::Value::Table(section) = entry {
-            section.entry(name).or_insert(value);
+        if let toml::Value::Table(new) = entry {
+            if new.contains_key(&name) {
+                let old = MOVED.iter().find(|m| m.1 == section && m.2 == name);
+                return Err(format!(
+                    "[train] {} (the old layout) and [{section}] {name} both set it: keep [{section}] {name} and remove the other",
+                    old.map_or(name.as_str(), |m| m.0)
+                ));
+            }
+            new.insert(name, value);
         }
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -78,7 +87,7 @@ mod tests {
              [optimizer]\nbeta2 = 0.9\n",
         )
         .unwrap();
-        upgrade(&mut table);
+        upgrade(&mut table).unwrap();
         let expected: toml::Table = toml::from_str(
             "[train]\nmax_iters = 9\n[data]\ncorpus = \"c.txt\"\n\
              [optimizer]\nbeta2 = 0.9\nkind = \"adamw\"\nlearning_rate = 0.5\n\
@@ -94,5 +103,29 @@ mod tests {
             current_key("train", "max_iters"),
             ("train".to_string(), "max_iters".to_string())
         );
+    }
+
+    #[test]
+    fn a_setting_in_both_layouts_is_refused_not_dropped() {
+        for (text, says) in [
+            (
+                "[train]\nlearning_rate = 0.5\n[optimizer]\nlearning_rate = 0.1\n",
+                "[train] learning_rate (the old layout) and [optimizer] learning_rate both set it",
+            ),
+            (
+                "[train]\ncorpus = \"a.txt\"\n[data]\ncorpus = \"b.txt\"\n",
+                "[train] corpus (the old layout) and [data] corpus both set it",
+            ),
+            (
+                "[train]\ncorpus_kind = \"lines\"\n[data]\nkind = \"verse\"\n",
+                "[train] corpus_kind (the old layout) and [data] kind both set it",
+            ),
+        ] {
+            let mut table: toml::Table = toml::from_str(text).unwrap();
+            assert_eq!(
+                upgrade(&mut table).unwrap_err().split(':').next(),
+                Some(says)
+            );
+        }
     }
 }

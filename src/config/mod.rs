@@ -87,15 +87,41 @@ pub enum ConfigError {
 }
 
 /// The keys whose values differ between two tables of settings, as `key: a X, b Y` with the two
-/// sides named by `names`.
+/// sides named by `names` (`nothing` for a key one side does not set).
 fn differences<T: Serialize>(a: &T, b: &T, names: [&str; 2]) -> Vec<String> {
     let as_table = |t: &T| toml::Table::try_from(t).unwrap_or_default();
-    let (a, b) = (as_table(a), as_table(b));
-    a.iter()
-        .filter(|(k, v)| b.get(*k) != Some(v))
-        .map(|(k, v)| {
-            let other = b.get(k).map_or("nothing".into(), |x| x.to_string());
-            format!("{k}: {} {v}, {} {other}", names[0], names[1])
+    changes(&as_table(a), &as_table(b), "")
+        .iter()
+        .map(|c| c.describe(names))
+        .collect()
+}
+
+/// A setting whose value differs between two configs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    /// `section.key` (or `key` within one section).
+    pub key: String,
+    /// The two values, `nothing` where one side does not set it.
+    pub values: [String; 2],
+}
+
+impl Change {
+    /// `key: a X, b Y`, the two sides named by `names`.
+    pub fn describe(&self, names: [&str; 2]) -> String {
+        let [a, b] = &self.values;
+        format!("{}: {} {a}, {} {b}", self.key, names[0], names[1])
+    }
+}
+
+/// The keys of `a` or `b` whose values differ, each after `prefix`, in sorted order.
+fn changes(a: &toml::Table, b: &toml::Table, prefix: &str) -> Vec<Change> {
+    let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    let shown = |v: Option<&toml::Value>| v.map_or("nothing".into(), |v| v.to_string());
+    keys.into_iter()
+        .filter(|k| a.get(*k) != b.get(*k))
+        .map(|k| Change {
+            key: format!("{prefix}{k}"),
+            values: [shown(a.get(k)), shown(b.get(k))],
         })
         .collect()
 }
@@ -150,6 +176,9 @@ pub fn check_toml_integer(name: &str, value: u64) -> Result<(), ConfigError> {
     }
 }
 
+/// The sections of a config, in the order a file lists them.
+pub const SECTIONS: [&str; 5] = ["model", "data", "train", "optimizer", "schedule"];
+
 /// A whole run's configuration, as stored in `configs/*.toml` and in each run directory.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
@@ -181,7 +210,10 @@ impl RunConfig {
 
     /// The config of a parsed file (of the old layout too).
     pub(super) fn from_table(mut table: toml::Table, origin: &str) -> Result<Self, ConfigError> {
-        legacy::upgrade(&mut table);
+        legacy::upgrade(&mut table).map_err(|message| ConfigError::Parse {
+            path: origin.to_string(),
+            message,
+        })?;
         toml::Value::Table(table)
             .try_into()
             .map_err(|e| parse_error(origin, e))
@@ -193,30 +225,26 @@ impl RunConfig {
             .map_err(|e| ConfigError::Invalid(format!("cannot write the config as TOML: {e}")))
     }
 
-    /// The settings of any section in which `other` differs, as [`ModelConfig::differences`].
+    /// The settings, as `section.key`, in which `other` differs from this config.
+    pub fn changes(&self, other: &RunConfig) -> Vec<Change> {
+        let as_table = |c: &RunConfig| toml::Table::try_from(c).unwrap_or_default();
+        let (a, b) = (as_table(self), as_table(other));
+        let section = |t: &toml::Table, name: &str| match t.get(name) {
+            Some(toml::Value::Table(section)) => section.clone(),
+            _ => toml::Table::new(),
+        };
+        SECTIONS
+            .iter()
+            .flat_map(|name| changes(&section(&a, name), &section(&b, name), &format!("{name}.")))
+            .collect()
+    }
+
+    /// [`RunConfig::changes`] as `section.key: a X, b Y`, the two sides named by `names`.
     pub fn differences(&self, other: &RunConfig, names: [&str; 2]) -> Vec<String> {
-        let mut all = differences(&self.model, &other.model, names);
-        all.extend(differences(&self.train, &other.train, names));
-        // Each of these has a `kind`: named with its section.
-        for (section, mut of_section) in [
-            ("data", differences(&self.data, &other.data, names)),
-            (
-                "optimizer",
-                differences(&self.optimizer, &other.optimizer, names),
-            ),
-            (
-                "schedule",
-                differences(&self.schedule, &other.schedule, names),
-            ),
-        ] {
-            for difference in &mut of_section {
-                if difference.starts_with("kind:") {
-                    difference.insert_str(0, &format!("{section}."));
-                }
-            }
-            all.extend(of_section);
-        }
-        all
+        self.changes(other)
+            .iter()
+            .map(|c| c.describe(names))
+            .collect()
     }
 
     /// Validates every section.

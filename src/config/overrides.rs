@@ -3,7 +3,7 @@
 //! and the page's Train form sends its fields the same way; all of them meet the file's values in
 //! [`RunConfig::load_with`].
 
-use super::{legacy, parse_error, read_config_file, ConfigError, RunConfig};
+use super::{legacy, parse_error, read_config_file, ConfigError, RunConfig, SECTIONS};
 use serde::Serialize;
 use std::path::Path;
 
@@ -26,11 +26,32 @@ impl Override {
                 "give section.key=value, e.g. optimizer.learning_rate=1e-3 (configs/default.toml lists the settings)",
             ));
         };
-        let value = toml::from_str::<toml::Table>(&format!("v = {value}"))
+        let key = key.trim();
+        if let Some(c) = value.chars().find(|&c| crate::data::error::is_invisible(c)) {
+            return Err(invalid(
+                key,
+                &format!(
+                    "its value holds {}, which cannot be seen: type the value again without it",
+                    crate::data::error::describe_char(c)
+                ),
+            ));
+        }
+        let parsed = toml::from_str::<toml::Table>(&format!("v = {value}"))
             .ok()
-            .and_then(|mut table| table.remove("v"))
-            .unwrap_or_else(|| toml::Value::String(value.to_string()));
-        Override::checked(key.trim(), value)
+            .and_then(|mut table| table.remove("v"));
+        let digits = value.trim().trim_start_matches(['-', '+']);
+        if parsed.is_none() && !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit()) {
+            return Err(invalid(
+                key,
+                &format!(
+                    "{} is more than {}, the largest integer a config file can hold: use a smaller one",
+                    value.trim(),
+                    i64::MAX
+                ),
+            ));
+        }
+        let value = parsed.unwrap_or_else(|| toml::Value::String(value.to_string()));
+        Override::checked(key, value)
     }
 
     /// The typed `value` (a flag's) for `key`.
@@ -65,10 +86,14 @@ impl Override {
             .try_into::<RunConfig>()
             .map_err(
                 |e| match (parse_error(&format!("--set {key}"), e), section.as_str()) {
-                    (ConfigError::Parse { path, message }, "train") => ConfigError::Parse {
-                        path,
-                        message: format!("{message}; {MOVED_OUT_OF_TRAIN}"),
-                    },
+                    (ConfigError::Parse { path, message }, "train")
+                        if message.contains("unknown field") =>
+                    {
+                        ConfigError::Parse {
+                            path,
+                            message: format!("{message}; {MOVED_OUT_OF_TRAIN}"),
+                        }
+                    }
                     (e, _) => e,
                 },
             )?;
@@ -92,7 +117,7 @@ fn invalid(what: &str, why: &str) -> ConfigError {
 
 impl RunConfig {
     /// The config in `path` with `overrides` applied in order (a later one wins). A step count
-    /// given (`train.max_iters`) wins over `minutes` in the file unless minutes is given too.
+    /// given (`train.max_iters`) wins over `minutes` in the file; both given are refused.
     pub fn load_with(path: &Path, overrides: &[Override]) -> Result<Self, ConfigError> {
         let text = read_config_file(path)?;
         Self::from_toml_with(&text, &path.display().to_string(), overrides)
@@ -105,7 +130,6 @@ impl RunConfig {
         overrides: &[Override],
     ) -> Result<Self, ConfigError> {
         let mut table: toml::Table = toml::from_str(text).map_err(|e| parse_error(origin, e))?;
-        const SECTIONS: [&str; 5] = ["model", "data", "train", "optimizer", "schedule"];
         if !SECTIONS.iter().any(|s| table.contains_key(*s)) {
             return Err(ConfigError::Parse {
                 path: origin.to_string(),
@@ -117,9 +141,19 @@ impl RunConfig {
         if overrides.is_empty() {
             return Ok(file);
         }
-        legacy::upgrade(&mut table);
+        legacy::upgrade(&mut table).map_err(|message| ConfigError::Parse {
+            path: origin.to_string(),
+            message,
+        })?;
         let given = |key: &str| overrides.iter().any(|o| o.key == key);
-        if given("train.max_iters") && !given("train.minutes") {
+        if given("train.max_iters") && given("train.minutes") {
+            return Err(ConfigError::Invalid(
+                "train.max_iters and train.minutes are both given (as flags or with --set): give one, \
+                 a step count or the minutes to plan it for"
+                    .into(),
+            ));
+        }
+        if given("train.max_iters") {
             if let Some(toml::Value::Table(train)) = table.get_mut("train") {
                 train.remove("minutes");
             }

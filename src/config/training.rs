@@ -107,6 +107,11 @@ pub struct DataConfig {
     /// What the corpus holds: "auto" (chosen from the file; a run saves what was chosen),
     /// "verse", "lines" or "text".
     pub kind: CorpusKind,
+    /// Written by `train`, not a setting: the fields of the header each line of the corpus
+    /// begins with (`data::header`): 0 for none, 1 for `【tune】`, 2 for `【poet·title】`. What a
+    /// run writes before its poems follows it; runs saved before it was recorded have none
+    /// (their vocabulary tells).
+    pub header_fields: Option<usize>,
 }
 
 impl Default for DataConfig {
@@ -114,6 +119,7 @@ impl Default for DataConfig {
         DataConfig {
             corpus: "data/poems.txt".into(),
             kind: CorpusKind::Auto,
+            header_fields: None,
         }
     }
 }

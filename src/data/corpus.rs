@@ -9,7 +9,7 @@
 
 use crate::config::CorpusKind;
 use crate::data::error::DataError;
-use crate::data::header::without_header;
+use crate::data::header::{split_header, without_header, SEPARATOR};
 use crate::data::poem::regular_form;
 use std::path::Path;
 
@@ -115,6 +115,28 @@ impl Corpus {
             skipped: lines.len() - poems.len(),
             items: poems,
         })
+    }
+
+    /// The fields of the header its items begin with (`data::header`): the field count most of
+    /// them share when at least half of them begin with a header, else 0 (running text too).
+    pub fn header_fields(&self) -> usize {
+        if self.kind == CorpusKind::Text {
+            return 0;
+        }
+        let mut counts = std::collections::BTreeMap::<usize, usize>::new();
+        for item in &self.items {
+            if let Some((inside, _)) = split_header(item) {
+                *counts.entry(inside.split(SEPARATOR).count()).or_default() += 1;
+            }
+        }
+        let headed: usize = counts.values().sum();
+        match 2 * headed >= self.items.len() {
+            true => counts
+                .into_iter()
+                .max_by_key(|&(fields, n)| (n, fields))
+                .map_or(0, |(f, _)| f),
+            false => 0,
+        }
     }
 
     /// The whole corpus as the model reads it: items each followed by a newline, or the text.

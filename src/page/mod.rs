@@ -108,7 +108,7 @@ pub fn run_info(name: &str, run: &LoadedRun, poets: Option<&Poets>) -> Value {
             .map(|(name, _)| name)
             .collect::<Vec<_>>()
     });
-    let tunes = writes_ci(&run.tokenizer, kind).then(|| {
+    let tunes = writes_ci(&run.tokenizer, &run.config.data).then(|| {
         Tunes::shipped()
             .all()
             .iter()
@@ -120,7 +120,7 @@ pub fn run_info(name: &str, run: &LoadedRun, poets: Option<&Poets>) -> Value {
         "name": name,
         "model": run.config.model,
         "corpus_kind": kind,
-        "headers": has_headers(&run.tokenizer, kind),
+        "headers": has_headers(&run.tokenizer, &run.config.data),
         "poets": poets,
         "tunes": tunes,
     })

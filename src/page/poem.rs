@@ -126,7 +126,7 @@ fn poem_start_of(
     let poets = poets.filter(|_| !p.poet.is_empty());
     let header = header_request(
         &run.tokenizer,
-        run.config.data.trained_kind(),
+        &run.config.data,
         (asked(&p.poet), asked(&p.title)),
         poets,
     )
@@ -149,9 +149,8 @@ fn ci_start_of(run: &LoadedRun, p: &PoemParams) -> Result<PoemStart, Refusal> {
             "a ci takes its tune's shape: leave form, acrostic, poet and title empty",
         ));
     }
-    let kind = run.config.data.trained_kind();
     ci_start(
-        (&run.tokenizer, kind),
+        (&run.tokenizer, &run.config.data),
         (&p.tune, p.meter),
         &p.prompt,
         p.max_new_tokens,

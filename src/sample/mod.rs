@@ -9,7 +9,7 @@ pub mod meter;
 pub use constraint::PoemConstraint;
 pub use draw::Sampling;
 
-use crate::config::CorpusKind;
+use crate::config::{CorpusKind, DataConfig};
 use crate::data::header::{
     without_header, HeaderRequest, Poets, CLOSE, MAX_FIELD_CHARS, OPEN, SEPARATOR,
 };
@@ -105,7 +105,7 @@ pub enum SampleError {
         position: usize,
     },
     /// A tune whose name the model's vocabulary cannot write.
-    #[error("this run cannot write a ci to the tune {0} (its vocabulary lacks the tune's name or the brackets 【】, or it was trained on titled poems): --tune needs a run trained on the Song ci, e.g. with configs/ci.toml")]
+    #[error("this run cannot write a ci to the tune {0} (it was not trained on ci after their tune's 【】, or its vocabulary lacks the tune's name): --tune needs a run trained on the Song ci, e.g. with configs/ci.toml")]
     TuneNotLearned(String),
     /// A header's field that cannot be written (the message).
     #[error("{0}")]
@@ -152,10 +152,26 @@ impl PoemStart {
     }
 }
 
-/// Whether a run of `kind` with this vocabulary was trained on headers of poet and title
-/// (`【李白·静夜思】`): its vocabulary has their marks, and it is not running text.
-pub fn has_headers(tokenizer: &CharTokenizer, kind: CorpusKind) -> bool {
-    kind != CorpusKind::Text && knows_header_marks(tokenizer)
+/// The fields of the header a run writes before each poem (`data::header`): 2 for a run trained
+/// on `【poet·title】`, 1 for one trained on ci after their `【tune】`, 0 for none. Recorded when
+/// the run was trained; a run saved before that is read from its vocabulary (the header's marks)
+/// and kind (running text writes none).
+pub fn header_fields(tokenizer: &CharTokenizer, data: &DataConfig) -> usize {
+    if let Some(fields) = data.header_fields {
+        return fields;
+    }
+    let knows = |marks: &[char]| marks.iter().all(|&c| tokenizer.id(c).is_some());
+    match data.trained_kind() {
+        CorpusKind::Text => 0,
+        _ if knows(&[OPEN, SEPARATOR, CLOSE]) => 2,
+        _ if knows(&[OPEN, CLOSE]) => 1,
+        _ => 0,
+    }
+}
+
+/// Whether a run was trained on headers of poet and title (`【李白·静夜思】`).
+pub fn has_headers(tokenizer: &CharTokenizer, data: &DataConfig) -> bool {
+    header_fields(tokenizer, data) == 2 && knows_header_marks(tokenizer)
 }
 
 /// Whether `tokenizer`'s vocabulary has the marks of a poet-and-title header: 【, · and 】.
@@ -165,12 +181,10 @@ fn knows_header_marks(tokenizer: &CharTokenizer) -> bool {
         .all(|&c| tokenizer.id(c).is_some())
 }
 
-/// Whether a run of `kind` with this vocabulary writes ci by tune: its vocabulary has the tune
-/// header's brackets, and it is neither running text nor a run on titled poems (whose headers
-/// are poet and title).
-pub fn writes_ci(tokenizer: &CharTokenizer, kind: CorpusKind) -> bool {
+/// Whether a run writes ci by tune: it was trained on ci after their tune's header `【tune】`.
+pub fn writes_ci(tokenizer: &CharTokenizer, data: &DataConfig) -> bool {
     let brackets = [OPEN, CLOSE].iter().all(|&c| tokenizer.id(c).is_some());
-    brackets && kind != CorpusKind::Text && !has_headers(tokenizer, kind)
+    brackets && header_fields(tokenizer, data) == 1
 }
 
 /// The header a run's poem is written under: `None` for a run without headers, else the poet
@@ -179,16 +193,16 @@ pub fn writes_ci(tokenizer: &CharTokenizer, kind: CorpusKind) -> bool {
 /// run's corpus, where known), with the nearest names.
 pub fn header_request(
     tokenizer: &CharTokenizer,
-    kind: CorpusKind,
+    data: &DataConfig,
     (poet, title): (Option<String>, Option<String>),
     poets: Option<&Poets>,
 ) -> std::result::Result<Option<HeaderRequest>, SampleError> {
     let request = HeaderRequest { poet, title };
     if request.fields().iter().all(Option::is_none) {
-        return Ok(has_headers(tokenizer, kind).then_some(request));
+        return Ok(has_headers(tokenizer, data).then_some(request));
     }
     request.check().map_err(SampleError::Header)?;
-    if !has_headers(tokenizer, kind) {
+    if !has_headers(tokenizer, data) {
         return Err(SampleError::HeaderNotLearned);
     }
     if let (Some(poet), Some(poets)) = (&request.poet, poets) {
@@ -236,17 +250,17 @@ pub fn poem_start(
     Ok(start)
 }
 
-/// The start of a ci to the tune named `name` (`--tune`, the page's tune box) for a run of `kind`
-/// with this vocabulary, with the tune's tones and rhymes if `meter`: [`tune_start`] once the tune
+/// The start of a ci to the tune named `name` (`--tune`, the page's tune box) for a run with this
+/// vocabulary, trained on `data`, with the tune's tones and rhymes if `meter`: [`tune_start`] once the tune
 /// is known (else the nearest names), the run writes ci, and the tune has learned tones.
 pub fn ci_start(
-    (tokenizer, kind): (&CharTokenizer, CorpusKind),
+    (tokenizer, data): (&CharTokenizer, &DataConfig),
     (name, meter): (&str, bool),
     prompt: &str,
     max_new_tokens: usize,
 ) -> std::result::Result<PoemStart, SampleError> {
     let tune = Tunes::shipped().get(name).map_err(SampleError::Tune)?;
-    if !writes_ci(tokenizer, kind) {
+    if !writes_ci(tokenizer, data) {
         return Err(SampleError::TuneNotLearned(name.to_string()));
     }
     let meter = match meter {

@@ -8,7 +8,9 @@ use super::runs::{run_detail, run_dir, MAX_NAME_CHARS};
 use super::{body, ApiError, Served};
 use crate::clock::UtcTime;
 use crate::config::{Override, RunConfig};
-use crate::train::checkpoint::{check_steps_left, saved_step, RunDir, CONFIG_FILE, STATE_FILE};
+use crate::train::checkpoint::{
+    check_steps_left, saved_step, RunDir, CONFIG_FILE, MODEL_FILE, STATE_FILE,
+};
 use crate::train::parent::Parent;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::State;
@@ -29,6 +31,8 @@ use tokio_stream::{Stream, StreamExt};
 
 /// Where the shipped configs are, relative to the server's working directory (the repository).
 pub const CONFIGS_DIR: &str = "configs";
+/// Where the shipped corpora are, likewise.
+pub const CORPORA_DIR: &str = "data";
 /// Lines of a run's messages kept for the page.
 const LOG_LINES: usize = 100;
 
@@ -233,13 +237,13 @@ impl Trainer {
             )));
         }
         RunDir::new(&dir)
-            .check_fresh_or("another name")
+            .check_fresh_or("another name", "Resume in the runs list")
             .map_err(|e| ApiError(StatusCode::CONFLICT, format!("{e:#}")))?;
         let parent = match &request.init_from {
             Some(name) => Some(self.parent_run(name)?),
             None => None,
         };
-        check_overrides(&path, request, parent.as_ref())?;
+        check_overrides(&path, request, parent.as_ref(), &self.root)?;
         let (path, dir) = (path.display().to_string(), dir.display().to_string());
         let mut args = vec!["--config".into(), path, "--out".into(), dir];
         if let Some(parent) = parent {
@@ -251,6 +255,11 @@ impl Trainer {
     /// The listed run `name` to fine-tune from, checked as `train --init-from` checks it.
     fn parent_run(&self, name: &str) -> Result<Parent, ApiError> {
         let dir = run_dir(&self.root, name).map_err(ApiError::bad)?;
+        if !dir.join(MODEL_FILE).is_file() {
+            return Err(ApiError::bad(format!(
+                "init_from: `{name}` is no run with weights to start from: choose a run of the list that has evaluated at least once"
+            )));
+        }
         Parent::open(&dir).map_err(|e| ApiError::bad(format!("init_from: {e:#}")))
     }
 
@@ -522,11 +531,13 @@ fn shipped_config(name: &str) -> Result<PathBuf, ApiError> {
 
 /// Checks the config at `path` with `request`'s overrides (and the model of the run it starts
 /// from) as `train` will, so that a bad combination (heads that do not divide the width, a shape
-/// that is not the parent's) is a 400 now, not a failed run.
+/// that is not the parent's) is a 400 now, not a failed run; and that its corpus is one the page
+/// offers ([`check_corpus`]).
 fn check_overrides(
     path: &Path,
     request: &TrainRequest,
     parent: Option<&Parent>,
+    root: &Path,
 ) -> Result<(), ApiError> {
     let overrides = request.overrides()?;
     let mut config = match parent {
@@ -535,6 +546,7 @@ fn check_overrides(
             .map_err(|e| ApiError::bad(format!("{e:#}")))?,
         None => RunConfig::load_with(path, &overrides).map_err(ApiError::bad)?,
     };
+    check_corpus(&config.data.corpus, root)?;
     // The corpus decides the vocabulary when the run starts; any size checks the rest.
     config.model.vocab_size = config.model.vocab_size.max(1);
     config.validate().map_err(ApiError::bad)?;
@@ -543,4 +555,61 @@ fn check_overrides(
         .model
         .check_training_memory(batch)
         .map_err(ApiError::bad)
+}
+
+/// Refuses a corpus the page does not offer: the page trains on the corpora of data/ and on
+/// files under the folder of runs `root`, each a real file there (a symbolic link that leads
+/// elsewhere does not count), so that no page can make the server read any other file.
+fn check_corpus(corpus: &str, root: &Path) -> Result<(), ApiError> {
+    let inside = |dir: &Path| {
+        let (file, dir) = (Path::new(corpus).canonicalize(), dir.canonicalize());
+        matches!((file, dir), (Ok(f), Ok(d)) if f.starts_with(&d) && f.is_file())
+    };
+    if inside(Path::new(CORPORA_DIR)) || inside(root) {
+        return Ok(());
+    }
+    if !Path::new(corpus).exists() {
+        return Err(ApiError::bad(format!(
+            "data.corpus: there is no file {}{}: give one of {CORPORA_DIR}/, e.g. data/tiny.txt",
+            crate::data::error::printable(corpus),
+            crate::files::where_missing(Path::new(corpus))
+        )));
+    }
+    Err(ApiError::bad(format!(
+        "data.corpus: the page trains on the corpora of {CORPORA_DIR}/ and on files under the folder of runs ({}); {} is neither: copy it there, or train it with `train --corpus` in a terminal",
+        root.display(),
+        crate::data::error::printable(corpus)
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_page_trains_only_on_corpora_of_data_and_of_its_runs_folder() {
+        let root = tempfile::tempdir().unwrap();
+        let own = root.path().join("mine/poems.txt");
+        std::fs::create_dir_all(own.parent().unwrap()).unwrap();
+        std::fs::write(&own, "白日依山尽，黄河入海流。欲穷千里目，更上一层楼。\n").unwrap();
+        let shown = |p: &Path| p.display().to_string();
+        for offered in ["data/tiny.txt", "data/./poems.txt", &shown(&own)] {
+            assert!(check_corpus(offered, root.path()).is_ok(), "{offered}");
+        }
+        let mut refused = vec![
+            "/etc/passwd".to_string(),
+            "data/../Cargo.toml".to_string(),
+            "data".to_string(),
+        ];
+        #[cfg(unix)]
+        {
+            let link = root.path().join("mine/link.txt");
+            std::os::unix::fs::symlink("/etc/passwd", &link).unwrap();
+            refused.push(shown(&link));
+        }
+        for other in refused {
+            let err = check_corpus(&other, root.path()).unwrap_err();
+            assert!(err.1.contains("is neither"), "{other}: {}", err.1);
+        }
+    }
 }

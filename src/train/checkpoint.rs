@@ -31,14 +31,37 @@ pub const SAMPLES_FILE: &str = "samples.jsonl";
 /// What the run's last invocation ended with ([`crate::train::TrainSummary`] as JSON).
 pub const SUMMARY_FILE: &str = "summary.json";
 
-/// Serialises named tensors with string metadata into safetensors bytes.
+/// Serialises named tensors with string metadata into safetensors bytes: the same tensors and
+/// metadata give the same bytes in every process (the header's keys sorted; safetensors writes
+/// its metadata map in the order of a hash map, which differs from one process to the next).
 pub fn to_safetensors(
     tensors: &[(String, Tensor)],
     metadata: HashMap<String, String>,
 ) -> Result<Vec<u8>> {
     let mut sorted: Vec<(&str, &Tensor)> = tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
     sorted.sort_by(|a, b| a.0.cmp(b.0));
-    Ok(safetensors::serialize(sorted, Some(metadata))?)
+    sorted_header(safetensors::serialize(sorted, Some(metadata))?)
+}
+
+/// A safetensors file (8 bytes of header length, the JSON header padded with spaces to a
+/// multiple of 8, the data) with its header's keys, and its metadata's, in sorted order. The
+/// tensors' offsets count from the data's start, so the data stays as it is.
+fn sorted_header(bytes: Vec<u8>) -> Result<Vec<u8>> {
+    use std::collections::BTreeMap;
+    let length = u64::from_le_bytes(bytes[..8].try_into()?) as usize;
+    let (header, data) = bytes[8..].split_at(length);
+    let mut header: BTreeMap<String, serde_json::Value> = serde_json::from_slice(header)?;
+    if let Some(metadata) = header.remove("__metadata__") {
+        let metadata: BTreeMap<String, String> = serde_json::from_value(metadata)?;
+        header.insert("__metadata__".into(), serde_json::to_value(metadata)?);
+    }
+    let mut text = serde_json::to_string(&header)?.into_bytes();
+    text.resize(text.len().next_multiple_of(8), b' ');
+    let mut out = Vec::with_capacity(8 + text.len() + data.len());
+    out.extend((text.len() as u64).to_le_bytes());
+    out.extend(text);
+    out.extend(data);
+    Ok(out)
 }
 
 /// Reads a safetensors file: its tensors and its metadata.
@@ -334,12 +357,14 @@ impl RunDir {
     /// Checks that a new run may start here: the directory is absent or holds nothing but what an
     /// earlier run of this program left before its first file (its lock and temporary files).
     pub fn check_fresh(&self) -> Result<()> {
-        self.check_fresh_or("another --out")
+        let resume = format!("--resume {}", shell_word(&self.path));
+        self.check_fresh_or("another --out", &resume)
     }
 
-    /// [`RunDir::check_fresh`], whose refusals end by asking to choose `other` (the page asks for
-    /// another name, `train` for another --out).
-    pub fn check_fresh_or(&self, other: &str) -> Result<()> {
+    /// [`RunDir::check_fresh`], whose refusals end by asking to choose `other`, or to continue a
+    /// run with `resume` (the page asks for another name, or its runs list's Resume; `train` for
+    /// another --out, or --resume).
+    pub fn check_fresh_or(&self, other: &str, resume: &str) -> Result<()> {
         if self.path.exists() && !self.path.is_dir() {
             bail!(
                 "{} is a file, not a directory for a new run: choose {other}",
@@ -354,9 +379,8 @@ impl RunDir {
             let name = entry.file_name().to_string_lossy().into_owned();
             if RUN_FILES.contains(&name.as_str()) && self.holds_run() {
                 bail!(
-                    "{} already holds a run: continue it with --resume {}, or choose {other}",
+                    "{} already holds a run: continue it with {resume}, or choose {other}",
                     self.path.display(),
-                    shell_word(&self.path)
                 );
             }
             if RUN_FILES.contains(&name.as_str()) {

@@ -8,7 +8,7 @@ use crate::config::{ModelConfig, Override, RunConfig};
 use crate::data::CharTokenizer;
 use crate::files::atomic_write;
 use crate::train::checkpoint::{load_run, parse_safetensors, RunDir, MODEL_FILE};
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use candle_core::Tensor;
 use candle_nn::VarMap;
 use serde::{Deserialize, Serialize};
@@ -18,7 +18,8 @@ use std::path::Path;
 /// The file of a fine-tuned run that names its parent.
 pub const PARENT_FILE: &str = "parent.json";
 
-/// The tensors whose rows are the vocabulary's: they grow with it.
+/// The tensors whose rows are the vocabulary's: they grow with it (and so do those of the inputs
+/// with a row per token).
 const BY_TOKEN: [&str; 2] = ["transformer.wte.weight", "lm_head.weight"];
 
 /// What a fine-tuned run records of its parent.
@@ -44,7 +45,7 @@ impl Parent {
     /// The run in `dir`, checked as `sample` checks one (config, tokenizer and weights belong
     /// together, the weights finite).
     pub fn open(dir: &Path) -> Result<Self> {
-        let loaded = load_run(dir).context("--init-from needs a trained run")?;
+        let loaded = load_run(dir)?;
         let file = RunDir::new(dir).file(MODEL_FILE);
         let bytes = crate::files::read_limited(&file, crate::files::WEIGHTS_LIMIT)?;
         let (tensors, _) = parse_safetensors(&bytes, &file)?;
@@ -70,10 +71,15 @@ impl Parent {
             let Some(name) = o.key.strip_prefix("model.") else {
                 continue;
             };
-            if name != "dropout" && own.get(name) != Some(&o.value) {
+            // Compared as settings, not as written: 10000 asks for the rope_base 10000.0.
+            let mut asked = own.clone();
+            asked.insert(name.to_string(), o.value.clone());
+            let same = toml::Value::Table(asked).try_into::<ModelConfig>().ok()
+                == Some(self.config.model.clone());
+            if name != "dropout" && !same {
                 let theirs = own.get(name).map_or("none".into(), |v| v.to_string());
                 bail!(
-                    "--init-from takes the model's shape from {} ({name} {theirs}), but {} was asked: leave it out, or train a new model without --init-from",
+                    "a fine-tune takes the model's shape from {} ({name} {theirs}), but {} was asked: leave it out, or train a new model without a run to start from",
                     self.record.run,
                     o.value
                 )
@@ -90,7 +96,7 @@ impl Parent {
             .collect();
         if !unused.is_empty() {
             crate::note!(
-                "note: --init-from trains {}'s model; the [model] settings of {} that differ are not used ({})",
+                "note: a fine-tune trains {}'s model; the [model] settings of {} that differ are not used ({})",
                 self.record.run,
                 path.display(),
                 unused.join("; ")
@@ -116,6 +122,8 @@ impl Parent {
     /// Sets every parameter of a new model (`varmap`, drawn from its seed) to the parent's, but
     /// for the rows of characters the parent lacks, which keep their fresh draws.
     pub fn copy_weights_into(&self, varmap: &VarMap) -> Result<()> {
+        let mut by_token = crate::verse::inputs::per_token_tensors(&self.config.model);
+        by_token.extend(BY_TOKEN.map(String::from));
         let data = varmap.data().lock().expect("parameter map");
         for (name, var) in data.iter() {
             let Some(saved) = self.tensors.get(name) else {
@@ -126,8 +134,7 @@ impl Parent {
             };
             let saved = saved.to_device(var.device())?.to_dtype(var.dtype())?;
             let (old, new) = (saved.dims(), var.dims());
-            let grows =
-                BY_TOKEN.contains(&name.as_str()) && old[1..] == new[1..] && old[0] <= new[0];
+            let grows = by_token.contains(name) && old[1..] == new[1..] && old[0] <= new[0];
             if old == new {
                 var.set(&saved)?;
             } else if grows {

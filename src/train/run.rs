@@ -170,7 +170,8 @@ fn check_resume(run: &RunDir, cfg: &RunConfig, progress: bool) -> Result<()> {
     // measures: the fixed validation batches (and the final samples) are drawn from the seed, and
     // a curve whose losses came from other batches would compare them to pick the best weights.
     check_recipe_kept(run, cfg, &saved)?;
-    let (t, saved) = (&cfg.train, &saved.train);
+    let saved_config = saved;
+    let (t, saved) = (&cfg.train, &saved_config.train);
     for (name, flag, saved, asked) in [
         ("seed", "--seed", saved.seed, t.seed),
         (
@@ -197,6 +198,7 @@ fn check_resume(run: &RunDir, cfg: &RunConfig, progress: bool) -> Result<()> {
             saved.max_iters
         );
     }
+    check_nothing_else_changed(run, cfg, &saved_config)?;
     if progress && saved.batch_size != t.batch_size {
         crate::note!(
             "note: batch_size {} → {}: the fixed validation batches are drawn at the new size from here on, \
@@ -207,6 +209,18 @@ fn check_resume(run: &RunDir, cfg: &RunConfig, progress: bool) -> Result<()> {
     }
     Ok(())
 }
+
+/// The settings a resumed run may change: how long it trains (a step count given ends a plan by
+/// minutes), how often it evaluates, its batch (noted: the validation batches are redrawn), the
+/// precision of its products, and where its corpus is (its poems are checked by fingerprint).
+const CHANGEABLE_ON_RESUME: [&str; 6] = [
+    "train.max_iters",
+    "train.minutes",
+    "train.eval_interval",
+    "train.batch_size",
+    "train.dtype",
+    "data.corpus",
+];
 
 /// Refuses a resume that would change what the run's saved state belongs to: its optimiser (its
 /// moments are saved), its schedule (a new one would jump the learning rate) and the kind its
@@ -224,13 +238,11 @@ fn check_recipe_kept(run: &RunDir, cfg: &RunConfig, saved: &RunConfig) -> Result
     let (s, was) = (&cfg.schedule, &saved.schedule);
     if (was.kind, was.decay_fraction()) != (s.kind, s.decay_fraction()) {
         bail!(
-            "the schedule is {} (decay_fraction {}) but the run in {} was trained with {} (decay_fraction {}): a resumed run keeps \
+            "the schedule is {} but the run in {} was trained with {}: a resumed run keeps \
              its schedule, since a new one would jump its learning rate mid-run; leave --schedule out (or start a new run with --out)",
-            s.kind.name(),
-            s.decay_fraction(),
+            schedule_named(s),
             run.path.display(),
-            was.kind.name(),
-            was.decay_fraction()
+            schedule_named(was),
         );
     }
     if saved.data.trained_kind() != cfg.data.kind {
@@ -243,6 +255,35 @@ fn check_recipe_kept(run: &RunDir, cfg: &RunConfig, saved: &RunConfig) -> Result
         );
     }
     Ok(())
+}
+
+/// Refuses a resume that changes any other setting of the run's recipe but those of
+/// [`CHANGEABLE_ON_RESUME`] (a new warm-up, rate or decay would change its course mid-run).
+fn check_nothing_else_changed(run: &RunDir, cfg: &RunConfig, saved: &RunConfig) -> Result<()> {
+    // What training fills in from the corpus is checked with the corpus itself.
+    let filled_in = ["data.kind", "data.header_fields"];
+    let changed = saved.changes(cfg).into_iter().find(|c| {
+        !CHANGEABLE_ON_RESUME.contains(&c.key.as_str()) && !filled_in.contains(&c.key.as_str())
+    });
+    if let Some(change) = changed {
+        let [saved, asked] = &change.values;
+        bail!(
+            "{} differs (saved {saved}, asked {asked}) from the run saved in {}: a resumed run keeps its recipe, \
+             since a change would alter its course mid-run; leave it out (a resume may change {}), or start a new run with --out",
+            change.key,
+            run.path.display(),
+            CHANGEABLE_ON_RESUME.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// A schedule as a message names it: its kind, with its decay_fraction where it has one.
+fn schedule_named(s: &crate::config::ScheduleConfig) -> String {
+    match s.kind {
+        crate::config::ScheduleKind::Wsd => format!("wsd (decay_fraction {})", s.decay_fraction()),
+        kind => kind.name().to_string(),
+    }
 }
 
 /// Refuses bf16 where the CPU engine cannot run it: on other devices, with the composite ops, or
@@ -284,6 +325,15 @@ fn set_up(opts: &TrainOptions) -> Result<Setup> {
 pub(super) fn set_up_with(opts: &TrainOptions, corpus: Corpus) -> Result<Setup> {
     let (run, mut cfg) = (opts.run.clone(), opts.config.clone());
     cfg.data.kind = corpus.kind; // saved with the run: a resume reads it the same way
+    let header_fields = corpus.header_fields(); // what the run writes before its poems
+    match cfg.data.header_fields {
+        Some(given) if given != header_fields && !opts.resume => bail!(
+            "data.header_fields {given} in the config differs from the {header_fields} that {} begins its lines with: \
+             it is what train finds in the corpus, not a setting; remove it from the config",
+            cfg.data.corpus
+        ),
+        _ => cfg.data.header_fields = Some(header_fields),
+    }
     if opts.resume && opts.parent.is_some() {
         bail!("--init-from starts a new run: leave it out to resume one (the run keeps the weights it trained)")
     }

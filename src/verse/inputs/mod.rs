@@ -29,6 +29,8 @@ struct Known {
     tensor: &'static str,
     /// Rows of its W (or its biases) for a model of this many tokens.
     rows: fn(usize) -> usize,
+    /// Whether its rows are the tokens' (one per token): they grow with the vocabulary.
+    per_token: bool,
     /// Whether it is a next-token bias, whose rows are single numbers (else rows of n_embd).
     bias: bool,
     /// What it reads, for a vocabulary and a model of this many tokens.
@@ -41,6 +43,7 @@ const INPUTS: [Known; 4] = [
         name: "sound",
         tensor: "wse",
         rows: |_| sound::rows(),
+        per_token: false,
         bias: false,
         reads: |vocabulary, _| sound::reads(vocabulary),
     },
@@ -48,6 +51,7 @@ const INPUTS: [Known; 4] = [
         name: "verse_places",
         tensor: "wvp",
         rows: |_| places::ROWS,
+        per_token: false,
         bias: false,
         reads: |vocabulary, _| places::reads(vocabulary),
     },
@@ -55,6 +59,7 @@ const INPUTS: [Known; 4] = [
         name: "rhyme_memory",
         tensor: "wrm",
         rows: |vocab_size| vocab_size,
+        per_token: true,
         bias: false,
         reads: rhymes::reads,
     },
@@ -62,6 +67,7 @@ const INPUTS: [Known; 4] = [
         name: "rhyme_bias",
         tensor: "brh",
         rows: |_| 2,
+        per_token: false,
         bias: true,
         reads: |vocabulary, _| rhymes::rhyme_bias(vocabulary),
     },
@@ -86,6 +92,17 @@ pub fn rows(name: &str, vocab_size: usize) -> usize {
 pub fn parameters(name: &str, vocab_size: usize, n_embd: usize) -> usize {
     let width = if known(name).bias { 1 } else { n_embd };
     rows(name, vocab_size) * width
+}
+
+/// The parameters of the inputs `cfg` switches on whose rows are the tokens': a model with a
+/// larger vocabulary (a fine-tune on new characters) has more of them.
+pub fn per_token_tensors(cfg: &ModelConfig) -> Vec<String> {
+    cfg.inputs()
+        .into_iter()
+        .map(known)
+        .filter(|known| known.per_token)
+        .map(|known| format!("transformer.{}.weight", known.tensor))
+        .collect()
 }
 
 /// The inputs `cfg` switches on, for tokens that are the characters of `vocabulary`.
