@@ -182,6 +182,25 @@ fn temporary_path(path: &Path) -> PathBuf {
     path.with_file_name(format!(".{name}.{}.{n}{TMP_SUFFIX}", std::process::id()))
 }
 
+/// Refuses to write `bytes` to `path` where a file holds other bytes there: a command that makes
+/// a file anew writes over nothing but what it wrote itself before (the same bytes; a corpus a
+/// run was trained on may stand there). `flag` names the option that chooses the place.
+pub fn check_new_or_same(path: &Path, bytes: &[u8], flag: &str) -> anyhow::Result<()> {
+    if !path.exists() && !path.is_symlink() {
+        return Ok(());
+    }
+    let same =
+        path.is_file() && !path.is_symlink() && std::fs::read(path).is_ok_and(|b| b == bytes);
+    if !same {
+        anyhow::bail!(
+            "{} exists and holds something else than what would be written there: \
+             move it away (a run trained on it needs it to resume), or give another {flag}",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
 /// Writes `bytes` to `path` atomically: a temporary file in the same folder, flushed to disk,
 /// then renamed over the target. On failure (a full disk, say) the temporary file is removed and
 /// the target is left as it was.

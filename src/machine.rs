@@ -139,10 +139,25 @@ fn proc_bytes(file: &str, key: &str) -> Option<u64> {
 }
 
 /// Memory the system can give this process without swapping, in bytes: MemAvailable from
-/// /proc/meminfo (where there is none, no limit is known and u64::MAX is returned).
+/// /proc/meminfo (where there is none, no limit is known and u64::MAX is returned). In a
+/// browser (wasm32), what the module can still grow to: a wasm32 memory addresses at most
+/// 4 GiB, and what it holds already is taken.
 pub fn available_memory() -> u64 {
+    #[cfg(target_arch = "wasm32")]
+    {
+        let held = core::arch::wasm32::memory_size(0) as u64 * WASM_PAGE;
+        WASM32_MEMORY.saturating_sub(held)
+    }
+    #[cfg(not(target_arch = "wasm32"))]
     proc_bytes("/proc/meminfo", "MemAvailable:").unwrap_or(u64::MAX)
 }
+
+/// The most memory a wasm32 module can address: 65,536 pages of [`WASM_PAGE`] bytes.
+#[cfg(target_arch = "wasm32")]
+const WASM32_MEMORY: u64 = 4 << 30;
+/// A page of wasm memory.
+#[cfg(target_arch = "wasm32")]
+const WASM_PAGE: u64 = 64 << 10;
 
 /// Bytes for people: `713 MB`, `2.4 GB`, `3.1e+12 GB`.
 pub fn human_bytes(bytes: f64) -> String {

@@ -2091,3 +2091,61 @@ fn a_step_count_given_wins_over_minutes_in_the_file() {
         "{saved}"
     );
 }
+
+/// Huge values are shown as numbers, not walls of digits: a rate of 1e308 in the message of the
+/// loss it blew up, 1e300 minutes in the plan's note.
+#[test]
+fn huge_values_are_shown_short() {
+    let tmp = tempfile::tempdir().unwrap();
+    let long_digits = |text: &str| {
+        text.split(|c: char| !c.is_ascii_digit())
+            .any(|digits| digits.len() > 20)
+    };
+    let out = tmp.path().join("rate");
+    let args = [
+        "--config",
+        "configs/tiny.toml",
+        "--out",
+        out.to_str().unwrap(),
+        "--set",
+        "optimizer.learning_rate=1e308",
+    ];
+    fails("a rate of 1e308", TRAIN, &args, &["(now 1e308)"]);
+    let (_, stderr) = run_bin("a rate of 1e308", TRAIN, &args);
+    assert!(!long_digits(&stderr), "{stderr}");
+    let out = tmp.path().join("ages");
+    let args = [
+        "--config",
+        "configs/tiny.toml",
+        "--out",
+        out.to_str().unwrap(),
+        "--set",
+        "train.minutes=1e300",
+        "--set",
+        "schedule.kind=\"wsd\"",
+        "--stop-at",
+        "12",
+    ];
+    let (ok, stderr) = run_bin("1e300 minutes", TRAIN, &args);
+    assert!(ok && stderr.contains("for 1e300 minutes"), "{stderr}");
+    assert!(!long_digits(&stderr), "{stderr}");
+    for (setting, says) in [
+        (
+            "optimizer.learning_rate=-1e300",
+            "learning_rate -1e300 must be",
+        ),
+        ("optimizer.beta1=1e300", "beta1 1e300 must be"),
+        ("model.dropout=1e300", "dropout 1e300 must be"),
+    ] {
+        let out = tmp.path().join("refused");
+        let args = [
+            "--config",
+            "configs/tiny.toml",
+            "--out",
+            out.to_str().unwrap(),
+            "--set",
+            setting,
+        ];
+        fails(setting, TRAIN, &args, &[says]);
+    }
+}

@@ -7,6 +7,7 @@ use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use shige::config::CorpusKind;
 use shige::data::corpus::VAL_EVERY;
+use shige::data::poem::{regular_form, Form};
 use shige::data::{CharTokenizer, Corpus, DataError, Split, Splits};
 use std::collections::HashSet;
 use std::path::Path;
@@ -273,4 +274,63 @@ fn the_titled_corpus_is_the_poems_after_their_headers() {
         assert!(!title.contains(['【', '·']), "{line}");
     }
     assert!(titled.starts_with("【太宗皇帝·帝京篇十首 一】秦川雄帝宅"));
+}
+
+/// `prepare_data --poet` writes the plain and the headed corpus each under its own name, keeps
+/// the forms asked, and never writes over a file that holds something else (a run trained on the
+/// plain file resumes on it).
+#[test]
+fn one_poets_corpus_writes_over_nothing_and_keeps_the_forms_asked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().to_str().unwrap();
+    let prepare = |extra: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_prepare_data"))
+            .args(["--poet", "杜甫", "--out", out])
+            .args(extra)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap()
+    };
+    let read = |name: &str| std::fs::read_to_string(tmp.path().join(name)).unwrap();
+    assert!(prepare(&[]).status.success());
+    let plain = read("杜甫.txt");
+    assert!(prepare(&["--headers"]).status.success());
+    assert_eq!(read("杜甫.txt"), plain, "the plain corpus is kept");
+    let headed = read("杜甫.titled.txt");
+    assert!(headed.lines().all(|l| l.starts_with("【杜甫·")));
+    assert!(
+        prepare(&[]).status.success(),
+        "the same file again: nothing changes"
+    );
+    // Only the forms asked.
+    let wujue = tmp.path().join("wujue");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_prepare_data"))
+        .args(["--poet", "杜甫", "--forms", "wujue,qijue", "--out"])
+        .arg(&wujue)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(wujue.join("杜甫.txt")).unwrap();
+    let forms: HashSet<&str> = text
+        .lines()
+        .map(|l| regular_form(l).unwrap().name())
+        .collect();
+    assert_eq!(
+        forms,
+        HashSet::from([Form::Wujue.name(), Form::Qijue.name()])
+    );
+    // A file that holds something else is refused, and kept.
+    std::fs::write(tmp.path().join("杜甫.txt"), "mine\n").unwrap();
+    let refused = prepare(&[]);
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && err.contains("exists and holds something else"),
+        "{err}"
+    );
+    assert_eq!(read("杜甫.txt"), "mine\n");
 }

@@ -300,3 +300,52 @@ fn a_run_writes_the_headers_of_the_corpus_it_was_trained_on_not_of_its_vocabular
     assert_eq!(corpus(&lines("data/ci.txt", 40)).header_fields(), 1);
     assert_eq!(corpus(&lines("data/poems.txt", 40)).header_fields(), 0);
 }
+
+/// A header inside the prompt of a titled run is refused (the program writes the header; a second
+/// one would break the form unseen), and so are header marks in an acrostic, on any run; an
+/// invisible character in a poet's name is shown by its code point.
+#[test]
+fn header_marks_stay_out_of_prompts_and_acrostics_and_invisible_names_are_shown() {
+    let tokenizer = CharTokenizer::from_text(&titled(3000)).unwrap();
+    let wujue = (Some(Form::Wujue), "", false);
+    let header = ask(Some("李白"), None);
+    for prompt in ["【李白·秋夜】白日", "白日】", "白·日"] {
+        let err = poem_start(&tokenizer, Some(&header), prompt, wujue, 200)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("marks a header") && err.contains("--poet"),
+            "{prompt}: {err}"
+        );
+    }
+    let untitled = CharTokenizer::from_text(&common::root_file("data/tiny.txt")).unwrap();
+    for (tokenizer, acrostic) in [
+        (&tokenizer, "【·】"),
+        (&tokenizer, "春】"),
+        (&untitled, "春·"),
+    ] {
+        let err = poem_start(
+            tokenizer,
+            None,
+            "",
+            (Some(Form::Wujue), acrostic, false),
+            200,
+        )
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(
+            err.contains("--acrostic may hold only"),
+            "{acrostic}: {err}"
+        );
+    }
+    let poets = Poets::of_corpus(&titled(3000));
+    let err = poets.check("\u{200b}").unwrap_err();
+    assert!(err.contains("no poet <U+200B> among"), "{err}");
+    let err = ask(Some("李\u{202e}白"), Some("\n")).check().unwrap_err();
+    assert!(
+        err.contains("<U+202E>") || err.contains("<U+000A>"),
+        "{err}"
+    );
+}

@@ -69,3 +69,52 @@ fn a_run_in_memory_trains_what_train_trains() {
         );
     }
 }
+
+/// What a run in memory (the browser tab) cannot honour is refused in one line, not silently
+/// ignored: a corpus file and a plan by minutes; a model too large for the memory at hand is
+/// refused with its estimate before anything is allocated, as `train` refuses it.
+#[test]
+fn a_run_in_memory_refuses_what_it_cannot_honour() {
+    use shige::config::Override;
+    let set = |s: &str| Override::parse(s).unwrap();
+    for (setting, says) in [
+        (
+            "data.corpus=data/poems.txt",
+            "data.corpus: not possible for a run trained in memory",
+        ),
+        (
+            "train.minutes=0.05",
+            "train.minutes: not possible for a run trained in memory",
+        ),
+    ] {
+        let err = Session::check_settings(&[set("train.max_iters=9"), set(setting)])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(says) && !err.contains('\n'),
+            "{setting}: {err}"
+        );
+    }
+    assert!(Session::check_settings(&[set("model.n_layer=3")]).is_ok());
+    let text = std::fs::read_to_string(tiny_config().data.corpus).unwrap();
+    let mut minutes = tiny_config();
+    minutes.train.minutes = Some(1.0);
+    let err = Session::new(minutes, &text, "tiny")
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("train.minutes: not possible"), "{err}");
+    let huge: [(fn(&mut shige::config::RunConfig), &str); 2] = [
+        (|c| c.model.n_layer = 10_000_000, "weights alone take"),
+        (
+            |c| c.train.batch_size = 100_000_000,
+            "training this config needs about",
+        ),
+    ];
+    for (make_huge, says) in huge {
+        let mut cfg = tiny_config();
+        make_huge(&mut cfg);
+        let err = Session::new(cfg, &text, "tiny").err().unwrap().to_string();
+        assert!(err.contains(says), "{err}");
+    }
+}

@@ -186,3 +186,44 @@ fn a_server_that_ends_or_dies_leaves_its_run_saved_and_resumable() {
         assert_eq!(metric_rows(&dir), metric_rows(&whole), "{name}");
     }
 }
+
+/// Ctrl-C pressed twice 50 ms apart while a resumed run stops: whenever the second one lands
+/// (during the save, or after it, during the final evaluation, which it ends at once),
+/// summary.json describes the step the checkpoint holds, not the run's previous finish.
+#[test]
+fn ctrl_c_twice_leaves_a_summary_of_the_step_saved() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("twice");
+    // The whole corpus: its final evaluation (the whole validation split) takes a while.
+    let out = train(&dir, 40, &["--corpus", "data/poems.txt"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    for wait_ms in [0, 50, 150] {
+        let mut child = Command::new(TRAIN)
+            .args([
+                "--resume",
+                dir.to_str().unwrap(),
+                "--max-iters",
+                "100000000",
+            ])
+            .current_dir(root())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let before = shige::train::checkpoint::saved_step(&dir).unwrap();
+        std::thread::sleep(Duration::from_millis(400));
+        send(child.id(), libc::SIGINT);
+        std::thread::sleep(Duration::from_millis(wait_ms));
+        send(child.id(), libc::SIGINT);
+        child.wait().unwrap();
+        let step = shige::train::checkpoint::saved_step(&dir).unwrap();
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap())
+                .unwrap();
+        assert!(step > before, "it trained on: {before} → {step}");
+        assert_eq!(summary["steps"], step, "{wait_ms} ms: {summary}");
+        assert_eq!(summary["interrupted"], true, "{wait_ms} ms: {summary}");
+    }
+}

@@ -2,22 +2,64 @@
 # The page as a static site that runs in the browser alone: the wasm module (web/, this
 # project's decoder and training step built for wasm32-unknown-unknown), the page (the served
 # page, src/serve/page.html, with its wasm back end), web/worker.js, the run's weights, tokenizer,
-# config and curves, and the tiny config and corpus for training in the tab. Any static file
-# server serves the result: `cd web/dist && python3 -m http.server`.
+# config, curves and poets, and the tiny config and corpus for training in the tab. Any static
+# file server serves the result: `cd web/dist && python3 -m http.server`.
 #   bash web/build.sh checkpoints/<run> [output folder, web/dist by default]
+# The output folder must be new, empty, or an earlier build of this script holding nothing else
+# (its manifest.json says so); anything else is refused before anything is built or removed. A
+# rebuild replaces the files of BUILT alone.
 # Installs what it needs if it is absent: the wasm32-unknown-unknown target (rustup) and
 # wasm-bindgen-cli at the version the crate uses (cargo install, once).
 set -euo pipefail
-usage="usage: bash web/build.sh checkpoints/<run> [out]: a run directory that train wrote"
+usage="usage: bash web/build.sh checkpoints/<run> [out]: a run directory that train wrote, and a new or empty folder (or an earlier build)"
+fail() { echo "web/build.sh: $*" >&2; exit 1; }
 [[ $# -ge 1 && $# -le 2 ]] || { echo "$usage" >&2; exit 2; }
-[[ -d "$1" ]] || { echo "web/build.sh: no run directory at $1 ($usage)" >&2; exit 1; }
-run="$(cd "$1" && pwd)"
+[[ -d "$1" ]] || fail "no run directory at $1 ($usage)"
+run="$(cd "$1" && pwd -P)"
 for file in config.toml tokenizer.json model.safetensors; do
-  [[ -f "$run/$file" ]] || { echo "web/build.sh: $1 has no $file: give a run that has evaluated at least once" >&2; exit 1; }
+  [[ -f "$run/$file" ]] || fail "$1 has no $file: give a run that has evaluated at least once"
 done
 out="${2:-web/dist}"
-mkdir -p "$out" && out="$(cd "$out" && pwd)"
+
+# Every file this script writes in the output folder, and its folders.
+BUILT=(index.html worker.js shige_web.js shige_web_bg.wasm manifest.json
+  run/config.toml run/tokenizer.json run/model.safetensors run/metrics.csv run/summary.json run/poets.tsv
+  configs/tiny.toml data/tiny.txt)
+BUILT_DIRS=(run configs data)
+MARK='"builder": "shige web/build.sh"'
+
+# Refuses an output folder that holds anything this script did not write.
+check_out() {
+  [[ -e "$out" || -L "$out" ]] || return 0
+  [[ -d "$out" ]] || fail "$out is not a folder: give a new or empty folder"
+  [[ -n "$(ls -A "$out")" ]] || return 0
+  grep -qF "$MARK" "$out/manifest.json" 2>/dev/null \
+    || fail "$out holds files and is no earlier build of this script (no manifest.json of one): give a new or empty folder; nothing was removed"
+  local entry rel
+  while IFS= read -r -d '' entry; do
+    rel="${entry#"$out"/}"
+    if [[ -d "$entry" && ! -L "$entry" ]] && printf '%s\n' "${BUILT_DIRS[@]}" | grep -qxF -- "$rel"; then continue; fi
+    if [[ -f "$entry" && ! -L "$entry" ]] && printf '%s\n' "${BUILT[@]}" | grep -qxF -- "$rel"; then continue; fi
+    fail "$out is an earlier build, but $rel is not one of its files: move it away or give another folder; nothing was removed"
+  done < <(find "$out" -mindepth 1 -print0)
+}
+check_out
+if [[ -d "$out" ]]; then
+  out="$(cd "$out" && pwd -P)"
+  [[ "$run/" != "$out/"* ]] || fail "the run $1 is inside the output folder $out: give another folder"
+elif [[ "$out" != /* ]]; then
+  out="$PWD/$out"
+fi
 cd "$(dirname "$0")/.."
+
+# A JSON string of $1, or a refusal for a control character no file name should hold.
+json_string() {
+  local s="$1"
+  [[ "$s" != *[[:cntrl:]]* ]] || fail "the run's folder name holds a control character: rename it"
+  s="${s//\\/\\\\}"
+  printf '"%s"' "${s//\"/\\\"}"
+}
+name="$(json_string "$(basename "$run")")"
 
 rustup target add wasm32-unknown-unknown >/dev/null
 version="$(grep -A1 '^name = "wasm-bindgen"$' Cargo.lock | sed -n 's/^version = "\(.*\)"$/\1/p')"
@@ -27,18 +69,33 @@ if [[ "$(wasm-bindgen --version 2>/dev/null)" != "wasm-bindgen $version" ]]; the
 fi
 cargo build -q --profile web --target wasm32-unknown-unknown -p shige-web
 
-find "$out" -mindepth 1 -delete
+check_out # again: nothing else may have come meanwhile
+mkdir -p "$out"
+for file in "${BUILT[@]}"; do rm -f "$out/$file"; done
 mkdir -p "$out/run" "$out/configs" "$out/data"
 wasm-bindgen --target web --no-typescript --remove-name-section --remove-producers-section --out-dir "$out" target/wasm32-unknown-unknown/web/shige_web.wasm
 sed 's|<meta name="shige-backend" content="server">|<meta name="shige-backend" content="wasm">|' src/serve/page.html >"$out/index.html"
-grep -q 'content="wasm"' "$out/index.html" || { echo "web/build.sh: the page has no back-end marker to set" >&2; exit 1; }
+grep -q 'content="wasm"' "$out/index.html" || fail "the page has no back-end marker to set"
 cp web/worker.js "$out/"
 cp "$run/config.toml" "$run/tokenizer.json" "$run/model.safetensors" "$out/run/"
 for file in metrics.csv summary.json; do
   if [[ -f "$run/$file" ]]; then cp "$run/$file" "$out/run/"; fi
 done
+# The poets of the run's corpus (titled poems `【poet·title】…`) with their poems' counts, for the
+# page to answer an unknown poet with the nearest names as the server does; none where the corpus
+# is not at hand. Read byte by byte (LC_ALL=C): in UTF-8 the marks' bytes stand for the marks alone.
+corpus="$(sed -n '/^\[data\]/,/^\[/s/^corpus = "\(.*\)"$/\1/p' "$run/config.toml")"
+if [[ -f "$corpus" ]]; then
+  LC_ALL=C awk -v opening="【" -v sep="·" -v closing="】" '
+    index($0, opening) == 1 {
+      rest = substr($0, length(opening) + 1); end = index(rest, closing)
+      inside = substr(rest, 1, end - 1); at = index(inside, sep)
+      if (end > 1 && at > 0) count[substr(inside, 1, at - 1)]++
+    }
+    END { for (poet in count) print count[poet] "\t" poet }' "$corpus" >"$out/run/poets.tsv"
+  [[ -s "$out/run/poets.tsv" ]] || rm -f "$out/run/poets.tsv"
+fi
 cp configs/tiny.toml "$out/configs/"
 cp data/tiny.txt "$out/data/"
-name="$(basename "$run")"
-printf '{"run": "%s", "configs": {"tiny": "configs/tiny.toml"}, "corpus": "data/tiny.txt"}\n' "$name" >"$out/manifest.json"
-echo "wrote $out ($(du -sh "$out" | cut -f1), of which the module $(du -h "$out/shige_web_bg.wasm" | cut -f1) and the weights $(du -h "$out/run/model.safetensors" | cut -f1)); serve it with: cd $out && python3 -m http.server"
+printf '{%s, "run": %s, "configs": {"tiny": "configs/tiny.toml"}, "corpus": "data/tiny.txt"}\n' "$MARK" "$name" >"$out/manifest.json"
+echo "wrote $out ($(du -sh "$out" | cut -f1), of which the module $(du -h "$out/shige_web_bg.wasm" | cut -f1) and the weights $(du -h "$out/run/model.safetensors" | cut -f1)); serve it with: cd $(printf '%q' "$out") && python3 -m http.server"

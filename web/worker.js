@@ -20,7 +20,9 @@ const ops = {
   // The shipped run, from run/: the page's info for it.
   async open({ name, configs }) {
     const [config, tokenizer, model] = await Promise.all(["run/config.toml", "run/tokenizer.json", "run/model.safetensors"].map(file));
-    poet = new Poet(name, await config.text(), await tokenizer.text(), new Uint8Array(await model.arrayBuffer()));
+    // The poets of a run trained on titled poems (none for other runs).
+    const poets = await fetch("run/poets.tsv").then(r => r.ok ? r.text() : undefined, () => undefined);
+    poet = new Poet(name, await config.text(), await tokenizer.text(), new Uint8Array(await model.arrayBuffer()), poets);
     return JSON.parse(poet.info(configs));
   },
   write({ query }, id) {

@@ -40,13 +40,15 @@ struct Args {
     #[arg(long, conflicts_with_all = ["source", "strains", "rhymes", "songci"])]
     poet: Option<String>,
     /// With --poet: keep each poem's header 【poet·title】 (to fine-tune a run trained on
-    /// data/titled.txt).
+    /// data/titled.txt), in OUT/POET.titled.txt.
     #[arg(long, requires = "poet")]
     headers: bool,
-    /// Where to write poems.txt, tiny.txt and README.md (or POET.txt).
+    /// Where to write poems.txt, tiny.txt and README.md (or POET.txt). A file there that holds
+    /// something else than what would be written is refused, never written over.
     #[arg(long, default_value = "data")]
     out: PathBuf,
-    /// Forms to keep, comma-separated: wujue (五绝), qijue (七绝), wulv (五律), qilv (七律).
+    /// Forms to keep, comma-separated: wujue (五绝), qijue (七绝), wulv (五律), qilv (七律); with
+    /// --poet too.
     #[arg(long, value_delimiter = ',', default_value = "wujue,qijue,wulv,qilv")]
     forms: Vec<Form>,
 }
@@ -72,16 +74,22 @@ fn write_poet(args: &Args, poet: &str) -> Result<()> {
             titled.display()
         )
     })?;
-    let corpus = poet_corpus(&text, poet, args.headers).map_err(anyhow::Error::msg)?;
+    let corpus = poet_corpus(&text, poet, args.headers, &args.forms).map_err(anyhow::Error::msg)?;
     if corpus.held_out == 0 {
         bail!(
-            "{poet} has {} poems, too few to hold any out (every 20th is): choose a poet with more",
+            "{poet} has {} poems of the forms asked, too few to hold any out (every 20th is): choose a poet with more, or more --forms",
             corpus.lines.len() + corpus.left_out
         );
     }
-    shige::files::create_dir(&args.out, "--out")?;
-    let path = args.out.join(format!("{poet}.txt"));
+    // Headed and plain, each under its own name: a run trained on one resumes on it.
+    let name = match args.headers {
+        true => format!("{poet}.titled.txt"),
+        false => format!("{poet}.txt"),
+    };
+    let path = args.out.join(name);
     let lines: String = corpus.lines.iter().map(|l| format!("{l}\n")).collect();
+    shige::files::check_new_or_same(&path, lines.as_bytes(), "--out")?;
+    shige::files::create_dir(&args.out, "--out")?;
     shige::files::atomic_write(&path, lines.as_bytes())?;
     shige::say!(
         "{} poems of {poet} written to {} ({} held out, all held out of data/poems.txt too; {} left out to keep them so)",
@@ -133,31 +141,28 @@ fn rebuild(args: &Args) -> Result<()> {
     let (ci, ci_stats) = build_ci(&songci, |t| opencc.convert(t))?;
     let tunes = learn_tunes(&ci)?;
     let tiny = tiny_subset(&poems);
-    shige::files::create_dir(&args.out, "--out")?;
-    // Each file whole or not at all: data/ holds the shipped corpus that every run reads.
-    let write = |name: &str, text: String| {
-        shige::files::atomic_write(&args.out.join(name), text.as_bytes())
-    };
-    write(
-        "poems.txt",
-        poems.iter().map(|p| format!("{p}\n")).collect(),
-    )?;
-    write("tiny.txt", tiny.iter().map(|p| format!("{p}\n")).collect())?;
-    let titled = kept.iter().map(|k| format!("{}{}\n", k.header, k.poem));
-    write("titled.txt", titled.collect())?;
-    write("tones.tsv", tone_table(&tones))?;
-    write("rhymes.tsv", rhymes.clone())?;
-    write("cilin.tsv", cilin.clone())?;
-    let ci_lines = ci
-        .iter()
-        .map(|(tune, text)| format!("{}{text}\n", tune_header(tune)));
-    write("ci.txt", ci_lines.collect())?;
-    write("cipu.tsv", tunes.to_tsv())?;
     let tables = Tables::parse(&tone_table(&tones), &rhymes).map_err(anyhow::Error::msg)?;
     let cilin_read = Cilin::parse(&cilin).map_err(anyhow::Error::msg)?;
     let ci_pairs = ci.iter().map(|(tune, text)| (tune.as_str(), text.as_str()));
     let meters = TuneMeters::learn(ci_pairs, &tunes, (&tables, &cilin_read));
-    write("cipu_tones.tsv", meters.to_tsv())?;
+    let titled = kept.iter().map(|k| format!("{}{}\n", k.header, k.poem));
+    let ci_lines = ci
+        .iter()
+        .map(|(tune, text)| format!("{}{text}\n", tune_header(tune)));
+    let mut files: Vec<(&str, String)> = vec![
+        (
+            "poems.txt",
+            poems.iter().map(|p| format!("{p}\n")).collect(),
+        ),
+        ("tiny.txt", tiny.iter().map(|p| format!("{p}\n")).collect()),
+        ("titled.txt", titled.collect()),
+        ("tones.tsv", tone_table(&tones)),
+        ("rhymes.tsv", rhymes.clone()),
+        ("cilin.tsv", cilin.clone()),
+        ("ci.txt", ci_lines.collect()),
+        ("cipu.tsv", tunes.to_tsv()),
+        ("cipu_tones.tsv", meters.to_tsv()),
+    ];
     let forms: Vec<&str> = args.forms.iter().map(|f| f.name()).collect();
     let command = format!(
         "cargo run --release --features prepare --bin prepare_data -- --source package/dist/quantangshi \\\n  \
@@ -170,7 +175,16 @@ fn rebuild(args: &Args) -> Result<()> {
         + &verse_readme(&tones, tone_poems, &rhymes, rhyme_groups)
         + &ci_readme(&ci_stats, &tunes)
         + &cilin_readme(&cilin, cilin_groups, meters.all().len());
-    write("README.md", readme)?;
+    files.push(("README.md", readme));
+    // Nothing written over that holds something else (a corpus runs were trained on); each file
+    // whole or not at all.
+    for (name, text) in &files {
+        shige::files::check_new_or_same(&args.out.join(name), text.as_bytes(), "--out")?;
+    }
+    shige::files::create_dir(&args.out, "--out")?;
+    for (name, text) in &files {
+        shige::files::atomic_write(&args.out.join(name), text.as_bytes())?;
+    }
     shige::say!(
         "{} poems ({} characters, {} distinct) written to {}; {} read, {} not regular verse, {} duplicates",
         poems.len(),

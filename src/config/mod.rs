@@ -150,6 +150,16 @@ pub fn read_config_file(path: &Path) -> Result<String, ConfigError> {
     })
 }
 
+/// A number as a message shows it: as Rust writes it where that is short, else in scientific
+/// notation (`1e308`, not its 309 digits).
+pub fn shown(x: f64) -> String {
+    let plain = x.to_string();
+    match plain.len() > 16 {
+        true => format!("{x:e}"),
+        false => plain,
+    }
+}
+
 /// The most steps a run can be planned for: the largest integer a config file holds.
 pub const MAX_ITERS: usize = i64::MAX as usize;
 

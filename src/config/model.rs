@@ -1,6 +1,6 @@
 //! The model's section of a config: the GPT's shape, its positional scheme and its inputs.
 
-use super::{check_count, differences, ConfigError};
+use super::{check_count, differences, shown, ConfigError};
 use serde::{Deserialize, Serialize};
 
 /// How the model learns where each character stands.
@@ -253,18 +253,18 @@ impl ModelConfig {
             ));
         }
         if !(0.0..1.0).contains(&self.dropout) {
-            return invalid(format!("dropout {} must be in [0, 1)", self.dropout));
+            return invalid(format!("dropout {} must be in [0, 1)", shown(self.dropout)));
         }
         if !(self.sinusoidal_scale.is_finite() && self.sinusoidal_scale > 0.0) {
             return invalid(format!(
                 "sinusoidal_scale {} must be a finite number above 0",
-                self.sinusoidal_scale
+                shown(self.sinusoidal_scale)
             ));
         }
         if !(self.rope_base.is_finite() && self.rope_base > 1.0) {
             return invalid(format!(
                 "rope_base {} must be a finite number above 1",
-                self.rope_base
+                shown(self.rope_base)
             ));
         }
         Ok(())

@@ -3,7 +3,7 @@
 //! choice that carries its own settings names itself with `kind`, and its settings are refused
 //! under another kind (`decay_fraction` belongs to `kind = "wsd"`, `muon_*` to `kind = "muon"`).
 
-use super::{check_count, check_toml_integer, ConfigError, MIN_PLANNING_STEPS};
+use super::{check_count, check_toml_integer, shown, ConfigError, MIN_PLANNING_STEPS};
 use crate::ops::Precision;
 use serde::{Deserialize, Serialize};
 
@@ -199,7 +199,8 @@ impl TrainConfig {
         if let Some(minutes) = self.minutes {
             if !(minutes.is_finite() && minutes > 0.0) {
                 return invalid(format!(
-                    "minutes {minutes} must be a positive number, e.g. 10"
+                    "minutes {} must be a positive number, e.g. 10",
+                    shown(minutes)
                 ));
             }
         }
@@ -268,7 +269,7 @@ impl OptimizerConfig {
         if !(self.learning_rate.is_finite() && self.learning_rate > 0.0) {
             return invalid(format!(
                 "learning_rate {} must be a positive number",
-                self.learning_rate
+                shown(self.learning_rate)
             ));
         }
         for (name, beta) in [("beta1", self.beta1), ("beta2", self.beta2)] {
@@ -276,7 +277,8 @@ impl OptimizerConfig {
             // bias correction 1 - β^t is 0 (the loss climbs without bound).
             if !((0.0..1.0).contains(&beta) && (beta as f32) < 1.0) {
                 return invalid(format!(
-                    "{name} {beta} must be in [0, 1) and below 1 in float32 (at most 0.99999994), e.g. 0.9 or 0.95"
+                    "{name} {} must be in [0, 1) and below 1 in float32 (at most 0.99999994), e.g. 0.9 or 0.95",
+                    shown(beta)
                 ));
             }
         }
@@ -286,7 +288,8 @@ impl OptimizerConfig {
         ] {
             if !(value.is_finite() && value >= 0.0) {
                 return invalid(format!(
-                    "{name} {value} must be a finite number of at least 0 (0 turns it off)"
+                    "{name} {} must be a finite number of at least 0 (0 turns it off)",
+                    shown(value)
                 ));
             }
         }
@@ -306,13 +309,14 @@ impl OptimizerConfig {
         let rate = self.muon_learning_rate();
         if !(rate.is_finite() && rate > 0.0) {
             return invalid(format!(
-                "muon_learning_rate {rate} must be a positive number, e.g. {MUON_LEARNING_RATE}"
+                "muon_learning_rate {} must be a positive number, e.g. {MUON_LEARNING_RATE}",
+                shown(rate)
             ));
         }
         if !((0.0..1.0).contains(&self.muon_momentum())) {
             return invalid(format!(
                 "muon_momentum {} must be in [0, 1), e.g. {MUON_MOMENTUM}",
-                self.muon_momentum()
+                shown(self.muon_momentum())
             ));
         }
         Ok(())
@@ -368,7 +372,8 @@ impl ScheduleConfig {
         let fraction = self.decay_fraction();
         if !(fraction > 0.0 && fraction <= 1.0) {
             return invalid(format!(
-                "decay_fraction {fraction} must be in (0, 1], e.g. 0.2 (the last fifth of the steps)"
+                "decay_fraction {} must be in (0, 1], e.g. 0.2 (the last fifth of the steps)",
+                shown(fraction)
             ));
         }
         if train.minutes.is_some() && self.warmup_iters < MIN_PLANNING_STEPS {

@@ -11,6 +11,8 @@ pub const OPEN: char = '【';
 pub const CLOSE: char = '】';
 /// Between a header's fields: `【poet·title】`.
 pub const SEPARATOR: char = '·';
+/// The marks of a header: what no poem holds, nor a prompt or an acrostic for one.
+pub const MARKS: [char; 3] = [OPEN, SEPARATOR, CLOSE];
 /// The most characters of a header's field that the model writes itself (the corpus's longest
 /// poet has 10; a title left to the model is cut there).
 pub const MAX_FIELD_CHARS: usize = 24;
@@ -51,14 +53,14 @@ impl HeaderRequest {
     pub fn check(&self) -> Result<(), String> {
         for (flag, field) in [("--poet", &self.poet), ("--title", &self.title)] {
             let Some(text) = field else { continue };
-            let what = format!("{flag} {text:?}");
+            let what = format!("{flag} \"{}\"", super::error::printable(text));
             if text.trim().is_empty() {
                 return Err(format!(
                     "{what} is empty: give a name, or leave the flag out"
                 ));
             }
             crate::data::poem::one_line(text, &what)?;
-            if let Some(c) = text.chars().find(|c| [OPEN, CLOSE, SEPARATOR].contains(c)) {
+            if let Some(c) = text.chars().find(|c| MARKS.contains(c)) {
                 return Err(format!(
                     "{what} holds {c}, which marks the header itself (【poet·title】): leave it out"
                 ));
@@ -102,10 +104,27 @@ impl Poets {
                 *counts.entry(poet).or_default() += 1;
             }
         }
-        let mut counts: Vec<(String, usize)> = counts
-            .into_iter()
-            .map(|(p, n)| (p.to_string(), n))
-            .collect();
+        Poets::sorted(
+            counts
+                .into_iter()
+                .map(|(p, n)| (p.to_string(), n))
+                .collect(),
+        )
+    }
+
+    /// The poets of a list of lines `count<TAB>poet` (the static build's `run/poets.tsv`, counted
+    /// from the run's corpus as [`Poets::of_corpus`] counts them); a line of another shape is
+    /// skipped.
+    pub fn of_counts(text: &str) -> Poets {
+        let counts = text.lines().filter_map(|line| {
+            let (n, poet) = line.split_once('\t')?;
+            Some((poet.to_string(), n.parse().ok()?))
+        });
+        Poets::sorted(counts.collect())
+    }
+
+    /// Poets with these counts, most poems first (then by name).
+    fn sorted(mut counts: Vec<(String, usize)>) -> Poets {
         counts.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         Poets { counts }
     }
@@ -134,7 +153,8 @@ impl Poets {
         }
         let names = self.counts.iter().map(|(p, _)| p.as_str());
         Err(format!(
-            "no poet {poet} among the {} poets of the corpus; the nearest: {}",
+            "no poet {} among the {} poets of the corpus; the nearest: {}",
+            super::error::printable(poet),
             self.counts.len(),
             nearest_names(names, poet, 5).join(", ")
         ))

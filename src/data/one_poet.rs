@@ -5,6 +5,7 @@
 
 use super::corpus::VAL_EVERY;
 use super::header::{split_header, Poets, SEPARATOR};
+use super::poem::{regular_form, Form};
 
 /// One poet's poems, as lines of a corpus file.
 #[derive(Debug)]
@@ -17,15 +18,26 @@ pub struct PoetCorpus {
     pub left_out: usize,
 }
 
-/// The poems of `poet` among the lines of `titled` (`【poet·title】poem`, the whole corpus in its
-/// order), with their headers or without; an error naming the nearest poets for an unknown one.
-pub fn poet_corpus(titled: &str, poet: &str, headers: bool) -> Result<PoetCorpus, String> {
+/// The poems of `poet` of the `forms` asked among the lines of `titled` (`【poet·title】poem`, the
+/// whole corpus in its order), with their headers or without; an error naming the nearest poets
+/// for an unknown one.
+pub fn poet_corpus(
+    titled: &str,
+    poet: &str,
+    headers: bool,
+    forms: &[Form],
+) -> Result<PoetCorpus, String> {
     let (mut trained, mut held): (Vec<String>, Vec<String>) = (Vec::new(), Vec::new());
+    let mut poets_poems = 0;
     for (i, line) in titled.lines().enumerate() {
         let Some((inside, poem)) = split_header(line) else {
             continue;
         };
         if inside.split_once(SEPARATOR).map(|(p, _)| p) != Some(poet) {
+            continue;
+        }
+        poets_poems += 1;
+        if !regular_form(poem).is_some_and(|form| forms.contains(&form)) {
             continue;
         }
         let kept = match headers {
@@ -37,7 +49,7 @@ pub fn poet_corpus(titled: &str, poet: &str, headers: bool) -> Result<PoetCorpus
             false => trained.push(kept),
         }
     }
-    if trained.is_empty() && held.is_empty() {
+    if poets_poems == 0 {
         Poets::of_corpus(titled).check(poet)?;
     }
     let total = trained.len() + held.len();
@@ -64,17 +76,50 @@ pub fn poet_corpus(titled: &str, poet: &str, headers: bool) -> Result<PoetCorpus
 mod tests {
     use super::*;
 
+    /// A wujue whose first character tells it from the others, its first line ending in `end`.
+    fn poem(i: usize, end: &str) -> String {
+        let first = char::from_u32(0x4E00 + i as u32).unwrap();
+        format!("{first}日{end}，黄河入海流。欲穷千里目，更上一层楼。")
+    }
+
+    /// Line `i` of a titled corpus: a wujue of `poet`.
+    fn line(i: usize, poet: &str) -> String {
+        format!("【{poet}·题{i}】{}\n", poem(i, "依山尽"))
+    }
+
+    #[test]
+    fn only_the_forms_asked_are_kept() {
+        // 李白's lines 0, 2, 4, …: the even ones a wujue, the others a qijue.
+        let titled: String = (0..80)
+            .map(|i| match i % 4 {
+                0 => line(i, "李白"),
+                2 => format!(
+                    "【李白·题{i}】{}\n",
+                    poem(i, "依山尽处").replace("黄河", "黄河水")
+                ),
+                _ => line(i, "杜甫"),
+            })
+            .collect();
+        let wujue = poet_corpus(&titled, "李白", false, &[Form::Wujue]).unwrap();
+        assert!(wujue
+            .lines
+            .iter()
+            .all(|l| regular_form(l) == Some(Form::Wujue)));
+        assert_eq!(wujue.lines.len() + wujue.left_out, 20);
+        let none = poet_corpus(&titled, "李白", false, &[Form::Qilv]).unwrap();
+        assert!(
+            none.lines.is_empty(),
+            "a poet without poems of the form asked: none"
+        );
+    }
+
     #[test]
     fn the_poets_held_out_poems_stay_held_out() {
         // 60 poems alternating between two poets: 李白's are lines 0, 2, 4, …; the whole corpus
         // holds out lines 19, 39, 59, all of 杜甫.
-        let titled: String = (0..60)
-            .map(|i| match i % 2 {
-                0 => format!("【李白·题{i}】诗{i}。\n"),
-                _ => format!("【杜甫·题{i}】诗{i}。\n"),
-            })
-            .collect();
-        let li = poet_corpus(&titled, "李白", false).unwrap();
+        let titled: String = (0..60).map(|i| line(i, ["李白", "杜甫"][i % 2])).collect();
+        let all = Form::ALL;
+        let li = poet_corpus(&titled, "李白", false, &all).unwrap();
         assert_eq!(li.held_out, 0);
         assert_eq!(
             li.lines.len(),
@@ -82,8 +127,8 @@ mod tests {
             "stops where a held-out poem would be needed"
         );
         assert_eq!(li.left_out, 11);
-        assert_eq!(li.lines[0], "诗0。");
-        let du = poet_corpus(&titled, "杜甫", true).unwrap();
+        assert_eq!(li.lines[0], poem(0, "依山尽"));
+        let du = poet_corpus(&titled, "杜甫", true, &all).unwrap();
         let held: Vec<&str> = du
             .lines
             .iter()
@@ -93,11 +138,11 @@ mod tests {
             .collect();
         assert_eq!(
             held,
-            ["【杜甫·题19】诗19。"],
+            [line(19, "杜甫").trim_end()],
             "line 19 of the corpus, held out by both"
         );
         assert_eq!((du.held_out, du.lines.len(), du.left_out), (1, 28, 2));
-        let err = poet_corpus(&titled, "李太白", false).unwrap_err();
+        let err = poet_corpus(&titled, "李太白", false, &all).unwrap_err();
         assert!(err.contains("the nearest: 李白"), "{err}");
     }
 }

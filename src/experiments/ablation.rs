@@ -454,6 +454,9 @@ fn finished_run_of(run: &RunDir, cfg: &RunConfig) -> Result<bool> {
     if asked.data.kind == CorpusKind::Auto {
         asked.data.kind = saved.data.kind;
     }
+    if asked.data.header_fields.is_none() {
+        asked.data.header_fields = saved.data.header_fields;
+    }
     let differences = saved.differences(&asked, ["saved", "asked"]);
     if !differences.is_empty() {
         bail!(

@@ -7,7 +7,7 @@
 
 use super::ci_meter::CiMeter;
 use super::meter::{Meter, MeterRule};
-use crate::data::header::{HeaderRequest, CLOSE, MAX_FIELD_CHARS, OPEN, SEPARATOR};
+use crate::data::header::{HeaderRequest, CLOSE, MARKS, MAX_FIELD_CHARS, OPEN, SEPARATOR};
 use crate::data::poem::{is_cjk_ideograph, Form, PUNCTUATION};
 use crate::data::tokenizer::NEWLINE;
 use crate::data::CharTokenizer;
@@ -165,7 +165,7 @@ impl PoemConstraint {
         }
         if let Some(&c) = chars
             .iter()
-            .find(|c| PUNCTUATION.contains(c) || c.is_whitespace())
+            .find(|c| PUNCTUATION.contains(c) || c.is_whitespace() || MARKS.contains(c))
         {
             return Err(SampleError::AcrosticMark(c));
         }

@@ -11,7 +11,7 @@ pub use draw::Sampling;
 
 use crate::config::{CorpusKind, DataConfig};
 use crate::data::header::{
-    without_header, HeaderRequest, Poets, CLOSE, MAX_FIELD_CHARS, OPEN, SEPARATOR,
+    without_header, HeaderRequest, Poets, CLOSE, MARKS, MAX_FIELD_CHARS, OPEN,
 };
 use crate::data::poem::{one_line, Form};
 use crate::data::tokenizer::NEWLINE;
@@ -163,7 +163,7 @@ pub fn header_fields(tokenizer: &CharTokenizer, data: &DataConfig) -> usize {
     let knows = |marks: &[char]| marks.iter().all(|&c| tokenizer.id(c).is_some());
     match data.trained_kind() {
         CorpusKind::Text => 0,
-        _ if knows(&[OPEN, SEPARATOR, CLOSE]) => 2,
+        _ if knows(&MARKS) => 2,
         _ if knows(&[OPEN, CLOSE]) => 1,
         _ => 0,
     }
@@ -176,9 +176,7 @@ pub fn has_headers(tokenizer: &CharTokenizer, data: &DataConfig) -> bool {
 
 /// Whether `tokenizer`'s vocabulary has the marks of a poet-and-title header: 【, · and 】.
 fn knows_header_marks(tokenizer: &CharTokenizer) -> bool {
-    [OPEN, SEPARATOR, CLOSE]
-        .iter()
-        .all(|&c| tokenizer.id(c).is_some())
+    MARKS.iter().all(|&c| tokenizer.id(c).is_some())
 }
 
 /// Whether a run writes ci by tune: it was trained on ci after their tune's header `【tune】`.
@@ -226,6 +224,11 @@ pub fn poem_start(
         header.check().map_err(SampleError::Header)?;
         if !knows_header_marks(tokenizer) {
             return Err(SampleError::HeaderNotLearned);
+        }
+        if let Some(c) = prompt.chars().find(|c| MARKS.contains(c)) {
+            return Err(SampleError::Header(format!(
+                "the prompt holds {c}, which marks a header: give the poem's beginning as the prompt, and its poet and title in their own fields (--poet, --title)"
+            )));
         }
     }
     let header_left = header.is_some_and(|h| h.fields().contains(&None));

@@ -3,7 +3,7 @@
 //! under its directory's lock; and the checkpoints it writes. The training loop
 //! ([`super::trainer`]) gets a ready [`OpenRun`] and only trains, evaluates and asks it to save.
 
-use crate::config::{OptimizerKind, RunConfig};
+use crate::config::{shown, OptimizerKind, RunConfig};
 use crate::data::error::describe_char;
 use crate::data::{CharTokenizer, Corpus, DataError, Splits};
 use crate::files::atomic_write;
@@ -199,6 +199,24 @@ fn check_resume(run: &RunDir, cfg: &RunConfig, progress: bool) -> Result<()> {
         );
     }
     check_nothing_else_changed(run, cfg, &saved_config)?;
+    let (o, was) = (&cfg.optimizer, &saved_config.optimizer);
+    let rates = [
+        ("learning_rate", was.learning_rate, o.learning_rate),
+        (
+            "muon_learning_rate",
+            was.muon_learning_rate(),
+            o.muon_learning_rate(),
+        ),
+    ];
+    for (name, was, now) in rates.into_iter().filter(|(_, was, now)| was != now) {
+        if progress {
+            crate::note!(
+                "note: {name} {} → {} from here on: the run's course changes at this step, so it no longer repeats an uninterrupted one",
+                shown(was),
+                shown(now)
+            );
+        }
+    }
     if progress && saved.batch_size != t.batch_size {
         crate::note!(
             "note: batch_size {} → {}: the fixed validation batches are drawn at the new size from here on, \
@@ -212,14 +230,18 @@ fn check_resume(run: &RunDir, cfg: &RunConfig, progress: bool) -> Result<()> {
 
 /// The settings a resumed run may change: how long it trains (a step count given ends a plan by
 /// minutes), how often it evaluates, its batch (noted: the validation batches are redrawn), the
-/// precision of its products, and where its corpus is (its poems are checked by fingerprint).
-const CHANGEABLE_ON_RESUME: [&str; 6] = [
+/// precision of its products, where its corpus is (its poems are checked by fingerprint), and
+/// its peak learning rates, to go on from a checkpoint kept when the loss exploded (noted: its
+/// course changes there).
+const CHANGEABLE_ON_RESUME: [&str; 8] = [
     "train.max_iters",
     "train.minutes",
     "train.eval_interval",
     "train.batch_size",
     "train.dtype",
     "data.corpus",
+    "optimizer.learning_rate",
+    "optimizer.muon_learning_rate",
 ];
 
 /// Refuses a resume that would change what the run's saved state belongs to: its optimiser (its
@@ -474,10 +496,10 @@ pub(super) fn what_is_kept(s: &Setup, p: &Progress) -> String {
     let lower = match o.kind {
         OptimizerKind::Muon => format!(
             "lower Muon's --muon-learning-rate (now {}) or AdamW's --learning-rate (now {})",
-            o.muon_learning_rate(),
-            o.learning_rate
+            shown(o.muon_learning_rate()),
+            shown(o.learning_rate)
         ),
-        OptimizerKind::Adamw => format!("lower --learning-rate (now {})", o.learning_rate),
+        OptimizerKind::Adamw => format!("lower --learning-rate (now {})", shown(o.learning_rate)),
     };
     match p.saved_step {
         Some(step) => format!(

@@ -6,12 +6,30 @@ use super::metrics::{EvalSample, MetricRow};
 use super::run::{restore, set_up_with, Progress, Setup};
 use super::trainer::{evaluate, evaluates_at, record_evaluation, train_step};
 use super::TrainOptions;
-use crate::config::RunConfig;
+use crate::config::{Override, RunConfig};
 use crate::data::Corpus;
 use crate::train::checkpoint::RunDir;
 use anyhow::{Context, Result};
 use candle_core::Device;
 use std::path::Path;
+
+/// Settings a run trained in memory cannot honour, each with why: it trains the text it is given,
+/// not a file, and its caller times its steps.
+const NOT_IN_MEMORY: [(&str, &str); 2] = [
+    (
+        "data.corpus",
+        "it trains the text given to it (in the browser: data/tiny.txt, or a text pasted in the form), not a file",
+    ),
+    (
+        "train.minutes",
+        "it cannot plan its steps by the clock: give train.max_iters",
+    ),
+];
+
+/// The refusal of a setting of [`NOT_IN_MEMORY`].
+fn not_in_memory((key, why): (&str, &str)) -> anyhow::Error {
+    anyhow::anyhow!("{key}: not possible for a run trained in memory (the browser tab): {why}")
+}
 
 /// A new run of `config` on a text, trained step by step in memory.
 pub struct Session {
@@ -20,9 +38,23 @@ pub struct Session {
 }
 
 impl Session {
+    /// Refuses the settings in `overrides` that a run in memory cannot honour (a corpus file,
+    /// minutes), each in one line, so that none is silently ignored.
+    pub fn check_settings(overrides: &[Override]) -> Result<()> {
+        for o in overrides {
+            if let Some(&setting) = NOT_IN_MEMORY.iter().find(|(key, _)| o.key == *key) {
+                return Err(not_in_memory(setting));
+            }
+        }
+        Ok(())
+    }
+
     /// A new run of `config` (its corpus file not read) on `text`, read as `config.data.kind`
-    /// says; `origin` names the text in errors.
+    /// says; `origin` names the text in errors. Refused: a config planned by minutes.
     pub fn new(config: RunConfig, text: &str, origin: &str) -> Result<Session> {
+        if config.train.minutes.is_some() {
+            return Err(not_in_memory(NOT_IN_MEMORY[1]));
+        }
         let corpus = Corpus::parse(text, Path::new(origin), config.data.kind)?;
         let opts = TrainOptions {
             config,

@@ -366,20 +366,16 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
         }
     }
     bar.finish_and_clear();
-    // A second signal during the stop's save asked to quit once it was on disk.
-    let quit = interrupt::requested() && interrupt::checkpoint_saved();
+    let stopped_early = p.step < end || evaluation_pending(s, p);
     let last = p.rows.last();
-    let summary = TrainSummary {
+    let mut summary = TrainSummary {
         steps: p.step,
         train_loss: match p.interval.steps {
             0 => last.map_or(f64::NAN, |r| r.train_loss),
             _ => p.interval.mean_loss(),
         },
         val_loss: last.map_or(f64::NAN, |r| r.val_loss),
-        val_loss_whole: match quit {
-            true => f64::NAN,
-            false => whole_split_loss(&s.model, &s.shards, &s.splits, &s.device)?,
-        },
+        val_loss_whole: f64::NAN,
         best_val_loss: p.best_val,
         tokens_per_s: if run_time > 0.0 {
             run_tokens / run_time
@@ -388,21 +384,39 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
         },
         wall_s: started.elapsed().as_secs_f64(),
         checkpoint: s.run.path.display().to_string(),
-        samples: match quit {
-            true => Vec::new(),
-            false => final_samples(s)?,
-        },
-        interrupted: p.step < end || evaluation_pending(s, p),
-        quit,
+        samples: Vec::new(),
+        interrupted: stopped_early,
+        quit: true,
         max_iters: s.cfg.train.max_iters,
         peak_memory_bytes: crate::machine::peak_memory(),
         step_path: path,
         machine: crate::machine::Machine::detect().describe(),
         finished: crate::clock::UtcTime::now().to_string(),
     };
-    let json = serde_json::to_string_pretty(&summary)?;
-    atomic_write(&s.run.file(SUMMARY_FILE), json.as_bytes())?;
+    if interrupt::requested() {
+        // Written before a later signal may end the process at once: the summary then says where
+        // the run stands (its checkpoint's step), without the final evaluation.
+        write_summary(s, &summary)?;
+        // A second signal during the stop's save asked to quit once it was on disk.
+        summary.quit = interrupt::checkpoint_saved();
+    } else {
+        summary.quit = false;
+    }
+    if !summary.quit {
+        summary.val_loss_whole = whole_split_loss(&s.model, &s.shards, &s.splits, &s.device)?;
+        summary.wall_s = started.elapsed().as_secs_f64(); // the final evaluation's time included
+        summary.samples = final_samples(s)?;
+        summary.peak_memory_bytes = crate::machine::peak_memory();
+        summary.finished = crate::clock::UtcTime::now().to_string();
+    }
+    write_summary(s, &summary)?;
     Ok(summary)
+}
+
+/// Writes `summary` as the run's summary.json.
+fn write_summary(s: &Setup, summary: &TrainSummary) -> Result<()> {
+    let json = serde_json::to_string_pretty(summary)?;
+    atomic_write(&s.run.file(SUMMARY_FILE), json.as_bytes())
 }
 
 /// What runs the training step: the CPU engine with the kernels chosen for this CPU (its model

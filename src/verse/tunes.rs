@@ -251,7 +251,8 @@ impl Tunes {
         match self.by_name.get(name) {
             Some(&i) => Ok(&self.tunes[i]),
             None => Err(format!(
-                "no tune {name} in the 词谱 (data/cipu.tsv, {} tunes); the nearest: {}",
+                "no tune {} in the 词谱 (data/cipu.tsv, {} tunes); the nearest: {}",
+                crate::data::error::printable(name),
                 self.tunes.len(),
                 self.nearest(name, 5).join(", ")
             )),

@@ -5,6 +5,7 @@
 //! build, on their portable path; web/worker.js runs it in a Web Worker.
 
 use shige::config::{Override, RunConfig};
+use shige::data::header::Poets;
 use shige::data::CharTokenizer;
 use shige::experiments::lesson::Report;
 use shige::ops::WeightFormat;
@@ -31,6 +32,8 @@ self_cell::self_cell!(
 pub struct Poet {
     name: String,
     loaded: Loaded,
+    /// The poets of its corpus (run/poets.tsv), where it was trained on titled poems.
+    poets: Option<Poets>,
     /// The order experiment on untrained models of its vocabulary, computed on first request.
     untrained: OnceLock<Report>,
 }
@@ -39,9 +42,15 @@ pub struct Poet {
 impl Poet {
     /// The run `name` from its config.toml, tokenizer.json and model.safetensors, its weight
     /// matrices rounded to f16 for writing as `sample` rounds them on a CPU with F16C (so that
-    /// the same seed writes the same poem).
+    /// the same seed writes the same poem), and the poets of its corpus (run/poets.tsv), if any.
     #[wasm_bindgen(constructor)]
-    pub fn new(name: &str, config: &str, tokenizer: &str, model: &[u8]) -> Result<Poet, JsError> {
+    pub fn new(
+        name: &str,
+        config: &str,
+        tokenizer: &str,
+        model: &[u8],
+        poets: Option<String>,
+    ) -> Result<Poet, JsError> {
         let config = RunConfig::from_toml_str(config, "config.toml").map_err(error)?;
         let tokenizer = CharTokenizer::from_json(tokenizer, "tokenizer.json").map_err(error)?;
         let weights = parse_safetensors(model, Path::new("model.safetensors")).map_err(error)?;
@@ -58,16 +67,20 @@ impl Poet {
             anyhow::Ok(generator)
         })
         .map_err(error)?;
+        let poets = poets
+            .map(|text| Poets::of_counts(&text))
+            .filter(|p| !p.is_empty());
         Ok(Poet {
             name: name.to_string(),
             loaded,
+            poets,
             untrained: OnceLock::new(),
         })
     }
 
     /// The page's `info` for this run (JSON), with the configs it can train from.
     pub fn info(&self, configs: Vec<String>) -> String {
-        let run = page::run_info(&self.name, self.loaded.borrow_owner(), None);
+        let run = page::run_info(&self.name, self.loaded.borrow_owner(), self.poets.as_ref());
         page::info(Some(run), None, &configs).to_string()
     }
 
@@ -75,7 +88,8 @@ impl Poet {
     /// calling `on_event(name, data)` for each event: `opening`, `token`, then `done` or `error`.
     pub fn write(&self, query: &str, on_event: &js_sys::Function) -> Result<(), JsError> {
         let p: PoemParams = page::parse_query(query).map_err(error)?;
-        let request = PoemRequest::new(self.loaded.borrow_owner(), None, p).map_err(error)?;
+        let run = self.loaded.borrow_owner();
+        let request = PoemRequest::new(run, self.poets.as_ref(), p).map_err(error)?;
         let on_event = OneThread(on_event);
         let mut send = |event: PoemEvent| {
             let (name, data) = (JsValue::from(event.name()), JsValue::from(event.data()));
@@ -132,6 +146,7 @@ impl Training {
             .map(|s| Override::parse(s))
             .collect::<Result<Vec<_>, _>>()
             .map_err(error)?;
+        Session::check_settings(&overrides).map_err(error)?;
         let config = RunConfig::from_toml_with(config, name, &overrides).map_err(error)?;
         let session = Session::new(config, text, "the text to train on").map_err(error)?;
         Ok(Training { session })
