@@ -10,6 +10,12 @@ set -euo pipefail
 run=${1:?usage: bash bench/ci_eval.sh checkpoints/<ci run>}
 root=$(dirname "$0")/..
 bin=$root/target/release
+out=${2:-}
+# The figures file is written anew only where it is absent or one of this script's.
+if [[ -n "$out" && -e "$out" ]] && ! grep -qF '"written_by": "bench/ci_eval.sh"' "$out"; then
+  echo "$0: $out exists and was not written by this script: it is left as it is; give another figures file" >&2
+  exit 1
+fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -58,5 +64,6 @@ cost = figures["meter"]["nll_per_char"] - figures["tune"]["nll_per_char"]
 figures["meter"]["meter_cost"] = round(cost, 3)
 print(f"\nmeter cost: {cost:+.3f} nats per character")
 if out:
+    figures["written_by"] = "bench/ci_eval.sh"
     json.dump(figures, open(out, "w"), indent=1)
 EOF

@@ -10,8 +10,12 @@ Not part of the tests or CI.
 """
 import argparse
 import csv
+import os
+import sys
 from xml.sax.saxutils import escape
 
+# In every drawing of this script: the one kind of file it writes over.
+MARK = "<!-- drawn by bench/plot_curves.py -->"
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
 WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 800, 500, 70, 20, 40, 50
 
@@ -29,12 +33,15 @@ def main():
     ap.add_argument("--max-loss", type=float, default=5.0)
     ap.add_argument("runs", nargs="+", help="LABEL=RUN_DIR")
     args = ap.parse_args()
+    if os.path.exists(args.out) and MARK not in open(args.out, encoding="utf-8", errors="replace").read(4096):
+        sys.exit(f"plot_curves.py: {args.out} exists and is no drawing of this script: it is left as it is; choose another --out")
     curves = [(label, read(run)) for label, run in (a.rsplit("=", 1) for a in args.runs)]
     max_t = max(t for _, points in curves for t, _ in points)
     lo, hi = args.min_loss, args.max_loss
     x = lambda t: LEFT + (WIDTH - LEFT - RIGHT) * t / max_t
     y = lambda v: TOP + (HEIGHT - TOP - BOTTOM) * (hi - min(max(v, lo), hi)) / (hi - lo)
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" font-family="sans-serif">',
+           MARK,
            f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>',
            f'<text x="{WIDTH / 2}" y="24" text-anchor="middle" font-size="18">{escape(args.title)}</text>']
     for minute in range(0, int(max_t // 60) + 1):

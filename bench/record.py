@@ -6,7 +6,7 @@ checked against it (tests/readme_figures.rs).
 Usage: python3 bench/record.py NAME RUN_DIR --command "cargo run --release --bin train" [--commit REV]
        [--extra FILE.json]   (another figure file of the same run, e.g. bench/verse_eval.sh --json)
 """
-import argparse, json, subprocess, sys, tomllib
+import argparse, json, re, subprocess, sys, tomllib
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -28,6 +28,24 @@ def cpu():
     }
 
 
+# Who wrote a record: this script, or (in records written before it said so) a record of this
+# script's keys with a commit it resolved.
+MARK = "bench/record.py"
+KEYS = {"command", "commit", "machine", "recorded", "summary", "config"}
+
+
+def written_here(path):
+    """Whether the record at `path` was written by this script (it may write it again)."""
+    try:
+        old = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    if not isinstance(old, dict):
+        return False
+    legacy = KEYS <= old.keys() and re.fullmatch("[0-9a-f]{40}", str(old.get("commit")))
+    return old.get("written_by") == MARK or bool(legacy)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("name")
@@ -37,8 +55,13 @@ def main():
     parser.add_argument("--extra", action="append", default=[])
     args = parser.parse_args()
     run = Path(args.run)
+    out = Path(__file__).resolve().parent.parent / "docs" / "results" / f"{args.name}.json"
+    if out.exists() and not written_here(out):
+        sys.exit(f"record.py: {out} exists and was not written by {MARK} (a transcribed record?): "
+                 "it is left as it is; choose another NAME")
     commit = subprocess.run(["git", "rev-parse", args.commit], capture_output=True, text=True, check=True)
     record = {
+        "written_by": MARK,
         "command": args.command,
         "commit": commit.stdout.strip(),
         "machine": cpu(),
@@ -48,7 +71,6 @@ def main():
     }
     for extra in args.extra:
         record[Path(extra).stem] = json.loads(Path(extra).read_text())
-    out = Path(__file__).resolve().parent.parent / "docs" / "results" / f"{args.name}.json"
     out.write_text(json.dumps(record, ensure_ascii=False, indent=1) + "\n")
     print(f"wrote {out}", file=sys.stderr)
 

@@ -79,6 +79,9 @@ def main():
     args = parser.parse_args()
     if args.rounds < 1 or args.steps < 1:
         sys.exit("--rounds and --steps must be at least 1")
+    mark = '"written_by": "bench/side_by_side.py"'
+    if args.json and os.path.exists(args.json) and mark not in open(args.json, errors="replace").read():
+        sys.exit(f"{args.json} exists and was not written by this script: it is left as it is; give another --json")
     if not os.access(BENCH, os.X_OK):
         sys.exit(f"no bench binary at {BENCH}: run `cargo build --release --bin bench` first")
     rounds = []
@@ -102,7 +105,8 @@ def main():
             print(f"  {name:<40} {spread([r[a] / r[b] for r in rounds], 2, '×')}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"machine": machine, "torch": torch_version, "rounds": rounds}, f, indent=1)
+            json.dump({"written_by": "bench/side_by_side.py", "machine": machine, "torch": torch_version,
+                       "rounds": rounds}, f, indent=1)
 
 
 if __name__ == "__main__":

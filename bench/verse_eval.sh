@@ -9,6 +9,12 @@
 set -euo pipefail
 run=${1:?usage: bash bench/verse_eval.sh checkpoints/<run>}
 bin=$(dirname "$0")/../target/release
+out=${2:-}
+# The figures file is written anew only where it is absent or one of this script's.
+if [[ -n "$out" && -e "$out" ]] && ! grep -qF '"written_by": "bench/verse_eval.sh"' "$out"; then
+  echo "$0: $out exists and was not written by this script: it is left as it is; give another figures file" >&2
+  exit 1
+fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -67,5 +73,6 @@ for form in ["wujue", "qijue", "wulv", "qilv"]:
     figures[f"{form}-meter"]["meter_cost"] = round(cost, 3)
 figures["free"]["well_formed"] = sum(well)
 if out:
+    figures["written_by"] = "bench/verse_eval.sh"
     json.dump(figures, open(out, "w"), indent=1)
 EOF

@@ -209,10 +209,7 @@ fn bad_training_input_gets_clear_errors() {
     let mut muon = huge.clone();
     (muon.optimizer.kind, muon.optimizer.muon_learning_rate) = (OptimizerKind::Muon, Some(1e30));
     let err = error_of(run(&muon, &tmp.path().join("muon-nan"), false, None));
-    assert!(
-        err.contains("--muon-learning-rate (now 1e30)"),
-        "{err}"
-    );
+    assert!(err.contains("--muon-learning-rate (now 1e30)"), "{err}");
 
     let missing = RunConfig::load(&PathBuf::from("/nonexistent.toml"))
         .unwrap_err()

@@ -13,10 +13,25 @@ source tests/chromium.sh
 out=target/web-test
 rm -rf "$out" && mkdir -p "$out/chromium"
 cargo build --release -q --bin train --bin sample
-./target/release/train --config configs/tiny.toml --max-iters 30 --out "$out/tiny" >/dev/null 2>&1
-bash web/build.sh "$out/tiny" "$out/dist"
+# A run folder named with a quote and a backslash: the build's manifest stays JSON.
+run="$out/tiny \"q\" \\ x"
+./target/release/train --config configs/tiny.toml --max-iters 30 --out "$run" >/dev/null 2>&1
+bash web/build.sh "$run" "$out/dist"
+bash web/build.sh "$run" "$out/dist" >/dev/null # a rebuild over its own earlier build
+python3 -c 'import json, sys; m = json.load(open(sys.argv[1])); assert m["run"] == sys.argv[2], m' \
+  "$out/dist/manifest.json" "$(basename "$run")"
+# A run on titled poems: the build lists its corpus's poets as the server counts them.
+head -400 data/titled.txt >"$out/titled.txt"
+./target/release/train --config configs/tiny.toml --corpus "$out/titled.txt" --max-iters 20 --out "$out/titled" >/dev/null 2>&1
+bash web/build.sh "$out/titled" "$out/titled-dist" >/dev/null
+python3 - "$out/titled.txt" "$out/titled-dist/run/poets.tsv" <<'PY'
+import collections, sys
+counts = collections.Counter(l[1:].split("】")[0].split("·")[0] for l in open(sys.argv[1], encoding="utf-8") if l.startswith("【"))
+listed = {poet: int(n) for n, poet in (l.rstrip("\n").split("\t") for l in open(sys.argv[2], encoding="utf-8"))}
+assert listed == dict(counts), (listed, counts)
+PY
 seed=3
-expected="$(./target/release/sample --checkpoint "$out/tiny" --form qilv --meter --seed $seed --num-samples 1 --json \
+expected="$(./target/release/sample --checkpoint "$run" --form qilv --meter --seed $seed --num-samples 1 --json \
   | python3 -c 'import json, sys, urllib.parse; print(urllib.parse.quote(json.loads(sys.stdin.readline())["text"]))')"
 
 PYTHONUNBUFFERED=1 python3 -m http.server 0 --bind 127.0.0.1 --directory "$out/dist" >"$out/http.log" 2>&1 &

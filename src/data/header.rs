@@ -236,5 +236,8 @@ mod tests {
         assert!(poets.check("杜甫").is_ok());
         let err = poets.check("李太白").unwrap_err();
         assert!(err.contains("the nearest: 李白, 杜甫"), "{err}");
+        // As the static build lists them (run/poets.tsv), in any order: the same poets.
+        let listed = Poets::of_counts("1\t杜甫\n2\t李白\nnot a line\n");
+        assert_eq!(listed.counts(), poets.counts());
     }
 }
