@@ -198,7 +198,7 @@ def evaluate_run(args):
     vocab, _, val = load_corpus(args)
     model = GPT(len(vocab), cfg["block_size"], cfg["n_layer"], cfg["n_head"], cfg["n_embd"],
                 rope=cfg["position"] == "rope", tie_weights=cfg["tie_weights"], bias=cfg["bias"],
-                places=cfg.get("verse_places", False))
+                places="verse_places" in cfg.get("inputs", []) or cfg.get("verse_places", False))
     renames = [("transformer.", ""), ("mlp.c_fc.", "mlp.0."), ("mlp.c_proj.", "mlp.2."), ("wvp.weight", "wvp")]
     weights = {}
     for name, tensor in load_file(f"{args.evaluate}/model.safetensors").items():

@@ -17,6 +17,7 @@ pub mod model;
 pub mod ops;
 pub mod page;
 pub mod perf;
+pub mod prepare;
 pub mod sample;
 #[cfg(feature = "serve")]
 pub mod serve;

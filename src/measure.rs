@@ -292,9 +292,10 @@ pub fn bench_model(
     (batch_size, steps): (usize, usize),
     ceiling_gflops: f64,
 ) -> Result<ModelBench> {
-    cfg.check_training_memory(batch_size)?;
     let vocabulary = random_vocabulary(cfg.vocab_size);
     let inputs = crate::verse::inputs::for_vocabulary(cfg, &vocabulary)?;
+    let input_parameters = crate::model::inputs::parameters(&inputs, cfg.n_embd) as f64;
+    cfg.check_training_memory(batch_size, input_parameters)?;
     let (model, varmap) = Gpt::seeded_with(cfg, inputs, 0, &Device::Cpu)?;
     let mut batches = RandomBatches {
         rng: ChaCha8Rng::seed_from_u64(0),

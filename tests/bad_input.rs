@@ -787,7 +787,7 @@ fn training_flags_that_cannot_work_are_refused() {
         (
             "a negative learning rate",
             vec!["--learning-rate", "-1"],
-            &["learning_rate -1 must be a positive number"],
+            &["learning_rate -1 must be a positive, finite number"],
         ),
         (
             "a negative dropout",

@@ -200,7 +200,7 @@ fn the_code_defaults_and_the_default_config_are_pinned() {
     let file = RunConfig::load(std::path::Path::new(path)).unwrap();
     assert_eq!(file.schedule.kind, ScheduleKind::Wsd);
     assert_eq!(file.optimizer.kind, OptimizerKind::Adamw);
-    assert!(file.model.verse_places);
+    assert_eq!(file.model.inputs(), ["verse_places", "rhyme_bias"]);
     assert_eq!((file.train.max_iters, file.train.batch_size), (12_000, 8));
 }
 
@@ -225,6 +225,7 @@ fn set_changes_every_setting() {
         ("schedule.kind", "\"wsd\""),
         ("schedule.decay_fraction", "0.3"),
         ("train.minutes", "2.5"),
+        ("model.inputs", "[\"verse_places\", \"rhyme_bias\"]"),
     ];
     let table: toml::Table = toml::from_str(&RunConfig::default().to_toml().unwrap()).unwrap();
     let mut sets: Vec<String> = names.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -297,6 +298,7 @@ fn set_changes_every_setting() {
     assert_eq!(read.train.max_iters, 7);
 
     for (bad, says) in [
+        ("model.verse_places=true", "model.inputs now"),
         ("optimizer.lerning_rate=1", "unknown field `lerning_rate`"),
         ("training.seed=1", "unknown field `training`"),
         ("train.max_iters=many", "expected usize"),
@@ -318,7 +320,7 @@ fn validity_is_the_configs_and_memory_is_the_machines() {
         ..Default::default()
     };
     huge.validate().unwrap();
-    let err = huge.check_weights_fit().unwrap_err().to_string();
+    let err = huge.check_weights_fit(0.0).unwrap_err().to_string();
     assert!(
         err.contains("weights alone take") && err.contains("available"),
         "{err}"
@@ -340,7 +342,7 @@ fn configs_of_the_old_layout_read_as_they_were_meant() {
         eval_iters = 20\nlearning_rate = 2e-3\nwarmup_iters = 30\nschedule = \"wsd\"\nbeta2 = 0.999\n";
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/default.toml");
     let mut today = RunConfig::load(std::path::Path::new(path)).unwrap();
-    today.model.rhyme_bias = false; // switched on in the default after the layout changed
+    today.model.inputs.retain(|name| name != "rhyme_bias"); // added to the default since
     assert_eq!(RunConfig::from_toml_str(old_default, "old").unwrap(), today);
 
     let old_run = "[model]\nvocab_size = 2197\nposition = \"rope\"\nsound = true\n\n[train]\n\
@@ -397,11 +399,20 @@ fn set_refuses_in_one_line_what_it_cannot_take() {
             "73786976294956232704 is more than 9223372036854775807",
         ),
         ("data.corpus=a=b.txt\n", "its value holds U+000A"),
+        ("train.max_iters=1e308", "floating point `1e308`"),
+        (
+            "optimizer.learning_rate=1e999",
+            "1e999 is beyond the numbers a config file can hold",
+        ),
         ("data.corpus=a\u{200b}.txt", "its value holds U+200B"),
     ] {
         let err = Override::parse(bad).unwrap_err().to_string();
         assert!(err.contains(says), "{bad}: {err}");
         assert!(!err.contains(hint) && !err.contains('\n'), "{bad}: {err}");
+        assert!(
+            !err.contains("00000000000000000"),
+            "{bad}: a wall of digits: {err}"
+        );
     }
     let err = Override::parse("train.lerning_rate=1")
         .unwrap_err()

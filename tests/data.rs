@@ -218,8 +218,9 @@ fn a_kind_asked_for_is_kept_and_said() {
 #[test]
 fn prepare_refuses_every_source_that_gives_nothing_to_write() {
     use shige::data::poem::Form;
-    use shige::data::prepare::{build_ci, build_corpus, learn_tunes};
-    use shige::data::verse_tables::{rhyme_table, tone_counts};
+    use shige::prepare::ci::{build_ci, learn_tunes};
+    use shige::prepare::poems::build_corpus;
+    use shige::prepare::tone_tables::{rhyme_table, tone_counts};
     let tmp = tempfile::tempdir().unwrap();
     let dir = |name: &str, file: &str, json: &str| {
         let dir = tmp.path().join(name);

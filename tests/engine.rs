@@ -35,15 +35,23 @@ struct Layout {
     n_embd: usize,
     n_head: usize,
     dropout: f64,
-    /// Whether the characters' sounds are added to their embeddings (`verse::inputs::sound`).
-    sound: bool,
-    /// Whether the positions' verse places are added to their embeddings (`verse::inputs::places`).
-    verse_places: bool,
+    /// The inputs besides the tokens (`verse::inputs`): the characters' sounds, the positions'
+    /// verse places, the rhymes so far.
+    inputs: &'static [&'static str],
 }
 
+/// The inputs the layouts take, alone and together: each kind of input the engine runs (a
+/// token input, sequence inputs, two at once).
+const INPUT_SETS: [&[&str]; 4] = [
+    &["sound"],
+    &["verse_places"],
+    &["sound", "verse_places"],
+    &["verse_places", "rhyme_memory"],
+];
+
 impl Layout {
-    /// Every scheme × bias × tied × shape, without dropout; and every scheme × tied with sounds,
-    /// verse places or both.
+    /// Every scheme × bias × tied × shape, without dropout; and every scheme × tied with each set
+    /// of inputs.
     fn all() -> Vec<Layout> {
         let mut all = Vec::new();
         for position in Position::ALL {
@@ -57,12 +65,11 @@ impl Layout {
                             n_embd,
                             n_head,
                             dropout: 0.0,
-                            sound: false,
-                            verse_places: false,
+                            inputs: &[],
                         });
                     }
                 }
-                for (sound, verse_places) in [(true, false), (false, true), (true, true)] {
+                for inputs in INPUT_SETS {
                     all.push(Layout {
                         position,
                         bias: true,
@@ -70,8 +77,7 @@ impl Layout {
                         n_embd: 32,
                         n_head: 2,
                         dropout: 0.0,
-                        sound,
-                        verse_places,
+                        inputs,
                     });
                 }
             }
@@ -120,8 +126,7 @@ impl Layout {
             // Not 1: both sides must apply the scale.
             sinusoidal_scale: 0.5,
             block_size: BLOCK_SIZE,
-            sound: self.sound,
-            verse_places: self.verse_places,
+            inputs: self.inputs.iter().map(|name| name.to_string()).collect(),
             ..common::small_config(VOCAB, 2, self.position)
         };
         let vocabulary = common::vocabulary_of(VOCAB);
@@ -137,7 +142,10 @@ impl Layout {
                 var.set(&(var.as_tensor() + 0.1).unwrap()).unwrap();
             }
             // Zero at initialisation: made to count.
-            if name == "transformer.wse.weight" || name == "transformer.wvp.weight" {
+            if ["wse", "wvp", "wrm"]
+                .map(|t| format!("transformer.{t}.weight"))
+                .contains(name)
+            {
                 var.set(&common::wavy_like(var.as_tensor(), 0.05)).unwrap();
             }
         }
@@ -266,8 +274,11 @@ fn the_f16_decoder_computes_the_model_with_its_matrices_rounded() {
 #[test]
 fn dropout_in_the_engine_draws_the_candle_graphs_masks() {
     for position in Position::ALL {
-        for (bias, tie_weights, n_head, sound) in [(true, false, 2, false), (false, true, 4, true)]
-        {
+        let cases: [(bool, bool, usize, &[&str]); 2] = [
+            (true, false, 2, &[]),
+            (false, true, 4, &["sound", "verse_places"]),
+        ];
+        for (bias, tie_weights, n_head, inputs) in cases {
             let layout = Layout {
                 position,
                 bias,
@@ -275,8 +286,7 @@ fn dropout_in_the_engine_draws_the_candle_graphs_masks() {
                 n_embd: 32,
                 n_head,
                 dropout: 0.2,
-                sound,
-                verse_places: sound,
+                inputs,
             };
             let case = format!("{layout:?}");
             let (model, opt) = layout.model();
@@ -353,8 +363,7 @@ fn what_the_engine_cannot_run_is_an_error() {
         n_embd: 32,
         n_head: 4,
         dropout: 0.0,
-        sound: false,
-        verse_places: false,
+        inputs: &[],
     }
     .model();
     let (x, y) = batch();

@@ -222,7 +222,8 @@ fn every_table_of_a_row_per_token_grows_and_a_setting_is_compared_by_value() {
     let tmp = tempfile::tempdir().unwrap();
     let parent_dir = tmp.path().join("parent");
     let mut cfg = common::tiny_config();
-    (cfg.model.rhyme_memory, cfg.model.position) = (true, shige::config::Position::Rope);
+    cfg.model.inputs = vec!["rhyme_memory".into()];
+    cfg.model.position = shige::config::Position::Rope;
     cfg.train.max_iters = 20;
     common::run(&cfg, &parent_dir, false, None).unwrap();
     let corpus = new_corpus(tmp.path());

@@ -1,6 +1,7 @@
 //! A next-token bias (`model::inputs`): the engine's loss and gradients match autograd through the
 //! candle graph, its bias gets a gradient where it applies, and the decoder's logits match the
-//! graph's. The bias of repeated rhymes (`rhyme_repeat_bias`) is the one the verse gives.
+//! graph's. The biases are the rhyme biases the verse gives (the input `rhyme_bias`,
+//! `verse::inputs::rhymes`).
 
 mod common;
 
@@ -21,8 +22,7 @@ const POEMS: &str = "国破山河在，城春草木深。感时花溅泪，恨�
 /// A model with verse places and the rhyme biases, set to `biases` (repeated, rhyming).
 fn model(tokenizer: &CharTokenizer, biases: [f32; 2]) -> (Gpt, Optimizer) {
     let cfg = ModelConfig {
-        verse_places: true,
-        rhyme_bias: true,
+        inputs: vec!["verse_places".into(), "rhyme_bias".into()],
         tie_weights: true,
         block_size: 64,
         ..common::small_config(tokenizer.vocab_size(), 2, Position::Rope)

@@ -13,8 +13,8 @@ use shige::data::CharTokenizer;
 use shige::model::Gpt;
 use shige::ops::WeightFormat;
 use shige::sample::{
-    generate, is_well_formed, poem_start, Generation, Generator, PoemConstraint, SampleError,
-    Sampling,
+    generate, is_well_formed, poem_start, Generation, Generator, Opening, PoemConstraint,
+    SampleError, Sampling,
 };
 use shige::train::checkpoint::{load_run, LoadedRun, TOKENIZER_FILE};
 use shige::verse::{score_poem, Tables};
@@ -35,7 +35,7 @@ fn refusal(
     rules: (Option<Form>, &str, bool),
     max_new_tokens: usize,
 ) -> Result<(), String> {
-    poem_start(tokenizer, None, prompt, rules, max_new_tokens)
+    poem_start(tokenizer, &Opening::Plain, prompt, rules, max_new_tokens)
         .map(|_| ())
         .map_err(|e| e.to_string())
 }
@@ -272,7 +272,14 @@ fn every_form_comes_out_exact_and_acrostics_begin_the_lines() {
     let run = tiny_run(tmp.path());
     let newline = run.tokenizer.id(NEWLINE).unwrap();
     let poems = |form: Option<Form>, acrostic: &str, prompt: &str| -> Vec<String> {
-        let start = poem_start(&run.tokenizer, None, prompt, (form, acrostic, false), 120).unwrap();
+        let start = poem_start(
+            &run.tokenizer,
+            &Opening::Plain,
+            prompt,
+            (form, acrostic, false),
+            120,
+        )
+        .unwrap();
         let (start, constraint) = (start.ids(), start.constraint);
         let gen = Generation {
             constraint: constraint.as_ref(),

@@ -89,7 +89,14 @@ fn events(base: &str, query: &[(&str, &str)]) -> Vec<(String, String)> {
 /// The poem `sample` writes with the same settings: `--form` and `--seed` only.
 fn sampled(dir: &std::path::Path, form: Form, seed: u64) -> String {
     let run = load_run(dir).unwrap();
-    let start = poem_start(&run.tokenizer, None, "", (Some(form), "", false), 120).unwrap();
+    let start = poem_start(
+        &run.tokenizer,
+        &shige::sample::Opening::Plain,
+        "",
+        (Some(form), "", false),
+        120,
+    )
+    .unwrap();
     let (ids, constraint) = (start.ids(), start.constraint);
     let gen = Generation {
         constraint: constraint.as_ref(),

@@ -91,7 +91,26 @@ fn the_static_build_refuses_a_folder_it_did_not_fill_and_removes_nothing() {
     );
     std::fs::remove_file(dist.join("index.html")).unwrap();
 
-    // A run inside the folder its build would replace.
+    // A file whose name holds a line break that ends like one of the build's; a folder reached
+    // through a link, or named with a trailing slash.
+    std::fs::write(dist.join("notes\nindex.html"), "mine").unwrap();
+    let (ok, err) = build(tmp.path(), &["victim/r", "dist/"]);
+    assert!(!ok && err.contains("is not one of its files"), "{err}");
+    std::os::unix::fs::symlink(&dist, tmp.path().join("link")).unwrap();
+    let (ok, err) = build(tmp.path(), &["victim/r", "link"]);
+    assert!(
+        !ok && err.contains("is not one of its files"),
+        "through a link: {err}"
+    );
+    std::fs::remove_file(dist.join("notes\nindex.html")).unwrap();
+    // A manifest that only mentions the script is not one of its manifests.
+    let theirs = r#"{"mine": 1, "builder": "shige web/build.sh"}"#;
+    std::fs::write(dist.join("manifest.json"), theirs).unwrap();
+    let (ok, err) = build(tmp.path(), &["victim/r", "dist"]);
+    assert!(!ok && err.contains("no manifest.json of one"), "{err}");
+    std::fs::write(dist.join("manifest.json"), manifest).unwrap();
+
+    // A run inside the folder its build would replace, a folder inside the run.
     fake_run(&dist.join("run"));
     let (ok, err) = build(tmp.path(), &["dist/run", "dist"]);
     assert!(!ok && err.contains("is inside the output folder"), "{err}");
@@ -99,4 +118,24 @@ fn the_static_build_refuses_a_folder_it_did_not_fill_and_removes_nothing() {
         std::fs::read(dist.join("run/config.toml")).unwrap(),
         b"config.toml"
     );
+    let (ok, err) = build(tmp.path(), &["victim/r", "victim/r/site"]);
+    assert!(!ok && err.contains("is inside the run"), "{err}");
+    assert!(!victim.join("r/site").exists());
+
+    // Names that a command would take for options: a folder called - or -l holding a file.
+    let dashed = tmp.path().join("d");
+    for name in ["-l", "-"] {
+        std::fs::create_dir_all(dashed.join(name)).unwrap();
+        std::fs::write(dashed.join(name).join("keep.txt"), "mine").unwrap();
+    }
+    let run = tmp.path().join("victim/r");
+    for name in ["-l", "-"] {
+        let (ok, err) = build(&dashed, &[run.to_str().unwrap(), name]);
+        assert!(!ok && err.contains("is no earlier build"), "{name}: {err}");
+        assert!(
+            err.starts_with("error: ") && err.lines().count() == 1,
+            "{err}"
+        );
+    }
+    assert_eq!(files(&dashed).len(), 2, "nothing written beside them");
 }

@@ -339,11 +339,8 @@ fn minutes_plans_a_step_count_that_the_run_saves_and_keeps() {
 fn a_run_with_sounds_and_verse_places_learns_them_resumes_exactly_and_loads() {
     let tmp = tempfile::tempdir().unwrap();
     let mut cfg = tiny_config();
-    (
-        cfg.model.sound,
-        cfg.model.verse_places,
-        cfg.model.tie_weights,
-    ) = (true, true, true);
+    cfg.model.inputs = vec!["sound".into(), "verse_places".into()];
+    cfg.model.tie_weights = true;
     let (whole, half) = (tmp.path().join("whole"), tmp.path().join("half"));
     run(&cfg, &whole, false, None).unwrap();
     run(&cfg, &half, false, Some(30)).unwrap();
@@ -361,8 +358,8 @@ fn a_run_with_sounds_and_verse_places_learns_them_resumes_exactly_and_loads() {
         assert!(largest > 1e-3, "{name} stayed at {largest}");
     }
     let loaded = load_run(&whole).unwrap();
-    assert!(loaded.config.model.sound && loaded.config.model.verse_places);
-    (cfg.model.sound, cfg.model.verse_places) = (false, false);
+    assert_eq!(loaded.config.model.inputs(), ["sound", "verse_places"]);
+    cfg.model.inputs.clear();
     let plain = tmp.path().join("plain");
     run(&cfg, &plain, false, None).unwrap();
     assert_ne!(

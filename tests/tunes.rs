@@ -6,7 +6,8 @@ mod common;
 use rand::SeedableRng;
 use shige::data::CharTokenizer;
 use shige::sample::{tune_start, Generation, Generator, SampleError, Sampling};
-use shige::verse::tunes::{score_ci, split_tune, TunePattern, Tunes, TUNE_LOST};
+use shige::verse::ci_score::score_ci;
+use shige::verse::tunes::{split_tune, TunePattern, Tunes, TUNE_LOST};
 
 /// (length, mark) of each sentence of `text`, read character by character.
 fn sentences(text: &str) -> Vec<(usize, char)> {

@@ -2,7 +2,7 @@
 //! well-known poems, those that keep the rules and those that break them.
 
 use shige::data::poem::Form;
-use shige::data::verse_tables::ToneCounts;
+use shige::prepare::tone_tables::ToneCounts;
 use shige::verse::{mark_poem, score_poem, templates, Novelty, Summary, Tables, Tone};
 
 #[test]

@@ -12,44 +12,72 @@
 # wasm-bindgen-cli at the version the crate uses (cargo install, once).
 set -euo pipefail
 usage="usage: bash web/build.sh checkpoints/<run> [out]: a run directory that train wrote, and a new or empty folder (or an earlier build)"
-fail() { echo "web/build.sh: $*" >&2; exit 1; }
-[[ $# -ge 1 && $# -le 2 ]] || { echo "$usage" >&2; exit 2; }
-[[ -d "$1" ]] || fail "no run directory at $1 ($usage)"
-run="$(cd "$1" && pwd -P)"
+fail() { echo "error: web/build.sh: $*" >&2; exit 1; }
+[[ $# -ge 1 && $# -le 2 ]] || { echo "error: web/build.sh: $usage" >&2; exit 2; }
+# A path as the commands below take it: no control character (it could not stand in the
+# manifest, nor be shown), no trailing slash, and a relative one after ./ (so that a name such
+# as - or -l is a folder, not an option).
+as_path() {
+  local p="$1"
+  [[ "$p" != *[[:cntrl:]]* ]] || fail "the path $(printf '%q' "$p") holds a control character: rename it"
+  while [[ "$p" == */ && "$p" != / ]]; do p="${p%/}"; done
+  [[ "$p" == /* ]] || p="./$p"
+  printf '%s' "$p"
+}
+# Whether $1 is one of the other arguments.
+one_of() {
+  local x="$1" y
+  shift
+  for y; do [[ "$x" == "$y" ]] && return 0; done
+  return 1
+}
+given="$1"
+runarg="$(as_path "$1")"
+[[ -d "$runarg" ]] || fail "no run directory at $given ($usage)"
+run="$(cd "$runarg" && pwd -P)"
 for file in config.toml tokenizer.json model.safetensors; do
-  [[ -f "$run/$file" ]] || fail "$1 has no $file: give a run that has evaluated at least once"
+  [[ -f "$run/$file" ]] || fail "$given has no $file: give a run that has evaluated at least once"
 done
-out="${2:-web/dist}"
+out="$(as_path "${2:-web/dist}")"
 
 # Every file this script writes in the output folder, and its folders.
 BUILT=(index.html worker.js shige_web.js shige_web_bg.wasm manifest.json
   run/config.toml run/tokenizer.json run/model.safetensors run/metrics.csv run/summary.json run/poets.tsv
   configs/tiny.toml data/tiny.txt)
 BUILT_DIRS=(run configs data)
-MARK='"builder": "shige web/build.sh"'
+# How an earlier build's manifest.json begins.
+MARK='{"builder": "shige web/build.sh", "run": '
 
-# Refuses an output folder that holds anything this script did not write.
+# Refuses an output folder that holds anything this script did not write (a symbolic link to a
+# folder is read through: what it holds would be written over).
 check_out() {
   [[ -e "$out" || -L "$out" ]] || return 0
   [[ -d "$out" ]] || fail "$out is not a folder: give a new or empty folder"
-  [[ -n "$(ls -A "$out")" ]] || return 0
-  grep -qF "$MARK" "$out/manifest.json" 2>/dev/null \
+  [[ -n "$(find -H "$out" -mindepth 1 -maxdepth 1 -print -quit)" ]] || return 0
+  local first=""
+  [[ -f "$out/manifest.json" && ! -L "$out/manifest.json" ]] && IFS= read -r first <"$out/manifest.json" || true
+  [[ "$first" == "$MARK"* ]] \
     || fail "$out holds files and is no earlier build of this script (no manifest.json of one): give a new or empty folder; nothing was removed"
   local entry rel
   while IFS= read -r -d '' entry; do
     rel="${entry#"$out"/}"
-    if [[ -d "$entry" && ! -L "$entry" ]] && printf '%s\n' "${BUILT_DIRS[@]}" | grep -qxF -- "$rel"; then continue; fi
-    if [[ -f "$entry" && ! -L "$entry" ]] && printf '%s\n' "${BUILT[@]}" | grep -qxF -- "$rel"; then continue; fi
-    fail "$out is an earlier build, but $rel is not one of its files: move it away or give another folder; nothing was removed"
-  done < <(find "$out" -mindepth 1 -print0)
+    if [[ -d "$entry" && ! -L "$entry" ]] && one_of "$rel" "${BUILT_DIRS[@]}"; then continue; fi
+    if [[ -f "$entry" && ! -L "$entry" ]] && one_of "$rel" "${BUILT[@]}"; then continue; fi
+    fail "$out is an earlier build, but $(printf '%q' "$rel") is not one of its files: move it away or give another folder; nothing was removed"
+  done < <(find -H "$out" -mindepth 1 -print0)
 }
 check_out
+# The output folder as an absolute path (of its parent where it does not exist yet): neither
+# inside the run nor holding it.
 if [[ -d "$out" ]]; then
   out="$(cd "$out" && pwd -P)"
-  [[ "$run/" != "$out/"* ]] || fail "the run $1 is inside the output folder $out: give another folder"
-elif [[ "$out" != /* ]]; then
-  out="$PWD/$out"
+elif [[ -d "$(dirname "$out")" ]]; then
+  out="$(cd "$(dirname "$out")" && pwd -P)/$(basename "$out")"
+else
+  out="$PWD/${out#./}"
 fi
+[[ "$run/" != "$out/"* ]] || fail "the run $given is inside the output folder $out: give another folder"
+[[ "$out/" != "$run/"* ]] || fail "the output folder $out is inside the run $given: give a folder outside it"
 cd "$(dirname "$0")/.."
 
 # A JSON string of $1, or a refusal for a control character no file name should hold.

@@ -7,8 +7,8 @@
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
-use shige::data::one_poet::poet_corpus;
 use shige::data::poem::Form;
+use shige::prepare::one_poet::poet_corpus;
 use std::path::PathBuf;
 
 /// Build the poetry corpus from the `chinese-poetry` npm package (version 2.0.1), or one poet's
@@ -111,13 +111,12 @@ fn rebuild(_: &Args) -> Result<()> {
 #[cfg(feature = "prepare")]
 fn rebuild(args: &Args) -> Result<()> {
     use ferrous_opencc::{config::BuiltinConfig, OpenCC};
-    use shige::data::cilin::{cilin_readme, cilin_table};
-    use shige::data::prepare::{
-        build_ci, build_corpus, ci_readme, data_readme, learn_tunes, tiny_subset, unigram_entropy,
-    };
-    use shige::data::verse_tables::{rhyme_table, tone_counts, tone_table, verse_readme};
-    use shige::verse::ci_meter::TuneMeters;
+    use shige::prepare::ci::{build_ci, ci_readme, learn_tunes};
+    use shige::prepare::cilin_table::{cilin_readme, cilin_table};
+    use shige::prepare::poems::{build_corpus, data_readme, tiny_subset, unigram_entropy};
+    use shige::prepare::tone_tables::{rhyme_table, tone_counts, tone_table, verse_readme};
     use shige::verse::cilin::Cilin;
+    use shige::verse::tune_meters::TuneMeters;
     use shige::verse::tunes::tune_header;
     use shige::verse::Tables;
     let path = |p: &Option<PathBuf>| {

@@ -13,7 +13,7 @@ use shige::sample::{
     Sampling, MAX_POEM_CHARS,
 };
 use shige::train::checkpoint::load_run_on;
-use shige::verse::tunes::{score_ci, CiSummary};
+use shige::verse::ci_score::{score_ci, CiSummary};
 use shige::verse::{score_poem, Summary, Tables, Tunes};
 use shige::{note, out, outln};
 use std::path::PathBuf;
@@ -148,7 +148,7 @@ fn run() -> Result<()> {
             let header = header_request(&run.tokenizer, &run.config.data, asked, poets.as_ref())?;
             poem_start(
                 &run.tokenizer,
-                header.as_ref(),
+                &header,
                 &args.prompt,
                 rules,
                 args.max_new_tokens,

@@ -9,12 +9,13 @@ use shige::config::CorpusKind;
 use shige::data::corpus::text_lines;
 use shige::data::error::{describe_char, printable};
 use shige::data::Corpus;
-use shige::experiments::headers::{header_information, poem_nll, HeaderInformation};
+use shige::experiments::header_worth::{header_information, poem_nll, HeaderInformation};
 use shige::files::{read_stdin_text_limited, read_text_limited, POEMS_LIMIT};
 use shige::outln;
 use shige::sample::MAX_POEM_CHARS;
 use shige::train::checkpoint::{load_run, LoadedRun};
-use shige::verse::tunes::{score_ci, split_tune, CiScore, CiSummary};
+use shige::verse::ci_score::{score_ci, CiScore, CiSummary};
+use shige::verse::tunes::split_tune;
 use shige::verse::{Novelty, Summary, Tables, Tunes, VerseScore};
 use std::path::{Path, PathBuf};
 

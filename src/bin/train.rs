@@ -79,14 +79,6 @@ struct Args {
     /// Dropout probability.
     #[arg(long)]
     dropout: Option<f64>,
-    /// Whether each character's rhyme groups and tone are learned rows added to its embedding
-    /// (true or false).
-    #[arg(long)]
-    sound: Option<bool>,
-    /// Whether each position's place in its poem (place in the line, line, rhyming slots) is
-    /// learned rows added to its embedding (true or false).
-    #[arg(long)]
-    verse_places: Option<bool>,
     /// Device: cpu, cuda, cuda:N or metal (GPUs need a build with `--features cuda` or `metal`).
     #[arg(long, default_value = "cpu")]
     device: String,
@@ -121,7 +113,8 @@ struct Args {
     #[arg(long)]
     stop_with_parent: bool,
     /// Change any setting of the config: section.key=value, e.g. --set optimizer.weight_decay=0.05
-    /// --set model.position=alibi (repeatable; applied after the flags above, which are
+    /// --set model.position=alibi --set 'model.inputs=["verse_places"]' (the model's inputs
+    /// besides its tokens, a list that replaces the config's) (repeatable; applied after the flags above, which are
     /// shortcuts for their keys).
     #[arg(long, value_name = "SECTION.KEY=VALUE")]
     set: Vec<String>,
@@ -238,8 +231,6 @@ fn overrides(a: &Args) -> Result<Vec<Override>> {
     push(&mut all, "model.n_embd", &a.n_embd)?;
     push(&mut all, "model.position", &a.position)?;
     push(&mut all, "model.dropout", &a.dropout)?;
-    push(&mut all, "model.sound", &a.sound)?;
-    push(&mut all, "model.verse_places", &a.verse_places)?;
     for text in &a.set {
         all.push(Override::parse(text)?);
     }

@@ -1,6 +1,8 @@
-//! Configs written before the sections (everything but the model in one `[train]`): runs saved
-//! then, ablation specs and `--set train.learning_rate=…` still read, each old key moved to where
-//! it lives now.
+//! Configs written before today's layout still read as they were meant: those before the
+//! sections (everything but the model in one `[train]`: runs saved then, ablation specs and
+//! `--set train.learning_rate=…`), each old key moved to where it lives now; and those before the
+//! model's inputs were a list, whose switches (`verse_places = true`) become its names. This is
+//! the one place in config/ that names the inputs a text gives.
 
 /// Where each key of the old `[train]` that moved lives now: (old name, section, new name).
 const MOVED: [(&str, &str, &str); 13] = [
@@ -19,6 +21,51 @@ const MOVED: [(&str, &str, &str); 13] = [
     ("decay_fraction", "schedule", "decay_fraction"),
 ];
 
+/// The model's switches of its inputs before they were a list, in the order the model took them.
+const INPUT_SWITCHES: [&str; 4] = ["sound", "verse_places", "rhyme_memory", "rhyme_bias"];
+
+/// The switches of `model` (a `[model]` table) as the list `inputs` names them, in the order the
+/// model took them; refused beside a list of its own, or with a value other than true or false.
+pub(super) fn upgrade_model(model: &mut toml::Table) -> Result<(), String> {
+    let switched: Vec<(&str, toml::Value)> = INPUT_SWITCHES
+        .iter()
+        .filter_map(|&name| Some((name, model.remove(name)?)))
+        .collect();
+    if switched.is_empty() {
+        return Ok(());
+    }
+    if model.contains_key("inputs") {
+        return Err(format!(
+            "[model] inputs and the old switch {} both say which inputs the model takes: keep inputs and remove the switch",
+            switched[0].0
+        ));
+    }
+    let mut names = Vec::new();
+    for (name, value) in switched {
+        match value {
+            toml::Value::Boolean(true) => names.push(toml::Value::String(name.into())),
+            toml::Value::Boolean(false) => {}
+            other => {
+                return Err(format!(
+                    "[model] {name} = {other}: the old switch takes true or false; today's configs write inputs = [\"{name}\"]"
+                ))
+            }
+        }
+    }
+    model.insert("inputs".into(), toml::Value::Array(names));
+    Ok(())
+}
+
+/// The one-line refusal of `--set model.<switch>=…`, an old switch of an input: today the list
+/// `model.inputs` names them.
+pub(super) fn refuse_input_switch(section: &str, name: &str) -> Option<String> {
+    (section == "model" && INPUT_SWITCHES.contains(&name)).then(|| {
+        format!(
+            "{name} is an input's name in the list model.inputs now: e.g. --set 'model.inputs=[\"{name}\"]' (the list replaces the config's)"
+        )
+    })
+}
+
 /// The key `section.name` as it is written now.
 pub(super) fn current_key(section: &str, name: &str) -> (String, String) {
     match MOVED.iter().find(|m| section == "train" && m.0 == name) {
@@ -27,11 +74,15 @@ pub(super) fn current_key(section: &str, name: &str) -> (String, String) {
     }
 }
 
-/// Moves the old keys of `[train]` in `table` to their sections. Old files saved every setting,
+/// Reads the old switches of `[model]` as its list of inputs ([`upgrade_model`]) and moves the
+/// old keys of `[train]` in `table` to their sections. Old files saved every setting,
 /// those of the kinds not chosen too (`muon_learning_rate` under AdamW, `decay_fraction` under
 /// the cosine): those are left out, since they never applied. A setting given in both layouts
 /// (`[train] learning_rate` beside `[optimizer] learning_rate`) is refused: one would be dropped.
 pub(super) fn upgrade(table: &mut toml::Table) -> Result<(), String> {
+    if let Some(toml::Value::Table(model)) = table.get_mut("model") {
+        upgrade_model(model)?;
+    }
     let Some(toml::Value::Table(train)) = table.get_mut("train") else {
         return Ok(());
     };
@@ -103,6 +154,27 @@ mod tests {
             current_key("train", "max_iters"),
             ("train".to_string(), "max_iters".to_string())
         );
+    }
+
+    #[test]
+    fn the_switches_of_the_inputs_read_as_their_list_in_the_models_order() {
+        let mut table: toml::Table = toml::from_str(
+            "[model]\nn_layer = 2\nrhyme_bias = true\nsound = false\nverse_places = true\nrhyme_memory = false\n",
+        )
+        .unwrap();
+        upgrade(&mut table).unwrap();
+        let expected: toml::Table =
+            toml::from_str("[model]\nn_layer = 2\ninputs = [\"verse_places\", \"rhyme_bias\"]\n")
+                .unwrap();
+        assert_eq!(table, expected);
+        let mut mixed: toml::Table = toml::from_str("sound = true\ninputs = []\n").unwrap();
+        assert!(upgrade_model(&mut mixed).unwrap_err().contains("both say"));
+        let mut odd: toml::Table = toml::from_str("sound = 1\n").unwrap();
+        assert!(upgrade_model(&mut odd)
+            .unwrap_err()
+            .contains("takes true or false"));
+        assert!(refuse_input_switch("model", "sound").is_some());
+        assert!(refuse_input_switch("model", "n_layer").is_none());
     }
 
     #[test]

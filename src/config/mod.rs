@@ -134,6 +134,7 @@ pub fn parse_error(origin: &str, e: toml::de::Error) -> ConfigError {
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ");
+    let message = short_numbers(&message);
     ConfigError::Parse {
         path: origin.to_string(),
         message,
@@ -158,6 +159,27 @@ pub fn shown(x: f64) -> String {
         true => format!("{x:e}"),
         false => plain,
     }
+}
+
+/// `text` with each number of more than 16 characters [`shown`] short (a parser's message quotes
+/// the value it refused, all 309 digits of 1e308).
+fn short_numbers(text: &str) -> String {
+    let numeric = |c: char| c.is_ascii_digit() || ".eE+-".contains(c);
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find(|c: char| c.is_ascii_digit()) {
+        let run = rest[start..]
+            .find(|c: char| !numeric(c))
+            .map_or(rest.len(), |n| start + n);
+        let number = &rest[start..run];
+        out.push_str(&rest[..start]);
+        match number.parse::<f64>() {
+            Ok(x) if number.len() > 16 => out.push_str(&shown(x)),
+            _ => out.push_str(number),
+        }
+        rest = &rest[run..];
+    }
+    out + rest
 }
 
 /// The most steps a run can be planned for: the largest integer a config file holds.

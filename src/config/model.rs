@@ -1,4 +1,5 @@
-//! The model's section of a config: the GPT's shape, its positional scheme and its inputs.
+//! The model's section of a config: the GPT's shape, its positional scheme and the names of its
+//! inputs (what they are is the text's: `verse::inputs` for poems).
 
 use super::{check_count, differences, shown, ConfigError};
 use serde::{Deserialize, Serialize};
@@ -84,20 +85,10 @@ pub struct ModelConfig {
     /// training the residual stream is then mostly position. 0.03 puts the table at the
     /// embeddings' scale (docs/experiments.md, section 2).
     pub sinusoidal_scale: f64,
-    /// Whether each character's rhyme groups and tone (the shipped tables) are learned rows added
-    /// to its embedding (an input, `verse::inputs::sound`).
-    pub sound: bool,
-    /// Whether each position's place in its poem (place in the line, line, whether the next
-    /// character ends a line and must rhyme) is learned rows added to its embedding (an input,
-    /// `verse::inputs::places`).
-    pub verse_places: bool,
-    /// Whether, before a rhyme, the characters that ended the poem's earlier lines are learned
-    /// rows (one per token) added to its embedding (an input, `verse::inputs::rhymes`).
-    pub rhyme_memory: bool,
-    /// Whether, before a rhyme, learned biases on the next-token logits lower the characters that
-    /// ended the poem's earlier lines and, once two rhymes agree, raise those that rhyme with them
-    /// (a next-token bias, `verse::inputs::rhymes`).
-    pub rhyme_bias: bool,
+    /// The inputs the text gives the model besides its tokens, by name, in the order the model
+    /// takes them: `["verse_places", "rhyme_bias"]` in the default (what each one is, and the
+    /// names known: `verse::inputs`); empty for a plain GPT.
+    pub inputs: Vec<String>,
 }
 
 impl Default for ModelConfig {
@@ -115,18 +106,23 @@ impl Default for ModelConfig {
             position: Position::Learned,
             rope_base: 10_000.0,
             sinusoidal_scale: 1.0,
-            sound: false,
-            verse_places: false,
-            rhyme_memory: false,
-            rhyme_bias: false,
+            inputs: Vec::new(),
         }
     }
 }
 
 impl ModelConfig {
-    /// Parses a TOML string; `origin` names it in error messages.
+    /// Parses a TOML string (of the old layout too); `origin` names it in error messages.
     pub fn from_toml_str(text: &str, origin: &str) -> Result<Self, ConfigError> {
-        toml::from_str(text).map_err(|e| super::parse_error(origin, e))
+        let mut table: toml::Table =
+            toml::from_str(text).map_err(|e| super::parse_error(origin, e))?;
+        super::legacy::upgrade_model(&mut table).map_err(|message| ConfigError::Parse {
+            path: origin.to_string(),
+            message,
+        })?;
+        toml::Value::Table(table)
+            .try_into()
+            .map_err(|e| super::parse_error(origin, e))
     }
 
     /// Width of one attention head.
@@ -140,21 +136,13 @@ impl ModelConfig {
         differences(self, other, names)
     }
 
-    /// The names of the inputs added to the token embeddings that this config switches on, in the
-    /// order the model takes them (`model::inputs`, `verse::inputs`).
-    pub fn inputs(&self) -> Vec<&'static str> {
-        [
-            ("sound", self.sound),
-            ("verse_places", self.verse_places),
-            ("rhyme_memory", self.rhyme_memory),
-            ("rhyme_bias", self.rhyme_bias),
-        ]
-        .into_iter()
-        .filter_map(|(name, on)| on.then_some(name))
-        .collect()
+    /// The names of the inputs the model takes besides its tokens, in its order.
+    pub fn inputs(&self) -> Vec<&str> {
+        self.inputs.iter().map(String::as_str).collect()
     }
 
-    /// The number of parameters, as a float so that absurd sizes cannot overflow.
+    /// The number of parameters of the GPT itself (its inputs' are counted where they are built:
+    /// `model::inputs`), as a float so that absurd sizes cannot overflow.
     pub fn parameter_count(&self) -> f64 {
         let (v, c, l) = (
             self.vocab_size as f64,
@@ -169,19 +157,14 @@ impl ModelConfig {
             0.0
         };
         let head = if self.tie_weights { 0.0 } else { v * c };
-        let inputs: usize = self
-            .inputs()
-            .into_iter()
-            .map(|name| crate::verse::inputs::parameters(name, self.vocab_size, self.n_embd))
-            .sum();
-        v * c + inputs as f64 + table + l * block + (1.0 + biases) * c + head
+        v * c + table + l * block + (1.0 + biases) * c + head
     }
 
     /// Bytes a training step needs, roughly: weights, gradients and AdamW's two moments, and the
     /// activations kept for the backward pass of `batch` sequences of block_size (each layer's
     /// ~20 vectors of n_embd per position and its attention weights, n_head × block_size per
     /// position), plus the output layer's logits in chunks of 256 rows per thread.
-    pub fn training_bytes(&self, batch: usize) -> f64 {
+    pub fn training_bytes(&self, batch: usize, input_parameters: f64) -> f64 {
         let (c, l, t) = (
             self.n_embd as f64,
             self.n_layer as f64,
@@ -190,21 +173,23 @@ impl ModelConfig {
         let per_position = l * (20.0 * c + 2.0 * self.n_head as f64 * t) + 4.0 * c;
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
         let logits = threads * 256.0 * self.vocab_size as f64;
-        4.0 * (4.0 * self.parameter_count() + batch as f64 * t * per_position + logits)
+        let parameters = self.parameter_count() + input_parameters;
+        4.0 * (4.0 * parameters + batch as f64 * t * per_position + logits)
     }
 
-    /// Refuses this model where its weights alone need more memory than the machine has
-    /// available: a fact about the machine, checked where a model is built
-    /// ([`crate::model::Gpt::new`]), not part of the config's validity.
-    pub fn check_weights_fit(&self) -> Result<(), ConfigError> {
+    /// Refuses this model, with its inputs' `input_parameters`, where its weights alone need more
+    /// memory than the machine has available: a fact about the machine, checked where a model is
+    /// built ([`crate::model::Gpt::new`]), not part of the config's validity.
+    pub fn check_weights_fit(&self, input_parameters: f64) -> Result<(), ConfigError> {
         let available = crate::machine::available_memory();
-        let needed = 4.0 * self.parameter_count();
+        let parameters = self.parameter_count() + input_parameters;
+        let needed = 4.0 * parameters;
         if needed > available as f64 {
             return Err(ConfigError::Invalid(format!(
                 "the model's weights alone take {} ({:.3e} parameters) but this machine has {} available: \
                  choose fewer layers, a smaller n_embd or a smaller block_size",
                 crate::machine::human_bytes(needed),
-                self.parameter_count(),
+                parameters,
                 crate::machine::human_bytes(available as f64)
             )));
         }
@@ -214,9 +199,13 @@ impl ModelConfig {
     /// Refuses a training step of `batch` sequences that needs more memory than the machine has
     /// available ([`ModelConfig::training_bytes`]), before anything is allocated: checked where
     /// a run starts (and by the page before it starts one), weights first.
-    pub fn check_training_memory(&self, batch: usize) -> Result<(), ConfigError> {
-        self.check_weights_fit()?;
-        let needed = self.training_bytes(batch);
+    pub fn check_training_memory(
+        &self,
+        batch: usize,
+        input_parameters: f64,
+    ) -> Result<(), ConfigError> {
+        self.check_weights_fit(input_parameters)?;
+        let needed = self.training_bytes(batch, input_parameters);
         let available = crate::machine::available_memory() as f64;
         if needed > available {
             return Err(ConfigError::TooLarge {
@@ -260,6 +249,11 @@ impl ModelConfig {
                 "sinusoidal_scale {} must be a finite number above 0",
                 shown(self.sinusoidal_scale)
             ));
+        }
+        for (i, name) in self.inputs.iter().enumerate() {
+            if self.inputs[..i].contains(name) {
+                return invalid(format!("inputs names {name} twice: name each input once"));
+            }
         }
         if !(self.rope_base.is_finite() && self.rope_base > 1.0) {
             return invalid(format!(

@@ -50,6 +50,15 @@ impl Override {
                 ),
             ));
         }
+        if parsed.is_none() && value.trim().parse::<f64>().is_ok() {
+            return Err(invalid(
+                key,
+                &format!(
+                    "{} is beyond the numbers a config file can hold (about ±1.8e308): use a smaller one",
+                    value.trim()
+                ),
+            ));
+        }
         let value = parsed.unwrap_or_else(|| toml::Value::String(value.to_string()));
         Override::checked(key, value)
     }
@@ -77,6 +86,9 @@ impl Override {
                 "name a setting as section.key, e.g. train.max_iters or model.n_layer",
             ));
         };
+        if let Some(why) = legacy::refuse_input_switch(section, name) {
+            return Err(invalid(key, &why));
+        }
         let (section, name) = legacy::current_key(section, name);
         let alone = toml::Table::from_iter([(
             section.clone(),

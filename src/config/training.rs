@@ -199,7 +199,7 @@ impl TrainConfig {
         if let Some(minutes) = self.minutes {
             if !(minutes.is_finite() && minutes > 0.0) {
                 return invalid(format!(
-                    "minutes {} must be a positive number, e.g. 10",
+                    "minutes {} must be a positive, finite number, e.g. 10",
                     shown(minutes)
                 ));
             }
@@ -268,7 +268,7 @@ impl OptimizerConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         if !(self.learning_rate.is_finite() && self.learning_rate > 0.0) {
             return invalid(format!(
-                "learning_rate {} must be a positive number",
+                "learning_rate {} must be a positive, finite number, e.g. 1e-3",
                 shown(self.learning_rate)
             ));
         }
@@ -309,7 +309,7 @@ impl OptimizerConfig {
         let rate = self.muon_learning_rate();
         if !(rate.is_finite() && rate > 0.0) {
             return invalid(format!(
-                "muon_learning_rate {} must be a positive number, e.g. {MUON_LEARNING_RATE}",
+                "muon_learning_rate {} must be a positive, finite number, e.g. {MUON_LEARNING_RATE}",
                 shown(rate)
             ));
         }

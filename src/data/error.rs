@@ -117,13 +117,16 @@ pub fn is_invisible(c: char) -> bool {
             | 0xFEFF | 0xFFA0 | 0xFFF0..=0xFFFB | 0xE0000..=0xE0FFF)
 }
 
-/// `text` to print on a terminal: each invisible character ([`is_invisible`]) as `<U+202E>`,
-/// so that none of them hides or reorders what is printed after it.
+/// `text` to print on a terminal: each invisible character ([`is_invisible`]) and each space
+/// other than the plain one (U+3000, which looks like one) as `<U+202E>`, so that none of them
+/// hides or reorders what is printed after it.
 pub fn printable(text: &str) -> String {
     text.chars()
-        .map(|c| match is_invisible(c) {
-            true => format!("<U+{:04X}>", c as u32),
-            false => c.to_string(),
-        })
+        .map(
+            |c| match is_invisible(c) || (c.is_whitespace() && c != ' ') {
+                true => format!("<U+{:04X}>", c as u32),
+                false => c.to_string(),
+            },
+        )
         .collect()
 }

@@ -1,15 +1,11 @@
 //! From text to batches: poems, the character tokenizer, the split and the batch loader.
 
 pub mod batches;
-pub mod cilin;
 pub mod corpus;
 pub mod error;
 pub mod header;
-pub mod one_poet;
 pub mod poem;
-pub mod prepare;
 pub mod tokenizer;
-pub mod verse_tables;
 
 pub use batches::{Split, Splits};
 pub use corpus::Corpus;

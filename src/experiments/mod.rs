@@ -2,7 +2,7 @@
 
 pub mod ablation;
 pub mod attention_maps;
-pub mod headers;
+pub mod header_worth;
 pub mod heatmap;
 pub mod lesson;
 pub mod probe;

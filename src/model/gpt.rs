@@ -41,7 +41,9 @@ impl Gpt {
     /// (`ModelConfig::inputs`), in that order.
     pub fn with_inputs(vb: VarBuilder, cfg: &ModelConfig, inputs: Vec<Input>) -> Result<Self> {
         cfg.validate().map_err(candle_core::Error::wrap)?;
-        cfg.check_weights_fit().map_err(candle_core::Error::wrap)?;
+        let input_parameters = crate::model::inputs::parameters(&inputs, cfg.n_embd) as f64;
+        cfg.check_weights_fit(input_parameters)
+            .map_err(candle_core::Error::wrap)?;
         let given: Vec<&str> = inputs.iter().map(|input| input.name).collect();
         if given != cfg.inputs() {
             candle_core::bail!(

@@ -76,6 +76,22 @@ pub struct Input {
     pub reads: Reads,
 }
 
+impl Input {
+    /// Its learned parameters in a model of width `n_embd`: rows of W, or biases.
+    pub fn parameters(&self, n_embd: usize) -> usize {
+        match &self.reads {
+            Reads::Token { rows, .. } => rows * n_embd,
+            Reads::Sequence(input) => input.rows() * n_embd,
+            Reads::Bias(input) => input.biases(),
+        }
+    }
+}
+
+/// The learned parameters of `inputs` in a model of width `n_embd`.
+pub fn parameters(inputs: &[Input], n_embd: usize) -> usize {
+    inputs.iter().map(|input| input.parameters(n_embd)).sum()
+}
+
 /// A token input with its learned W.
 #[derive(Clone)]
 pub struct TokenInput {

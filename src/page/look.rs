@@ -9,7 +9,7 @@ use crate::experiments::lesson::{self, order_diff, Report};
 use crate::model::Mode;
 use crate::sample::context_start;
 use crate::train::checkpoint::LoadedRun;
-use crate::verse::tunes::score_ci;
+use crate::verse::ci_score::score_ci;
 use crate::verse::{mark_poem, score_poem, Tables, Tunes};
 use serde::Deserialize;
 use serde_json::{json, Value};

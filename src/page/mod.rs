@@ -45,22 +45,9 @@ impl Refusal {
         Refusal::Internal(message.to_string())
     }
 
-    /// A message of the sampling rules as the page's parameters name them: their command-line
-    /// flags (`--top-k`) as the query's parameters (`top_k`).
+    /// A message of the sampling rules as the page's parameters name them ([`page_words`]).
     pub fn parameters(message: impl std::fmt::Display) -> Self {
-        let mut text = message.to_string();
-        for flag in [
-            "temperature",
-            "top-k",
-            "top-p",
-            "max-new-tokens",
-            "form",
-            "acrostic",
-            "meter",
-        ] {
-            text = text.replace(&format!("--{flag}"), &flag.replace('-', "_"));
-        }
-        Refusal::Bad(text)
+        Refusal::Bad(page_words(&message.to_string()))
     }
 
     /// What it says.
@@ -75,6 +62,60 @@ impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.message())
     }
+}
+
+/// The command line's words in the library's messages, each with what the page calls it: the
+/// Write form's fields (the query's parameters), the Train form's settings (`section.key` as its
+/// settings box takes them), its start-from box and Resume button. Longer flags first, so that
+/// none is read as the start of another.
+const PAGE_WORDS: [(&str, &str); 37] = [
+    (" (as flags or with --set)", ""),
+    ("--set ", ""),
+    ("--muon-learning-rate", "optimizer.muon_learning_rate"),
+    ("--learning-rate", "optimizer.learning_rate"),
+    ("--max-new-tokens", "max_new_tokens"),
+    ("--eval-interval", "train.eval_interval"),
+    ("--warmup-iters", "schedule.warmup_iters"),
+    ("--corpus-kind", "data.kind"),
+    ("--batch-size", "train.batch_size"),
+    ("--block-size", "model.block_size"),
+    ("--eval-iters", "train.eval_iters"),
+    ("--init-from", "start from"),
+    ("--max-iters", "max_iters"),
+    ("--optimizer", "optimizer.kind"),
+    ("--temperature", "temperature"),
+    ("--acrostic", "acrostic"),
+    ("--schedule", "schedule.kind"),
+    ("--position", "position"),
+    ("--checkpoint", "run"),
+    ("--minutes", "train.minutes"),
+    ("--dropout", "model.dropout"),
+    ("--corpus", "data.corpus"),
+    ("--n-layer", "n_layer"),
+    ("--n-head", "n_head"),
+    ("--n-embd", "model.n_embd"),
+    ("--prompt", "prompt"),
+    ("--resume", "Resume in the runs list"),
+    ("--dtype", "train.dtype"),
+    ("--top-k", "top_k"),
+    ("--top-p", "top_p"),
+    ("--title", "title"),
+    ("--meter", "meter"),
+    ("--seed", "seed"),
+    ("--poet", "poet"),
+    ("--tune", "tune"),
+    ("--form", "form"),
+    ("--out", "the run's name"),
+];
+
+/// `message` in the page's words: each command-line flag in it as the page names the field or
+/// setting ([`PAGE_WORDS`]), so that the page never asks for a flag it has no place for.
+pub fn page_words(message: &str) -> String {
+    PAGE_WORDS
+        .iter()
+        .fold(message.to_string(), |text, (flag, field)| {
+            text.replace(flag, field)
+        })
 }
 
 /// The parameters of a query string (`a=1&b=x`, without the `?`), or a refusal that says which

@@ -10,7 +10,7 @@ use crate::sample::{
     ci_start, header_request, poem_start, Generation, Generator, PoemStart, Sampling,
 };
 use crate::train::checkpoint::LoadedRun;
-use crate::verse::tunes::score_ci;
+use crate::verse::ci_score::score_ci;
 use crate::verse::{mark_poem, score_poem, Tables, Tunes};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -131,14 +131,8 @@ fn poem_start_of(
         poets,
     )
     .map_err(Refusal::parameters)?;
-    poem_start(
-        &run.tokenizer,
-        header.as_ref(),
-        &p.prompt,
-        rules,
-        p.max_new_tokens,
-    )
-    .map_err(Refusal::parameters)
+    poem_start(&run.tokenizer, &header, &p.prompt, rules, p.max_new_tokens)
+        .map_err(Refusal::parameters)
 }
 
 /// The start of the ci to `p.tune` (with its tones and rhymes where `p.meter`), checked as

@@ -1,5 +1,5 @@
 //! Meter control for a ci (`--tune X --meter`): its tune's tones and rhymes (the 词谱 with tones,
-//! [`crate::verse::ci_meter`]), as a mask over token ids.
+//! [`crate::verse::tune_meters`]), as a mask over token ids.
 //!
 //! At a sure position, a character whose tone fits it (a character of both tones fits either; one
 //! of unknown tone only a free position). At the end of a rhyming sentence, a character with a 部
@@ -7,8 +7,8 @@
 //! ended no earlier rhyme (no 重韵). So the first rhyme chooses the 部.
 
 use super::meter::MeterRule;
-use crate::verse::ci_meter::TuneMeter;
 use crate::verse::cilin::Cilin;
+use crate::verse::tune_meters::TuneMeter;
 use crate::verse::{Slot, Tables, Tone};
 
 /// The meter of one tune over a vocabulary.

@@ -12,8 +12,8 @@ use crate::data::poem::{is_cjk_ideograph, Form, PUNCTUATION};
 use crate::data::tokenizer::NEWLINE;
 use crate::data::CharTokenizer;
 use crate::sample::SampleError;
-use crate::verse::ci_meter::TuneMeter;
 use crate::verse::cilin::Cilin;
+use crate::verse::tune_meters::TuneMeter;
 use crate::verse::tunes::Tune;
 use crate::verse::Tables;
 

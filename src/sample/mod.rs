@@ -19,8 +19,8 @@ use crate::data::{CharTokenizer, DataError};
 use crate::engine::CpuDecoder;
 use crate::model::Gpt;
 use crate::ops::WeightFormat;
-use crate::verse::ci_meter::{TuneMeter, TuneMeters};
 use crate::verse::cilin::Cilin;
+use crate::verse::tune_meters::{TuneMeter, TuneMeters};
 use crate::verse::tunes::{tune_header, Tune, Tunes};
 use crate::verse::Tables;
 use candle_core::{bail, Result, Tensor};
@@ -41,7 +41,7 @@ const HEADER_TOKENS: usize = 2 * (MAX_FIELD_CHARS + 1);
 pub enum SampleError {
     /// A negative or non-finite temperature.
     #[error(
-        "--temperature {0} must be 0 (always the most likely character) or positive, e.g. 0.8"
+        "--temperature {0} must be 0 (always the most likely character) or a positive, finite number, e.g. 0.8"
     )]
     Temperature(f64),
     /// top-k of zero keeps nothing.
@@ -134,6 +134,8 @@ pub struct PoemStart {
     pub header_end: Option<u32>,
     /// The rules of form, acrostic, meter, tune and header; `None` without rules.
     pub constraint: Option<PoemConstraint>,
+    /// Tokens the poem never holds (a header's marks, after its header).
+    pub banned: Vec<u32>,
 }
 
 impl PoemStart {
@@ -185,19 +187,48 @@ pub fn writes_ci(tokenizer: &CharTokenizer, data: &DataConfig) -> bool {
     brackets && header_fields(tokenizer, data) == 1
 }
 
-/// The header a run's poem is written under: `None` for a run without headers, else the poet
-/// and title asked, each left to the model where not asked. Refused: a field that cannot stand in
-/// a header, a header asked of a run without headers, and a poet not among `poets` (those of the
-/// run's corpus, where known), with the nearest names.
+/// What stands before a run's poem, as the run was trained.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Opening {
+    /// Nothing: a run trained without headers, whose poems never hold a header's marks.
+    Plain,
+    /// A header of poet and title (each given or left to the model), then the poem without marks.
+    Header(HeaderRequest),
+    /// What the model writes itself: a ci run writing free (its tune's header first), running
+    /// text.
+    Own,
+}
+
+impl Opening {
+    /// The header asked for, if any.
+    pub fn header(&self) -> Option<&HeaderRequest> {
+        match self {
+            Opening::Header(header) => Some(header),
+            _ => None,
+        }
+    }
+}
+
+/// What a run's poem opens with: a header of the poet and title asked (each left to the model
+/// where not asked) for a run trained on them, the model's own for a ci run or running text, else
+/// nothing. Refused: a field that cannot stand in a header, a header asked of a run without
+/// headers, and a poet not among `poets` (those of the run's corpus, where known), with the
+/// nearest names.
 pub fn header_request(
     tokenizer: &CharTokenizer,
     data: &DataConfig,
     (poet, title): (Option<String>, Option<String>),
     poets: Option<&Poets>,
-) -> std::result::Result<Option<HeaderRequest>, SampleError> {
+) -> std::result::Result<Opening, SampleError> {
     let request = HeaderRequest { poet, title };
     if request.fields().iter().all(Option::is_none) {
-        return Ok(has_headers(tokenizer, data).then_some(request));
+        return Ok(match has_headers(tokenizer, data) {
+            true => Opening::Header(request),
+            false if writes_ci(tokenizer, data) || data.trained_kind() == CorpusKind::Text => {
+                Opening::Own
+            }
+            false => Opening::Plain,
+        });
     }
     request.check().map_err(SampleError::Header)?;
     if !has_headers(tokenizer, data) {
@@ -206,20 +237,22 @@ pub fn header_request(
     if let (Some(poet), Some(poets)) = (&request.poet, poets) {
         poets.check(poet).map_err(SampleError::Header)?;
     }
-    Ok(Some(request))
+    Ok(Opening::Header(request))
 }
 
-/// The start of a poem under `header` (its poet and title, each given or left to the model;
-/// `None` for a run without headers), checked against the rules of `--form`, `--acrostic` and `--meter`
-/// (and that `max_new_tokens` can finish the form), with the constraint that keeps those rules
-/// while it is written (`None` without rules: any text, verse or not).
+/// The start of a poem after `opening` (a header of its poet and title, each given or left to
+/// the model; nothing; or the model's own), checked against the rules of `--form`, `--acrostic`
+/// and `--meter` (and that `max_new_tokens` can finish the form), with the constraint that keeps
+/// those rules while it is written (`None` without rules: any text, verse or not). Unless the
+/// opening is the model's own, the poem holds no header mark.
 pub fn poem_start(
     tokenizer: &CharTokenizer,
-    header: Option<&HeaderRequest>,
+    opening: &Opening,
     prompt: &str,
     (form, acrostic, meter): (Option<Form>, &str, bool),
     max_new_tokens: usize,
 ) -> std::result::Result<PoemStart, SampleError> {
+    let header = opening.header();
     if let Some(header) = header {
         header.check().map_err(SampleError::Header)?;
         if !knows_header_marks(tokenizer) {
@@ -235,6 +268,9 @@ pub fn poem_start(
     let given = header.map(HeaderRequest::given_prefix).unwrap_or_default();
     let mut start = checked_start(tokenizer, &given, prompt)?;
     start.header_end = tokenizer.id(CLOSE).filter(|_| header_left);
+    if *opening != Opening::Own {
+        start.banned = MARKS.iter().filter_map(|&c| tokenizer.id(c)).collect();
+    }
     if form.is_none() && acrostic.is_empty() && !meter && !header_left {
         return Ok(start);
     }
@@ -299,6 +335,10 @@ pub fn tune_start(
     );
     constraint.check_start(&start.ids(), max_new_tokens)?;
     start.constraint = Some(constraint);
+    start.banned = [OPEN, CLOSE]
+        .iter()
+        .filter_map(|&c| tokenizer.id(c))
+        .collect();
     Ok(start)
 }
 
@@ -321,6 +361,7 @@ fn checked_start(
         prompt: tokenizer.encode(prompt)?,
         header_end: None,
         constraint: None,
+        banned: Vec::new(),
     })
 }
 
@@ -339,6 +380,8 @@ pub struct Generation<'a> {
     pub use_cache: bool,
     /// Stop early when this is set (a client that went away), if given.
     pub cancel: Option<&'a AtomicBool>,
+    /// Tokens never drawn.
+    pub banned: &'a [u32],
 }
 
 impl Generation<'_> {
@@ -351,6 +394,7 @@ impl Generation<'_> {
             constraint: None,
             use_cache: true,
             cancel: None,
+            banned: &[],
         }
     }
 }
@@ -457,6 +501,7 @@ impl<'m> Generator<'m> {
     ) -> Result<Vec<u32>> {
         let gen = Generation {
             constraint: start.constraint.as_ref(),
+            banned: &start.banned,
             ..*gen
         };
         let mut written = Vec::new();
@@ -464,6 +509,7 @@ impl<'m> Generator<'m> {
             let header = Generation {
                 max_new_tokens: HEADER_TOKENS,
                 stop: Some(end),
+                banned: &[],
                 ..gen
             };
             written = self.generate_prepared(&start.opening, &header, rng, on_token)?;
@@ -535,6 +581,9 @@ fn decode(
             constraint
                 .mask(&context, &mut logits)
                 .map_err(|e| candle_core::Error::Msg(e.to_string()))?;
+        }
+        for &id in gen.banned {
+            logits[id as usize] = f32::NEG_INFINITY;
         }
         let next = gen.sampling.draw(&logits, rng);
         context.push(next);

@@ -234,8 +234,20 @@ pub async fn serve(listener: tokio::net::TcpListener, served: Arc<Served>) -> st
 pub struct ApiError(StatusCode, String);
 
 impl ApiError {
+    /// A 400 with `message` in the page's words ([`crate::page::page_words`]).
     fn bad(message: impl std::fmt::Display) -> Self {
-        ApiError(StatusCode::BAD_REQUEST, message.to_string())
+        ApiError(
+            StatusCode::BAD_REQUEST,
+            crate::page::page_words(&message.to_string()),
+        )
+    }
+
+    /// A 409 (the request is good, the runs' state refuses it) in the page's words.
+    fn conflict(message: impl std::fmt::Display) -> Self {
+        ApiError(
+            StatusCode::CONFLICT,
+            crate::page::page_words(&message.to_string()),
+        )
     }
 
     fn internal(message: impl std::fmt::Display) -> Self {

@@ -238,7 +238,7 @@ impl Trainer {
         }
         RunDir::new(&dir)
             .check_fresh_or("another name", "Resume in the runs list")
-            .map_err(|e| ApiError(StatusCode::CONFLICT, format!("{e:#}")))?;
+            .map_err(|e| ApiError::conflict(format!("{e:#}")))?;
         let parent = match &request.init_from {
             Some(name) => Some(self.parent_run(name)?),
             None => None,
@@ -283,6 +283,13 @@ impl Trainer {
                 "a resumed run keeps its model, recipe and name: give resume alone, or with max_iters",
             ));
         }
+        let saved = RunConfig::load(&dir.join(CONFIG_FILE)).map_err(ApiError::bad)?;
+        check_corpus(&saved.data.corpus, &self.root).map_err(|_| {
+            ApiError::bad(format!(
+                "run {run} trains on {}, which is neither in {CORPORA_DIR}/ nor under the folder of runs: the page trains on no other file; resume it from a terminal",
+                crate::data::error::printable(&saved.data.corpus)
+            ))
+        })?;
         if RunDir::new(&dir).is_locked() == Some(true) {
             return Err(ApiError(
                 StatusCode::CONFLICT,
@@ -294,7 +301,7 @@ impl Trainer {
             let asked = RunConfig::load_with(&dir.join(CONFIG_FILE), &r.overrides()?)
                 .map_err(ApiError::bad)?;
             check_steps_left(&dir, step, max_iters)
-                .map_err(|e| ApiError(StatusCode::CONFLICT, format!("{e:#}")))?;
+                .map_err(|e| ApiError::conflict(format!("{e:#}")))?;
             asked.train.validate().map_err(ApiError::bad)?;
         }
         Ok((
@@ -550,10 +557,12 @@ fn check_overrides(
     // The corpus decides the vocabulary when the run starts; any size checks the rest.
     config.model.vocab_size = config.model.vocab_size.max(1);
     config.validate().map_err(ApiError::bad)?;
+    let input_parameters = crate::verse::inputs::parameters(&config.model)
+        .map_err(|e| ApiError::bad(format!("{e:#}")))? as f64;
     let batch = config.train.batch_size;
     config
         .model
-        .check_training_memory(batch)
+        .check_training_memory(batch, input_parameters)
         .map_err(ApiError::bad)
 }
 
@@ -576,7 +585,7 @@ fn check_corpus(corpus: &str, root: &Path) -> Result<(), ApiError> {
         )));
     }
     Err(ApiError::bad(format!(
-        "data.corpus: the page trains on the corpora of {CORPORA_DIR}/ and on files under the folder of runs ({}); {} is neither: copy it there, or train it with `train --corpus` in a terminal",
+        "data.corpus: the page trains on the corpora of {CORPORA_DIR}/ and on files under the folder of runs ({}); {} is neither: copy it there",
         root.display(),
         crate::data::error::printable(corpus)
     )))

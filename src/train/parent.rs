@@ -122,7 +122,7 @@ impl Parent {
     /// Sets every parameter of a new model (`varmap`, drawn from its seed) to the parent's, but
     /// for the rows of characters the parent lacks, which keep their fresh draws.
     pub fn copy_weights_into(&self, varmap: &VarMap) -> Result<()> {
-        let mut by_token = crate::verse::inputs::per_token_tensors(&self.config.model);
+        let mut by_token = crate::verse::inputs::per_token_tensors(&self.config.model)?;
         by_token.extend(BY_TOKEN.map(String::from));
         let data = varmap.data().lock().expect("parameter map");
         for (name, var) in data.iter() {

@@ -192,8 +192,8 @@ fn check_resume(run: &RunDir, cfg: &RunConfig, progress: bool) -> Result<()> {
     // A step count given for a run planned by minutes ends the plan (minutes is then None).
     if t.minutes.is_some() && saved.minutes != t.minutes {
         bail!(
-            "--minutes: the run in {} planned its steps when it started (max_iters {}): a resumed run keeps its plan; \
-             leave --minutes out, and give --max-iters to train longer",
+            "train.minutes: the run in {} planned its steps when it started (max_iters {}): a resumed run keeps its plan; \
+             leave minutes out, and give max_iters (--max-iters) to train longer",
             run.path.display(),
             saved.max_iters
         );
@@ -229,13 +229,12 @@ fn check_resume(run: &RunDir, cfg: &RunConfig, progress: bool) -> Result<()> {
 }
 
 /// The settings a resumed run may change: how long it trains (a step count given ends a plan by
-/// minutes), how often it evaluates, its batch (noted: the validation batches are redrawn), the
+/// minutes; a plan itself stays, [`check_resume`]), how often it evaluates, its batch (noted: the validation batches are redrawn), the
 /// precision of its products, where its corpus is (its poems are checked by fingerprint), and
 /// its peak learning rates, to go on from a checkpoint kept when the loss exploded (noted: its
 /// course changes there).
-const CHANGEABLE_ON_RESUME: [&str; 8] = [
+const CHANGEABLE_ON_RESUME: [&str; 7] = [
     "train.max_iters",
-    "train.minutes",
     "train.eval_interval",
     "train.batch_size",
     "train.dtype",
@@ -282,8 +281,9 @@ fn check_recipe_kept(run: &RunDir, cfg: &RunConfig, saved: &RunConfig) -> Result
 /// Refuses a resume that changes any other setting of the run's recipe but those of
 /// [`CHANGEABLE_ON_RESUME`] (a new warm-up, rate or decay would change its course mid-run).
 fn check_nothing_else_changed(run: &RunDir, cfg: &RunConfig, saved: &RunConfig) -> Result<()> {
-    // What training fills in from the corpus is checked with the corpus itself.
-    let filled_in = ["data.kind", "data.header_fields"];
+    // What training fills in from the corpus is checked with the corpus itself; a plan by
+    // minutes, by check_resume.
+    let filled_in = ["data.kind", "data.header_fields", "train.minutes"];
     let changed = saved.changes(cfg).into_iter().find(|c| {
         !CHANGEABLE_ON_RESUME.contains(&c.key.as_str()) && !filled_in.contains(&c.key.as_str())
     });
@@ -349,9 +349,9 @@ pub(super) fn set_up_with(opts: &TrainOptions, corpus: Corpus) -> Result<Setup> 
     cfg.data.kind = corpus.kind; // saved with the run: a resume reads it the same way
     let header_fields = corpus.header_fields(); // what the run writes before its poems
     match cfg.data.header_fields {
-        Some(given) if given != header_fields && !opts.resume => bail!(
-            "data.header_fields {given} in the config differs from the {header_fields} that {} begins its lines with: \
-             it is what train finds in the corpus, not a setting; remove it from the config",
+        Some(given) if given != header_fields => bail!(
+            "data.header_fields is {given} but {} begins its lines with headers of {header_fields} fields: it is what train \
+             finds in the corpus, not a setting; leave it out (a resumed run needs the corpus it started on)",
             cfg.data.corpus
         ),
         _ => cfg.data.header_fields = Some(header_fields),
@@ -369,6 +369,7 @@ pub(super) fn set_up_with(opts: &TrainOptions, corpus: Corpus) -> Result<Setup> 
         _ => {}
     }
     cfg.validate()?;
+    crate::verse::inputs::check(&cfg.model)?;
     if opts.resume {
         check_resume(&run, &cfg, opts.progress)?;
     }
@@ -381,9 +382,11 @@ pub(super) fn set_up_with(opts: &TrainOptions, corpus: Corpus) -> Result<Setup> 
         ),
         splits => splits?,
     };
-    cfg.model.check_training_memory(cfg.train.batch_size)?;
-    let t = &cfg.train;
     let inputs = crate::verse::inputs::for_tokenizer(&cfg.model, &tokenizer)?;
+    let input_parameters = crate::model::inputs::parameters(&inputs, cfg.model.n_embd) as f64;
+    cfg.model
+        .check_training_memory(cfg.train.batch_size, input_parameters)?;
+    let t = &cfg.train;
     let (model, varmap) = Gpt::seeded_with(&cfg.model, inputs, t.seed, &opts.device)?;
     if let Some(parent) = &opts.parent {
         parent.copy_weights_into(&varmap)?;

@@ -46,7 +46,7 @@ impl Cilin {
         static CILIN: OnceLock<Cilin> = OnceLock::new();
         CILIN.get_or_init(|| {
             Cilin::parse(include_str!("../../data/cilin.tsv"))
-                .expect("the shipped cilin.tsv parses (tests/ci_meter.rs checks it)")
+                .expect("the shipped cilin.tsv parses (tests/tune_meters.rs checks it)")
         })
     }
 

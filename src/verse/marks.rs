@@ -2,11 +2,11 @@
 //! for a character of both readings) against the slot of the template the poem fits best, and
 //! the rhyme positions with their characters' 平声 groups. The page draws what this gives.
 
-use super::ci_meter::TuneMeters;
 use super::cilin::Cilin;
 use super::score::best_fitting_template;
 use super::tables::{Tables, Tone};
 use super::templates::Slot;
+use super::tune_meters::TuneMeters;
 use super::tunes::{split_tune, TunePattern, CI_MARKS};
 use crate::data::header::split_header;
 use crate::data::poem::PUNCTUATION;

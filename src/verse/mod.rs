@@ -4,16 +4,17 @@
 //! that fit, whether its rhyme positions share a group, and how much of it is copied from the
 //! training text ([`score`]); a poem laid out line by line with those marks ([`marks`]). Song ci
 //! (宋词) and the 词谱 of their tunes learned from the corpus ([`tunes`]), with their tones and
-//! rhymes ([`ci_meter`]) by the 词林正韵 ([`cilin`]). What the GPT is told of
+//! rhymes ([`tune_meters`]) by the 词林正韵 ([`cilin`]), and a ci read as its tune asks ([`ci_score`]). What the GPT is told of
 //! verse beyond its characters: its [`inputs`].
 
-pub mod ci_meter;
+pub mod ci_score;
 pub mod cilin;
 pub mod inputs;
 pub mod marks;
 pub mod score;
 pub mod tables;
 pub mod templates;
+pub mod tune_meters;
 pub mod tunes;
 
 pub use marks::{mark_poem, MarkedPoem};

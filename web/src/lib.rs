@@ -189,9 +189,9 @@ impl Training {
     }
 }
 
-/// An error as the page shows it: its message, causes included.
+/// An error as the page shows it: its message, causes included, in the page's words.
 fn error(e: impl std::fmt::Display) -> JsError {
-    JsError::new(&format!("{e:#}"))
+    JsError::new(&page::page_words(&format!("{e:#}")))
 }
 
 /// The page's event handler, called from inside the generator's loop, whose callback is `Send`.

