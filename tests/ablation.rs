@@ -2,7 +2,8 @@
 
 use shige::experiments::ablation::{self, AblationOptions, Spec};
 use shige::experiments::{attention_maps, report};
-use shige::train::checkpoint::{load_run, RunDir, STATE_FILE};
+use shige::train::load::load_run;
+use shige::train::run_dir::{RunDir, STATE_FILE};
 use shige::train::{train, TrainOptions};
 use std::path::Path;
 

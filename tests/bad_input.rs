@@ -2017,7 +2017,8 @@ fn links_to_nowhere_and_runs_that_never_saved_get_messages_that_agree() {
 /// started outside the repository, says where the configs it trains from are.
 #[test]
 fn the_server_writes_with_a_run_that_loads_and_says_where_configs_are() {
-    use shige::train::checkpoint::{read_safetensors, to_safetensors, MODEL_FILE};
+    use shige::train::checkpoint::{read_safetensors, to_safetensors};
+    use shige::train::run_dir::MODEL_FILE;
     let tmp = tempfile::tempdir().unwrap();
     let runs = tmp.path().join("runs");
     tiny_run(&runs.join("older"), &[]);
@@ -2147,5 +2148,30 @@ fn huge_values_are_shown_short() {
             setting,
         ];
         fails(setting, TRAIN, &args, &[says]);
+    }
+}
+
+/// A refusal that comes after the corpus is read is still one line: what the corpus is read as is
+/// said once the run is open, not before a refusal.
+#[test]
+fn a_refusal_after_reading_the_corpus_is_one_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("run");
+    for set in [
+        "model.n_head=3",
+        "data.header_fields=2",
+        "model.inputs=[\"sounds\"]",
+    ] {
+        let args = [
+            "--config",
+            "configs/tiny.toml",
+            "--out",
+            out.to_str().unwrap(),
+            "--set",
+            set,
+        ];
+        let (ok, stderr) = run_bin(set, TRAIN, &args);
+        assert!(!ok && stderr.lines().count() == 1, "{set}: {stderr}");
+        assert!(stderr.starts_with("error: "), "{set}: {stderr}");
     }
 }

@@ -9,7 +9,8 @@ use rand_chacha::ChaCha8Rng;
 use shige::config::Position;
 use shige::ops::{Kernels, WeightFormat};
 use shige::sample::{Generation, Generator, Sampling};
-use shige::train::checkpoint::{load_run, RunDir};
+use shige::train::load::load_run;
+use shige::train::run_dir::RunDir;
 use shige::train::{train, TrainOptions};
 use std::path::Path;
 
@@ -46,7 +47,7 @@ fn composite_ops_train_and_sample_like_the_fused_kernels() {
         );
         let weights = |kind: &str| {
             let dir = tmp.path().join(format!("{position}-{kind}"));
-            std::fs::read(dir.join(shige::train::checkpoint::MODEL_FILE)).unwrap()
+            std::fs::read(dir.join(shige::train::run_dir::MODEL_FILE)).unwrap()
         };
         // Training is deterministic, so bit-identical weights would mean one path ran twice.
         assert!(

@@ -4,7 +4,9 @@
 mod common;
 
 use rand::{Rng, SeedableRng};
-use shige::train::checkpoint::{load_run, read_safetensors, STATE_FILE};
+use shige::train::checkpoint::read_safetensors;
+use shige::train::load::load_run;
+use shige::train::run_dir::STATE_FILE;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

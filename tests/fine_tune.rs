@@ -7,8 +7,9 @@ use candle_core::Device;
 use shige::config::Override;
 use shige::data::CharTokenizer;
 use shige::model::Gpt;
-use shige::train::checkpoint::{read_safetensors, RunDir, MODEL_FILE, TOKENIZER_FILE};
+use shige::train::checkpoint::read_safetensors;
 use shige::train::parent::{Parent, ParentRecord, PARENT_FILE};
+use shige::train::run_dir::{RunDir, MODEL_FILE, TOKENIZER_FILE};
 use shige::train::{train, TrainOptions};
 use std::path::Path;
 

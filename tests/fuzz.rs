@@ -11,7 +11,8 @@ use shige::config::RunConfig;
 use shige::data::poem::Form;
 use shige::data::CharTokenizer;
 use shige::sample::PoemConstraint;
-use shige::train::checkpoint::{load_run, CONFIG_FILE, MODEL_FILE, TOKENIZER_FILE};
+use shige::train::load::load_run;
+use shige::train::run_dir::{CONFIG_FILE, MODEL_FILE, TOKENIZER_FILE};
 use std::path::Path;
 use std::sync::OnceLock;
 

@@ -230,8 +230,9 @@ fn a_titled_corpus_is_verse_and_a_titled_poem_scores_as_its_poem() {
 fn a_run_writes_the_headers_of_the_corpus_it_was_trained_on_not_of_its_vocabulary() {
     use shige::config::Override;
     use shige::sample::{ci_start, has_headers};
-    use shige::train::checkpoint::{load_run, RunDir};
+    use shige::train::load::load_run;
     use shige::train::parent::Parent;
+    use shige::train::run_dir::RunDir;
     use shige::train::{train, TrainOptions};
     let tmp = tempfile::tempdir().unwrap();
     let write = |name: &str, text: String| {

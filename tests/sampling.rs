@@ -16,7 +16,8 @@ use shige::sample::{
     generate, is_well_formed, poem_start, Generation, Generator, Opening, PoemConstraint,
     SampleError, Sampling,
 };
-use shige::train::checkpoint::{load_run, LoadedRun, TOKENIZER_FILE};
+use shige::train::load::{load_run, LoadedRun};
+use shige::train::run_dir::TOKENIZER_FILE;
 use shige::verse::{score_poem, Tables};
 use std::path::Path;
 

@@ -12,7 +12,7 @@ use rand_chacha::ChaCha8Rng;
 use shige::data::poem::Form;
 use shige::sample::{generate, poem_start, Generation, Sampling};
 use shige::serve::{http::Deadlines, Limits, ServeOptions};
-use shige::train::checkpoint::load_run;
+use shige::train::load::load_run;
 use std::io::{BufRead, Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;

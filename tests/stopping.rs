@@ -4,7 +4,7 @@
 
 mod common;
 
-use shige::train::checkpoint::{RunDir, STATE_FILE};
+use shige::train::run_dir::{RunDir, STATE_FILE};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;

@@ -8,6 +8,8 @@ use shige::config::{OptimizerKind, RunConfig, ScheduleKind};
 use shige::data::CharTokenizer;
 use shige::model::{Gpt, Mode};
 use shige::train::checkpoint::*;
+use shige::train::load::*;
+use shige::train::run_dir::*;
 use shige::train::TrainSummary;
 use std::path::PathBuf;
 

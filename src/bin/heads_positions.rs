@@ -4,7 +4,7 @@ use anyhow::{Context, Result};
 use clap::Parser;
 use shige::data::{CharTokenizer, Corpus};
 use shige::experiments::{attention_maps, lesson};
-use shige::train::checkpoint::load_run;
+use shige::train::load::load_run;
 use shige::{note, out, outln};
 use std::path::{Path, PathBuf};
 

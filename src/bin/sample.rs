@@ -12,7 +12,7 @@ use shige::sample::{
     ci_start, header_request, is_well_formed, poem_start, Generation, Generator, PoemStart,
     Sampling, MAX_POEM_CHARS,
 };
-use shige::train::checkpoint::load_run_on;
+use shige::train::load::load_run_on;
 use shige::verse::ci_score::{score_ci, CiSummary};
 use shige::verse::{score_poem, Summary, Tables, Tunes};
 use shige::{note, out, outln};
@@ -216,7 +216,7 @@ fn checked_request(args: &Args) -> Result<Sampling> {
 /// object per poem; returns the poems' texts (their headers included).
 fn write_poems(
     args: &Args,
-    run: &shige::train::checkpoint::LoadedRun,
+    run: &shige::train::load::LoadedRun,
     start: &PoemStart,
     gen: &Generation,
 ) -> Result<Vec<String>> {

@@ -13,7 +13,7 @@ use shige::experiments::header_worth::{header_information, poem_nll, HeaderInfor
 use shige::files::{read_stdin_text_limited, read_text_limited, POEMS_LIMIT};
 use shige::outln;
 use shige::sample::MAX_POEM_CHARS;
-use shige::train::checkpoint::{load_run, LoadedRun};
+use shige::train::load::{load_run, LoadedRun};
 use shige::verse::ci_score::{score_ci, CiScore, CiSummary};
 use shige::verse::tunes::split_tune;
 use shige::verse::{Novelty, Summary, Tables, Tunes, VerseScore};

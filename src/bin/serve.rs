@@ -4,7 +4,8 @@
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use shige::serve::{serve, training::CONFIGS_DIR, Limits, ServeOptions, Served};
-use shige::train::checkpoint::{load_run, MODEL_FILE};
+use shige::train::load::load_run;
+use shige::train::run_dir::MODEL_FILE;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

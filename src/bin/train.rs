@@ -3,7 +3,7 @@
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use shige::config::{CorpusKind, OptimizerKind, Override, Position, RunConfig, ScheduleKind};
-use shige::train::{checkpoint::RunDir, parent::Parent, train, TrainOptions};
+use shige::train::{parent::Parent, run_dir::RunDir, train, TrainOptions};
 use std::path::PathBuf;
 
 /// Train a character-level GPT on classical Chinese poems.
@@ -192,7 +192,7 @@ fn config_path(args: &Args) -> Result<PathBuf> {
         (None, None) => return Ok(PathBuf::from("configs/default.toml")),
         (None, Some(dir)) => dir,
     };
-    let file = shige::train::checkpoint::CONFIG_FILE;
+    let file = shige::train::run_dir::CONFIG_FILE;
     RunDir::new(dir).check_present()?;
     if !dir.join(file).exists() {
         bail!(

@@ -134,7 +134,10 @@ pub fn parse_error(origin: &str, e: toml::de::Error) -> ConfigError {
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ");
-    let message = short_numbers(&message);
+    let message = format!(
+        "{}; configs/default.toml shows every setting in its section",
+        short_numbers(&message)
+    );
     ConfigError::Parse {
         path: origin.to_string(),
         message,

@@ -90,7 +90,11 @@ impl CharTokenizer {
         // "decoder" object instead of returning its error.
         serde_json::from_str::<serde::de::IgnoredAny>(text)
             .map_err(|e| cannot(format!("it is not valid JSON ({e})")))?;
-        let inner: Tokenizer = text.parse().map_err(|e| cannot(format!("{e}")))?;
+        let inner: Tokenizer = text.parse().map_err(|e| {
+            cannot(format!(
+                "it is JSON but no tokenizer of this program ({e}): give the tokenizer.json that train wrote with the run"
+            ))
+        })?;
         let vocab = inner.get_vocab(false);
         let tokenizer = Self::wrap(inner);
         if tokenizer.ids.len() != vocab.len() {

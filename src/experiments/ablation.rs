@@ -18,12 +18,11 @@ use crate::config::{CorpusKind, Override, RunConfig};
 use crate::data::{CharTokenizer, Corpus, Split, Splits};
 use crate::experiments::{lesson, probe};
 use crate::model::{Gpt, Mode};
-use crate::train::checkpoint::{
-    load_params, load_run, read_safetensors, RunDir, CONFIG_FILE, LOCK_FILE, METRICS_FILE,
-    MODEL_FILE, STATE_FILE,
-};
+use crate::train::checkpoint::{load_params, read_safetensors};
+use crate::train::load::load_run;
 use crate::train::metrics::read_metrics;
-use crate::train::run::check_precision;
+use crate::train::run_dir::{RunDir, CONFIG_FILE, LOCK_FILE, METRICS_FILE, MODEL_FILE, STATE_FILE};
+use crate::train::setup::check_precision;
 use crate::train::shards::Shards;
 use crate::train::trainer::{whole_split_loss, WHOLE_EVAL_BATCH};
 use crate::train::{train, TrainOptions};
@@ -563,7 +562,7 @@ const CONTEXT_EVAL_BATCHES: usize = 8;
 /// Mean validation loss of the best weights on windows of `ctx` tokens (the same windows for
 /// every variant); `None` for a learned table shorter than `ctx`.
 fn context_loss(
-    run: &crate::train::checkpoint::LoadedRun,
+    run: &crate::train::load::LoadedRun,
     splits: &Splits,
     ctx: usize,
 ) -> Result<Option<f64>> {

@@ -8,7 +8,7 @@ use crate::experiments::attention_maps::attention_weights;
 use crate::experiments::lesson::{self, order_diff, Report};
 use crate::model::Mode;
 use crate::sample::context_start;
-use crate::train::checkpoint::LoadedRun;
+use crate::train::load::LoadedRun;
 use crate::verse::ci_score::score_ci;
 use crate::verse::{mark_poem, score_poem, Tables, Tunes};
 use serde::Deserialize;

@@ -12,7 +12,7 @@ use crate::config::Position;
 use crate::data::header::Poets;
 use crate::data::poem::Form;
 use crate::sample::{has_headers, writes_ci};
-use crate::train::checkpoint::LoadedRun;
+use crate::train::load::LoadedRun;
 use crate::verse::Tunes;
 use serde::Deserialize;
 use serde_json::{json, Value};

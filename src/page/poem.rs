@@ -9,7 +9,7 @@ use crate::data::tokenizer::NEWLINE;
 use crate::sample::{
     ci_start, header_request, poem_start, Generation, Generator, PoemStart, Sampling,
 };
-use crate::train::checkpoint::LoadedRun;
+use crate::train::load::LoadedRun;
 use crate::verse::ci_score::score_ci;
 use crate::verse::{mark_poem, score_poem, Tables, Tunes};
 use rand::SeedableRng;

@@ -17,7 +17,7 @@ pub mod runs;
 pub mod training;
 mod write;
 
-use crate::train::checkpoint::MODEL_FILE;
+use crate::train::run_dir::MODEL_FILE;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::Query;
 use axum::http::StatusCode;

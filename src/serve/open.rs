@@ -5,7 +5,8 @@
 use crate::data::header::Poets;
 use crate::experiments::lesson::Report;
 use crate::sample::Generator;
-use crate::train::checkpoint::{load_run, LoadedRun, MODEL_FILE};
+use crate::train::load::{load_run, LoadedRun};
+use crate::train::run_dir::MODEL_FILE;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::SystemTime;

@@ -5,11 +5,11 @@
 
 use super::{params, ApiError, Served};
 use crate::config::RunConfig;
-use crate::train::checkpoint::{
-    RunDir, CONFIG_FILE, METRICS_FILE, MODEL_FILE, SAMPLES_FILE, STATE_FILE, SUMMARY_FILE,
-};
 use crate::train::metrics::{read_metrics, read_samples, EvalSample, MetricRow};
 use crate::train::parent::{ParentRecord, PARENT_FILE};
+use crate::train::run_dir::{
+    RunDir, CONFIG_FILE, METRICS_FILE, MODEL_FILE, SAMPLES_FILE, STATE_FILE, SUMMARY_FILE,
+};
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;

@@ -8,10 +8,9 @@ use super::runs::{run_detail, run_dir, MAX_NAME_CHARS};
 use super::{body, ApiError, Served};
 use crate::clock::UtcTime;
 use crate::config::{Override, RunConfig};
-use crate::train::checkpoint::{
-    check_steps_left, saved_step, RunDir, CONFIG_FILE, MODEL_FILE, STATE_FILE,
-};
+use crate::train::checkpoint::saved_step;
 use crate::train::parent::Parent;
+use crate::train::run_dir::{check_steps_left, RunDir, CONFIG_FILE, MODEL_FILE, STATE_FILE};
 use axum::extract::rejection::JsonRejection;
 use axum::extract::State;
 use axum::http::StatusCode;

@@ -1,35 +1,22 @@
-//! The run directory: atomic writes of the model, the training state, the config and the
-//! tokenizer, and their loading for resumption and sampling.
-//!
-//! `train_state.safetensors` holds everything a resume needs (weights, the optimiser's moments, step, RNG
-//! positions) in ONE file, so that a single rename commits it: a kill at any moment leaves either
-//! the previous state or the new one, never a mix. `model.safetensors` holds the best weights
-//! (nanoGPT's names; `lm_head.weight` written too when tied) for sampling.
+//! A checkpoint: the files a run writes at its evaluations and stops, atomically, and reads
+//! back. `train_state.safetensors` holds everything a resume needs (weights, the optimiser's
+//! moments, step, RNG positions) in ONE file, so that a single rename commits it: a kill at any
+//! moment leaves either the previous state or the new one, never a mix. `model.safetensors`
+//! holds the best weights (nanoGPT's names; `lm_head.weight` written too when tied) for sampling,
+//! with the metadata that ties them to the run's config and tokenizer.
 
-use crate::cli::shell_word;
-use crate::train::state::SavedState;
+use crate::config::{shown, OptimizerKind};
+use crate::files::atomic_write;
+use crate::train::metrics::{plot_losses, samples_to_jsonl, to_csv};
+use crate::train::parent::{write_record, PARENT_FILE};
+use crate::train::run_dir::*;
+use crate::train::setup::Setup;
+use crate::train::state::{Progress, SavedState};
 use anyhow::{bail, Context, Result};
 use candle_core::{Device, Tensor};
 use candle_nn::VarMap;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-
-/// The files of a run directory.
-pub const MODEL_FILE: &str = "model.safetensors";
-/// Weights, optimiser moments, step and RNG state of the latest checkpoint.
-pub const STATE_FILE: &str = "train_state.safetensors";
-/// The whole run config.
-pub const CONFIG_FILE: &str = "config.toml";
-/// The tokenizer.
-pub const TOKENIZER_FILE: &str = "tokenizer.json";
-/// One row per evaluation.
-pub const METRICS_FILE: &str = "metrics.csv";
-/// The loss curves.
-pub const PLOT_FILE: &str = "loss.svg";
-/// A poem drawn at each evaluation, one JSON object a line.
-pub const SAMPLES_FILE: &str = "samples.jsonl";
-/// What the run's last invocation ended with ([`crate::train::TrainSummary`] as JSON).
-pub const SUMMARY_FILE: &str = "summary.json";
+use std::path::Path;
 
 /// Serialises named tensors with string metadata into safetensors bytes: the same tensors and
 /// metadata give the same bytes in every process (the header's keys sorted; safetensors writes
@@ -79,7 +66,7 @@ pub fn parse_safetensors(
     // The cause's own text only: safetensors' errors repeat their source in it.
     let invalid = |cause: &dyn std::fmt::Display| {
         anyhow::anyhow!(
-            "{} is not a valid safetensors file (truncated or corrupted?): {cause}",
+            "{} is not a valid safetensors file (truncated or corrupted?): {cause}: restore it from a copy, or train the run again",
             path.display()
         )
     };
@@ -96,7 +83,7 @@ pub fn saved_step(dir: &Path) -> Result<usize> {
     let path = dir.join(STATE_FILE);
     let invalid = |cause: &dyn std::fmt::Display| {
         anyhow::anyhow!(
-            "{} is not a valid safetensors file (truncated or corrupted?): {cause}",
+            "{} is not a valid safetensors file (truncated or corrupted?): {cause}: restore it from a copy, or train the run again",
             path.display()
         )
     };
@@ -112,18 +99,6 @@ pub fn saved_step(dir: &Path) -> Result<usize> {
     let metadata: HashMap<String, String> =
         serde_json::from_value(header["__metadata__"].clone()).map_err(|e| invalid(&e))?;
     Ok(SavedState::from_metadata(&metadata, &path)?.step)
-}
-
-/// Refuses to resume a run at `step` for a total of `max_iters` steps that it has passed.
-pub fn check_steps_left(dir: &Path, step: usize, max_iters: usize) -> Result<()> {
-    if max_iters < step {
-        bail!(
-            "max_iters {max_iters} is below the step the run in {} has reached ({step}): give more steps, e.g. --max-iters {}",
-            dir.display(),
-            step.saturating_mul(2).max(step + 1)
-        );
-    }
-    Ok(())
 }
 
 /// The model's parameters, sorted by name, with `lm_head.weight` added when it is tied to the
@@ -224,312 +199,6 @@ pub fn load_params(
     Ok(())
 }
 
-/// The advisory lock a training process holds on its run directory for its whole life.
-pub const LOCK_FILE: &str = ".lock";
-
-/// Every file a run writes.
-pub const RUN_FILES: [&str; 8] = [
-    MODEL_FILE,
-    STATE_FILE,
-    CONFIG_FILE,
-    TOKENIZER_FILE,
-    METRICS_FILE,
-    PLOT_FILE,
-    SAMPLES_FILE,
-    SUMMARY_FILE,
-];
-
-/// A run directory.
-#[derive(Debug, Clone)]
-pub struct RunDir {
-    /// Its path.
-    pub path: PathBuf,
-}
-
-/// Held while a process writes a run directory; dropping it (or the process ending in any way)
-/// releases the directory.
-#[derive(Debug)]
-pub struct RunLock {
-    _file: std::fs::File,
-}
-
-impl RunDir {
-    /// A run directory at `path` (not created yet).
-    pub fn new(path: impl Into<PathBuf>) -> Self {
-        RunDir { path: path.into() }
-    }
-
-    /// The path of one of its files.
-    pub fn file(&self, name: &str) -> PathBuf {
-        self.path.join(name)
-    }
-
-    /// Whether it holds one of a run's files (a run stopped before its first checkpoint leaves
-    /// some without a training state).
-    fn holds_run_files(&self) -> bool {
-        RUN_FILES.iter().any(|name| self.file(name).exists())
-    }
-
-    /// Whether it holds a resumable checkpoint.
-    pub fn holds_run(&self) -> bool {
-        self.file(STATE_FILE).exists()
-    }
-
-    /// Creates the directory if needed and takes its lock, so that no second process writes the
-    /// same run: two runs writing one directory would mix their files.
-    pub fn lock(&self) -> Result<RunLock> {
-        crate::files::create_dir(&self.path, "--out")?;
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(self.file(LOCK_FILE))
-            .with_context(|| format!("cannot create the lock file in {}", self.path.display()))?;
-        crate::files::check_writable(&self.path, "--out")?;
-        #[cfg(unix)]
-        {
-            use std::os::fd::AsRawFd;
-            // SAFETY: flock only reads the descriptor, which `file` keeps open.
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-                bail!(
-                    "{} is being written by another training process: wait for it to end, or choose another --out",
-                    self.path.display()
-                );
-            }
-        }
-        Ok(RunLock { _file: file })
-    }
-
-    /// Whether a training process holds the directory's lock now (`None` where the system has
-    /// no advisory locks to ask).
-    pub fn is_locked(&self) -> Option<bool> {
-        #[cfg(unix)]
-        {
-            use std::os::fd::AsRawFd;
-            let Ok(file) = std::fs::File::open(self.file(LOCK_FILE)) else {
-                return Some(false); // no lock file: nothing ever trained here
-            };
-            // SAFETY: flock only reads the descriptor, which `file` keeps open; a shared lock
-            // taken here is released when `file` closes, at once.
-            let free = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } == 0;
-            Some(!free)
-        }
-        #[cfg(not(unix))]
-        None
-    }
-
-    /// Checks that the directory to resume exists and is one (what it holds is checked under its
-    /// lock, by [`RunDir::check_resumable`]: another process may be writing its first checkpoint).
-    pub fn check_present(&self) -> Result<()> {
-        refuse_file(&self.path)?;
-        if !self.path.exists() {
-            bail!(
-                "no run to resume at {}{}: give --resume a run directory that `train` wrote, or start one with --out {}",
-                self.path.display(),
-                crate::files::where_missing(&self.path),
-                shell_word(&self.path)
-            );
-        }
-        Ok(())
-    }
-
-    /// Checks that a run can be resumed from here: a directory holding a training state.
-    pub fn check_resumable(&self) -> Result<()> {
-        self.check_present()?;
-        if self.holds_run() {
-            return Ok(());
-        }
-        if self.holds_run_files() {
-            bail!(
-                "{} holds the start of a run that stopped before its first checkpoint ({STATE_FILE} is missing), so there is nothing to resume: \
-                 remove its files and start again with --out {}, or choose another --out",
-                self.path.display(),
-                shell_word(&self.path)
-            );
-        }
-        bail!(
-            "{} holds no checkpoint to resume ({STATE_FILE} is missing): start a new run with --out {}",
-            self.path.display(),
-            shell_word(&self.path)
-        )
-    }
-
-    /// Checks that a new run may start here: the directory is absent or holds nothing but what an
-    /// earlier run of this program left before its first file (its lock and temporary files).
-    pub fn check_fresh(&self) -> Result<()> {
-        let resume = format!("--resume {}", shell_word(&self.path));
-        self.check_fresh_or("another --out", &resume)
-    }
-
-    /// [`RunDir::check_fresh`], whose refusals end by asking to choose `other`, or to continue a
-    /// run with `resume` (the page asks for another name, or its runs list's Resume; `train` for
-    /// another --out, or --resume).
-    pub fn check_fresh_or(&self, other: &str, resume: &str) -> Result<()> {
-        if self.path.exists() && !self.path.is_dir() {
-            bail!(
-                "{} is a file, not a directory for a new run: choose {other}",
-                self.path.display()
-            );
-        }
-        let Ok(entries) = std::fs::read_dir(&self.path) else {
-            return Ok(());
-        };
-        let mut foreign = Vec::new();
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if RUN_FILES.contains(&name.as_str()) && self.holds_run() {
-                bail!(
-                    "{} already holds a run: continue it with {resume}, or choose {other}",
-                    self.path.display(),
-                );
-            }
-            if RUN_FILES.contains(&name.as_str()) {
-                bail!(
-                    "{} holds the start of a run that stopped before its first checkpoint ({name}, no training state to resume): \
-                     remove its files and start again (they would be written over), or choose {other}",
-                    self.path.display()
-                );
-            }
-            let ours = name == LOCK_FILE || crate::files::is_temporary(&name);
-            if !ours {
-                foreign.push(name);
-            }
-        }
-        if !foreign.is_empty() {
-            foreign.sort();
-            bail!(
-                "{} holds files that are not a run's ({}): choose {other} (a new or empty directory)",
-                self.path.display(),
-                foreign.join(", ")
-            );
-        }
-        Ok(())
-    }
-
-    /// Undoes what taking the lock added when training failed: the lock file if there was none,
-    /// and the directories `made` ([`crate::files::missing_dirs`] before the lock) while they are
-    /// empty.
-    pub fn tidy_after_failure(&self, made: &[PathBuf], had_lock: bool) {
-        if !had_lock {
-            let _ = std::fs::remove_file(self.file(LOCK_FILE));
-        }
-        crate::files::remove_empty_dirs(made);
-    }
-
-    /// Removes temporary files that a killed process left behind (the lock must be held).
-    pub fn remove_temporary_files(&self) {
-        for entry in std::fs::read_dir(&self.path)
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if crate::files::is_temporary(&name) {
-                let _ = std::fs::remove_file(entry.path());
-            }
-        }
-    }
-}
-
-/// Refuses a file given where a run directory is expected, naming the run that holds it.
-fn refuse_file(path: &Path) -> Result<()> {
-    if !path.exists() || path.is_dir() {
-        return Ok(());
-    }
-    match path.parent().filter(|p| p.join(CONFIG_FILE).exists()) {
-        Some(run) => bail!(
-            "{} is a file, not a run directory: give the directory that holds it, {}",
-            path.display(),
-            run.display()
-        ),
-        None => bail!(
-            "{} is a file, not a run directory: give the directory that `train` wrote",
-            path.display()
-        ),
-    }
-}
-
-/// A trained model ready for use: the model, its tokenizer and the run's config.
-pub struct LoadedRun {
-    /// The model with the best weights of the run.
-    pub model: crate::model::Gpt,
-    /// The run's tokenizer.
-    pub tokenizer: crate::data::CharTokenizer,
-    /// The run's whole config.
-    pub config: crate::config::RunConfig,
-}
-
-/// Loads the best weights of a run directory onto the CPU with its config and tokenizer, checking
-/// that the three belong together.
-pub fn load_run(dir: &Path) -> Result<LoadedRun> {
-    load_run_on(dir, &Device::Cpu)
-}
-
-/// [`load_run`] onto `device`.
-pub fn load_run_on(dir: &Path, device: &Device) -> Result<LoadedRun> {
-    let run = RunDir::new(dir);
-    refuse_file(dir)?;
-    if !dir.is_dir() {
-        bail!(
-            "no run directory at {}{}: train one with `cargo run --release --bin train` (it prints where it writes)",
-            dir.display(),
-            crate::files::where_missing(dir)
-        );
-    }
-    for file in [CONFIG_FILE, TOKENIZER_FILE, MODEL_FILE] {
-        if !run.file(file).exists() {
-            bail!(
-                "{} has no {file}: it is not a finished run directory (a run writes model.safetensors at its first evaluation)",
-                dir.display()
-            );
-        }
-    }
-    let config = crate::config::RunConfig::load(&run.file(CONFIG_FILE))?;
-    let tokenizer = crate::data::CharTokenizer::load(&run.file(TOKENIZER_FILE))?;
-    let (tensors, metadata) = read_safetensors(&run.file(MODEL_FILE))?;
-    LoadedRun::from_parts(
-        (config, tokenizer),
-        (tensors, metadata),
-        &dir.display().to_string(),
-        device,
-    )
-}
-
-impl LoadedRun {
-    /// A run's config and tokenizer with its weights (the tensors and metadata of its
-    /// model.safetensors) on `device`, checked to belong together; `origin` names the run in
-    /// errors. The static page loads its run so, from what it downloaded.
-    pub fn from_parts(
-        (config, tokenizer): (crate::config::RunConfig, crate::data::CharTokenizer),
-        (tensors, metadata): (HashMap<String, Tensor>, HashMap<String, String>),
-        origin: &str,
-        device: &Device,
-    ) -> Result<LoadedRun> {
-        if config.model.vocab_size != tokenizer.vocab_size() {
-            bail!(
-                "{origin}: the config says vocab_size {} but tokenizer.json has {} tokens: they come from different runs",
-                config.model.vocab_size,
-                tokenizer.vocab_size()
-            );
-        }
-        check_weights_belong(origin, &config.model, &tokenizer, &tensors, &metadata)?;
-        config.model.validate()?;
-        let inputs = crate::verse::inputs::for_tokenizer(&config.model, &tokenizer)?;
-        let (model, varmap) = crate::model::Gpt::seeded_with(&config.model, inputs, 0, device)?;
-        load_params(
-            &varmap,
-            &tensors,
-            "",
-            Path::new(origin).join(MODEL_FILE).as_path(),
-        )?;
-        Ok(LoadedRun {
-            model,
-            tokenizer,
-            config,
-        })
-    }
-}
-
 /// Metadata key of model.safetensors: the model config the weights were trained with (TOML).
 pub const MODEL_CONFIG_KEY: &str = "model_config";
 /// Metadata key of model.safetensors: the fingerprint of the run's tokenizer.
@@ -546,61 +215,98 @@ pub fn model_metadata(
     ]))
 }
 
-/// Checks, before any model is built, that a run's weights were written for its config and
-/// tokenizer: the config and tokenizer recorded in the weights' metadata (runs of earlier versions
-/// have none), the number of blocks and the token embedding's shape.
-fn check_weights_belong(
-    origin: &str,
-    cfg: &crate::config::ModelConfig,
-    tokenizer: &crate::data::CharTokenizer,
-    tensors: &HashMap<String, Tensor>,
-    metadata: &HashMap<String, String>,
-) -> Result<()> {
-    let different = |what: String| {
-        anyhow::anyhow!(
-            "{origin}: {what}: config.toml, tokenizer.json and model.safetensors must come from one run"
-        )
+/// What to say about the run directory when training must stop on a non-finite number.
+pub(crate) fn what_is_kept(run: &RunDir, s: &Setup, p: &Progress) -> String {
+    let o = &s.cfg.optimizer;
+    let lower = match o.kind {
+        OptimizerKind::Muon => format!(
+            "lower Muon's --muon-learning-rate (now {}) or AdamW's --learning-rate (now {})",
+            shown(o.muon_learning_rate()),
+            shown(o.learning_rate)
+        ),
+        OptimizerKind::Adamw => format!("lower --learning-rate (now {})", shown(o.learning_rate)),
     };
-    if let Some(saved) = metadata.get(MODEL_CONFIG_KEY) {
-        let saved = crate::config::ModelConfig::from_toml_str(saved, MODEL_FILE)?;
-        let differences = saved.differences(cfg, ["weights trained with", "config.toml says"]);
-        if !differences.is_empty() {
-            return Err(different(differences.join("; ")));
-        }
+    match p.saved_step {
+        Some(step) => format!(
+            "the checkpoint of step {step} in {} is intact; {lower} and --resume {}",
+            run.path.display(),
+            crate::cli::shell_word(&run.path)
+        ),
+        None => format!("no checkpoint was written yet; restart and {lower}"),
     }
-    if let Some(saved) = metadata.get(TOKENIZER_KEY) {
-        if *saved != tokenizer.fingerprint() {
-            return Err(different(
-                "tokenizer.json is not the vocabulary the weights were trained with".into(),
-            ));
-        }
+}
+
+/// Writes a checkpoint: at an evaluation (`val` given) its metrics row and, when it is the best
+/// so far, the weights for sampling; always the config, the tokenizer and the training state
+/// (last, so that everything it points to exists once it does). Nothing is written when a weight,
+/// a moment or the validation loss is not finite: the previous checkpoint stays.
+pub(crate) fn save_checkpoint(
+    run: &RunDir,
+    s: &Setup,
+    p: &mut Progress,
+    val: Option<f64>,
+) -> Result<()> {
+    let params = named_params(&s.varmap, false);
+    let moments = s.opt.state()?;
+    let all = params.iter().chain(&moments).map(|(n, t)| (n.as_str(), t));
+    if let Some(name) = first_non_finite(all)? {
+        bail!(
+            "the update of step {} made {name} NaN or infinite: training stopped; {}",
+            p.step,
+            what_is_kept(run, s, p)
+        );
     }
-    let layers = tensors
-        .keys()
-        .filter_map(|k| {
-            k.strip_prefix("transformer.h.")?
-                .split('.')
-                .next()?
-                .parse::<usize>()
-                .ok()
-        })
-        .collect::<std::collections::BTreeSet<_>>()
-        .len();
-    if layers != cfg.n_layer {
-        return Err(different(format!(
-            "the config says {} layers but the weights have {layers}",
-            cfg.n_layer
-        )));
-    }
-    if let Some(wte) = tensors.get("transformer.wte.weight") {
-        if wte.dims() != [cfg.vocab_size, cfg.n_embd] {
-            return Err(different(format!(
-                "the token embedding has shape {:?} but the config needs [{}, {}]",
-                wte.dims(),
-                cfg.vocab_size,
-                cfg.n_embd
-            )));
+    if let Some(val) = val {
+        if !val.is_finite() {
+            bail!(
+                "the validation loss became {val} at step {}: training stopped; {}",
+                p.step,
+                what_is_kept(run, s, p)
+            );
         }
+        if val < p.best_val {
+            p.best_val = val;
+            let mut metadata = model_metadata(&s.cfg.model, &s.tokenizer)?;
+            metadata.insert("step".into(), p.step.to_string());
+            metadata.insert("val_loss".into(), val.to_string());
+            let weights = named_params(&s.varmap, s.cfg.model.tie_weights);
+            atomic_write(&run.file(MODEL_FILE), &to_safetensors(&weights, metadata)?)?;
+        }
+        atomic_write(&run.file(METRICS_FILE), to_csv(&p.rows).as_bytes())?;
+        let samples = samples_to_jsonl(&p.samples)?;
+        atomic_write(&run.file(SAMPLES_FILE), samples.as_bytes())?;
+    }
+    if !run.file(TOKENIZER_FILE).exists() {
+        atomic_write(&run.file(TOKENIZER_FILE), s.tokenizer.to_json()?.as_bytes())?;
+    }
+    atomic_write(&run.file(CONFIG_FILE), s.cfg.to_toml()?.as_bytes())?;
+    if let Some(parent) = s
+        .parent
+        .as_ref()
+        .filter(|_| !run.file(PARENT_FILE).exists())
+    {
+        write_record(run, parent)?;
+    }
+    let mut tensors: Vec<_> = params
+        .into_iter()
+        .map(|(n, t)| (format!("param.{n}"), t))
+        .collect();
+    tensors.extend(moments);
+    let metadata = SavedState {
+        corpus: Some(s.corpus.clone()),
+        step: p.step,
+        batch_rng_pos: p.batch_rng.get_word_pos(),
+        dropout_rng_pos: p.dropout_rng.get_word_pos(),
+        best_val_loss: p.best_val,
+        elapsed_s: p.elapsed_s,
+        interval: Some(p.interval),
+    }
+    .to_metadata();
+    atomic_write(&run.file(STATE_FILE), &to_safetensors(&tensors, metadata)?)?;
+    p.saved_step = Some(p.step);
+    if val.is_some() {
+        let title = format!("loss of {}", run.path.display());
+        plot_losses(&p.rows, &title, &run.file(PLOT_FILE))?;
     }
     Ok(())
 }

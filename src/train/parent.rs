@@ -7,7 +7,9 @@
 use crate::config::{ModelConfig, Override, RunConfig};
 use crate::data::CharTokenizer;
 use crate::files::atomic_write;
-use crate::train::checkpoint::{load_run, parse_safetensors, RunDir, MODEL_FILE};
+use crate::train::checkpoint::{first_non_finite, parse_safetensors};
+use crate::train::load::{check_parts, RunFiles};
+use crate::train::run_dir::{RunDir, MODEL_FILE};
 use anyhow::{bail, Result};
 use candle_core::Tensor;
 use candle_nn::VarMap;
@@ -43,20 +45,34 @@ pub struct Parent {
 
 impl Parent {
     /// The run in `dir`, checked as `sample` checks one (config, tokenizer and weights belong
-    /// together, the weights finite).
+    /// together, the weights finite), its weights read once and no model built.
     pub fn open(dir: &Path) -> Result<Self> {
-        let loaded = load_run(dir)?;
+        let RunFiles {
+            config,
+            tokenizer,
+            weights,
+        } = RunFiles::read(dir)?;
         let file = RunDir::new(dir).file(MODEL_FILE);
-        let bytes = crate::files::read_limited(&file, crate::files::WEIGHTS_LIMIT)?;
-        let (tensors, _) = parse_safetensors(&bytes, &file)?;
+        let (tensors, metadata) = parse_safetensors(&weights, &file)?;
+        check_parts(
+            (&config, &tokenizer),
+            (&tensors, &metadata),
+            &dir.display().to_string(),
+        )?;
+        if let Some(name) = first_non_finite(tensors.iter().map(|(n, t)| (n.as_str(), t)))? {
+            bail!(
+                "{}: {name} holds NaN or infinite values: these weights cannot be used; train again or resume from an intact run",
+                file.display()
+            )
+        }
         let record = ParentRecord {
             run: dir.display().to_string(),
-            weights: crate::data::fingerprint(bytes.iter().copied()),
-            vocab_size: loaded.tokenizer.vocab_size(),
+            weights: crate::data::fingerprint(weights.iter().copied()),
+            vocab_size: tokenizer.vocab_size(),
         };
         Ok(Parent {
-            config: loaded.config,
-            tokenizer: loaded.tokenizer,
+            config,
+            tokenizer,
             tensors,
             record,
         })

@@ -3,12 +3,11 @@
 //! config and text), without files, signals or a clock: the caller times the steps.
 
 use super::metrics::{EvalSample, MetricRow};
-use super::run::{restore, set_up_with, Progress, Setup};
+use super::setup::{complete_config, Setup};
+use super::state::Progress;
 use super::trainer::{evaluate, evaluates_at, record_evaluation, train_step};
-use super::TrainOptions;
 use crate::config::{Override, RunConfig};
-use crate::data::Corpus;
-use crate::train::checkpoint::RunDir;
+use crate::data::{CharTokenizer, Corpus};
 use anyhow::{Context, Result};
 use candle_core::Device;
 use std::path::Path;
@@ -56,18 +55,11 @@ impl Session {
             return Err(not_in_memory(NOT_IN_MEMORY[1]));
         }
         let corpus = Corpus::parse(text, Path::new(origin), config.data.kind)?;
-        let opts = TrainOptions {
-            config,
-            run: RunDir::new(origin),
-            resume: false,
-            stop_at: None,
-            progress: false,
-            device: Device::Cpu,
-            kernels: Default::default(),
-            parent: None,
-        };
-        let mut s = set_up_with(&opts, corpus)?;
-        let p = restore(&mut s, false)?;
+        let tokenizer = CharTokenizer::from_text(&corpus.text())?;
+        let config = complete_config(config, &corpus, &tokenizer)?;
+        let devices = (&Device::Cpu, Default::default());
+        let s = Setup::new(config, &corpus, tokenizer, None, devices)?;
+        let p = Progress::new(s.cfg.train.seed);
         Ok(Session { s, p })
     }
 

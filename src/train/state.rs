@@ -1,9 +1,69 @@
-//! What a checkpoint saves besides the tensors: the training state's scalars, kept as the
-//! metadata (text) of `train_state.safetensors`, each under its own key.
+//! Where a run stands ([`Progress`]: its step, its random streams, its curve so far), and what a
+//! checkpoint saves of it besides the tensors: the training state's scalars, kept as the metadata
+//! (text) of `train_state.safetensors`, each under its own key. The run's random streams are
+//! named in one table ([`Stream`]).
 
+use crate::train::metrics::{EvalSample, MetricRow};
 use anyhow::{Context, Result};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
 use std::collections::HashMap;
 use std::path::Path;
+
+/// The random streams of a run: each a ChaCha8 stream of the run's seed, so that none draws
+/// from another's. The weights are drawn from stream 0 of the seed (`model::init`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Stream {
+    /// The training batches.
+    Batches = 1,
+    /// The dropout masks (each unit's seed drawn from it in the units' order).
+    Dropout = 2,
+    /// The fixed validation batches of every evaluation.
+    Validation = 3,
+    /// The poems drawn from the final weights.
+    FinalSamples = 4,
+    /// The poem of an evaluation, from the seed plus its step.
+    EvalSample = 5,
+}
+
+/// The random stream `stream` of `seed`.
+pub(crate) fn rng(seed: u64, stream: Stream) -> ChaCha8Rng {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    rng.set_stream(stream as u64);
+    rng
+}
+
+/// Where a run stands: everything its checkpoint saves besides the tensors.
+pub(crate) struct Progress {
+    pub step: usize,
+    pub best_val: f64,
+    pub elapsed_s: f64,
+    pub batch_rng: ChaCha8Rng,
+    pub dropout_rng: ChaCha8Rng,
+    pub interval: Interval,
+    pub rows: Vec<MetricRow>,
+    /// The poem drawn at each evaluation.
+    pub samples: Vec<EvalSample>,
+    /// The step of the checkpoint in the run directory, if there is one.
+    pub saved_step: Option<usize>,
+}
+
+impl Progress {
+    /// A new run of `seed`, at step 0.
+    pub fn new(seed: u64) -> Progress {
+        Progress {
+            step: 0,
+            best_val: f64::INFINITY,
+            elapsed_s: 0.0,
+            batch_rng: rng(seed, Stream::Batches),
+            dropout_rng: rng(seed, Stream::Dropout),
+            interval: Interval::default(),
+            rows: Vec::new(),
+            samples: Vec::new(),
+            saved_step: None,
+        }
+    }
+}
 
 /// Running sums since the last evaluation.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]

@@ -2,22 +2,23 @@
 //! evaluation, progress, and the step count planned for `--minutes`. The run it trains is opened
 //! (set up, restored, locked) and saved by [`super::run`].
 
-use crate::config::{CorpusKind, RunConfig};
+use crate::config::CorpusKind;
 use crate::data::{tokenizer::NEWLINE, Split, Splits};
 use crate::files::atomic_write;
 use crate::model::Gpt;
 use crate::ops::Precision;
 use crate::sample::{generate, Generation, Sampling};
-use crate::train::checkpoint::*;
+use crate::train::checkpoint::{save_checkpoint, what_is_kept};
 use crate::train::interrupt;
 use crate::train::metrics::{EvalSample, MetricRow};
 use crate::train::optim::{clip_scale, Rates};
-use crate::train::parent::Parent;
 use crate::train::plan::{Budget, Planner};
-use crate::train::run::{rng, save_checkpoint, what_is_kept, OpenRun, Progress, Setup};
+use crate::train::run::{OpenRun, TrainOptions};
+use crate::train::run_dir::{RunDir, SUMMARY_FILE};
 use crate::train::schedule::rate_at;
+use crate::train::setup::Setup;
 use crate::train::shards::{Shards, UNIT_ROWS};
-use crate::train::state::Interval;
+use crate::train::state::{rng, Interval, Progress, Stream};
 use anyhow::{bail, Context, Result};
 use candle_core::Device;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -65,30 +66,10 @@ pub struct TrainSummary {
     pub finished: String,
 }
 
-/// How a run is started.
-pub struct TrainOptions {
-    /// The whole config (after command-line overrides).
-    pub config: RunConfig,
-    /// Where the run lives.
-    pub run: RunDir,
-    /// Continue the run in `run` instead of starting a new one.
-    pub resume: bool,
-    /// Stop (with a checkpoint) once this step is reached, as if interrupted.
-    pub stop_at: Option<usize>,
-    /// Draw a progress bar on stderr.
-    pub progress: bool,
-    /// Where the model runs (see [`crate::device::open`]).
-    pub device: Device,
-    /// The fused kernels, or the composite ops other devices take.
-    pub kernels: crate::ops::Kernels,
-    /// The trained run a new run starts from (fine-tuning: `config` is [`Parent::config_for`]'s).
-    pub parent: Option<Parent>,
-}
-
 /// Mean validation loss over `eval_iters` batches drawn from a fixed RNG, so every evaluation
 /// (and a resumed run) sees the same batches; `None` when Ctrl-C or SIGTERM cut it short.
 pub(super) fn evaluate(s: &Setup) -> Result<Option<f64>> {
-    let (cfg, mut rng) = (&s.cfg, rng(s.cfg.train.seed, 3));
+    let (cfg, mut rng) = (&s.cfg, rng(s.cfg.train.seed, Stream::Validation));
     let mut total = 0.0;
     for _ in 0..cfg.train.eval_iters {
         if interrupt::requested() {
@@ -128,6 +109,15 @@ pub fn whole_split_loss(
     Ok(total / count as f64)
 }
 
+/// A loss that became NaN or infinite: training cannot go on (what is kept of the run is said by
+/// whoever holds it).
+#[derive(Debug, thiserror::Error)]
+#[error("the loss became {loss} at step {step}: training stopped")]
+pub(super) struct LossNotFinite {
+    loss: f64,
+    step: usize,
+}
+
 /// One optimiser step, counted in the evaluation interval; returns its training loss.
 pub(super) fn train_step(s: &mut Setup, p: &mut Progress) -> Result<f64> {
     let (cfg, t) = (&s.cfg, &s.cfg.train);
@@ -149,11 +139,11 @@ pub(super) fn train_step(s: &mut Setup, p: &mut Progress) -> Result<f64> {
         &mut p.dropout_rng,
     )?;
     if !loss.is_finite() {
-        bail!(
-            "the loss became {loss} at step {}: training stopped; {}",
-            p.step + 1,
-            what_is_kept(s, p)
-        );
+        return Err(LossNotFinite {
+            loss,
+            step: p.step + 1,
+        }
+        .into());
     }
     s.opt.step(
         &grads,
@@ -168,12 +158,12 @@ pub(super) fn train_step(s: &mut Setup, p: &mut Progress) -> Result<f64> {
 
 /// Evaluates, records the interval's metrics row and writes the checkpoint. An evaluation cut
 /// short by a signal saves the training state without it, for the resumed run to evaluate.
-fn evaluate_and_save(s: &Setup, p: &mut Progress, bar: &ProgressBar) -> Result<()> {
+fn evaluate_and_save(run: &RunDir, s: &Setup, p: &mut Progress, bar: &ProgressBar) -> Result<()> {
     let Some(val) = evaluate(s)? else {
-        return save_checkpoint(s, p, None);
+        return save_checkpoint(run, s, p, None);
     };
     record_evaluation(s, p, val)?;
-    save_checkpoint(s, p, Some(val))?;
+    save_checkpoint(run, s, p, Some(val))?;
     let (row, sample) = (&p.rows[p.rows.len() - 1], &p.samples[p.samples.len() - 1]);
     bar.suspend(|| {
         crate::note!(
@@ -203,7 +193,8 @@ pub(super) fn record_evaluation(s: &Setup, p: &mut Progress, val: f64) -> Result
     });
     p.interval = Interval::default();
     // Its own seed per step, so that a resumed run draws what an uninterrupted one does.
-    let text = eval_sample(s, &mut rng(s.cfg.train.seed.wrapping_add(p.step as u64), 5))?;
+    let seed = s.cfg.train.seed.wrapping_add(p.step as u64);
+    let text = eval_sample(s, &mut rng(seed, Stream::EvalSample))?;
     p.samples.push(EvalSample { step: p.step, text });
     Ok(())
 }
@@ -250,7 +241,7 @@ fn draw_sample(s: &Setup, rng: &mut ChaCha8Rng) -> Result<String> {
 
 /// Three poems drawn at temperature 0.8 from the final weights.
 fn final_samples(s: &Setup) -> Result<Vec<String>> {
-    let mut sample_rng = rng(s.cfg.train.seed, 4);
+    let mut sample_rng = rng(s.cfg.train.seed, Stream::FinalSamples);
     (0..3).map(|_| draw_sample(s, &mut sample_rng)).collect()
 }
 
@@ -299,7 +290,7 @@ fn evaluation_pending(s: &Setup, p: &Progress) -> bool {
 
 /// [`train`] on the open run `run`, the process having started at `started`.
 fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Result<TrainSummary> {
-    let (s, p) = (&mut run.s, &mut run.p);
+    let (dir, s, p) = (&run.run, &mut run.s, &mut run.p);
     let max_iters = s.cfg.train.max_iters;
     let mut end = opts.stop_at.map_or(max_iters, |stop| stop.min(max_iters));
     if let Some(stop) = opts.stop_at.filter(|&stop| stop <= p.step) {
@@ -318,13 +309,13 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
             m.n_embd,
             m.position,
             s.cfg.data.corpus,
-            s.run.path.display(),
+            dir.path.display(),
             path
         );
     }
     let bar = progress_bar(opts.progress, max_iters, p.step);
     if evaluation_pending(s, p) {
-        evaluate_and_save(s, p, &bar)?;
+        evaluate_and_save(dir, s, p, &bar)?;
     }
     let tokens_per_step = (s.cfg.train.batch_size * s.cfg.model.block_size) as f64;
     let (mut run_tokens, mut run_time) = (0.0, 0.0);
@@ -334,7 +325,10 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
     });
     while p.step < end {
         let step_start = Instant::now();
-        let loss = train_step(s, p)?;
+        let loss = train_step(s, p).map_err(|e| match e.is::<LossNotFinite>() {
+            true => anyhow::anyhow!("{e}; {}", what_is_kept(dir, s, p)),
+            false => e,
+        })?;
         let dt = step_start.elapsed().as_secs_f64();
         p.interval.seconds += dt;
         (run_tokens, run_time) = (run_tokens + tokens_per_step, run_time + dt);
@@ -357,9 +351,9 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
             tokens_per_step * p.interval.steps as f64 / p.interval.seconds
         ));
         if evaluates_at(s, p.step) {
-            evaluate_and_save(s, p, &bar)?;
+            evaluate_and_save(dir, s, p, &bar)?;
         } else if p.step == end || interrupt::requested() {
-            save_checkpoint(s, p, None)?;
+            save_checkpoint(dir, s, p, None)?;
         }
         if interrupt::requested() {
             break;
@@ -383,7 +377,7 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
             0.0
         },
         wall_s: started.elapsed().as_secs_f64(),
-        checkpoint: s.run.path.display().to_string(),
+        checkpoint: dir.path.display().to_string(),
         samples: Vec::new(),
         interrupted: stopped_early,
         quit: true,
@@ -396,7 +390,7 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
     if interrupt::requested() {
         // Written before a later signal may end the process at once: the summary then says where
         // the run stands (its checkpoint's step), without the final evaluation.
-        write_summary(s, &summary)?;
+        write_summary(dir, &summary)?;
         // A second signal during the stop's save asked to quit once it was on disk.
         summary.quit = interrupt::checkpoint_saved();
     } else {
@@ -409,14 +403,14 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
         summary.peak_memory_bytes = crate::machine::peak_memory();
         summary.finished = crate::clock::UtcTime::now().to_string();
     }
-    write_summary(s, &summary)?;
+    write_summary(dir, &summary)?;
     Ok(summary)
 }
 
 /// Writes `summary` as the run's summary.json.
-fn write_summary(s: &Setup, summary: &TrainSummary) -> Result<()> {
+fn write_summary(run: &RunDir, summary: &TrainSummary) -> Result<()> {
     let json = serde_json::to_string_pretty(summary)?;
-    atomic_write(&s.run.file(SUMMARY_FILE), json.as_bytes())
+    atomic_write(&run.file(SUMMARY_FILE), json.as_bytes())
 }
 
 /// What runs the training step: the CPU engine with the kernels chosen for this CPU (its model

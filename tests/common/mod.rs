@@ -4,9 +4,9 @@
 use candle_core::Tensor;
 use shige::config::{ModelConfig, Position, RunConfig};
 use shige::data::{CharTokenizer, Corpus};
-use shige::train::checkpoint::{RunDir, METRICS_FILE};
 use shige::train::metrics::from_csv;
 use shige::train::optim::Gradients;
+use shige::train::run_dir::{RunDir, METRICS_FILE};
 use shige::train::{train, TrainOptions, TrainSummary};
 use shige::verse::inputs::Vocabulary;
 use std::path::Path;

@@ -1,0 +1,261 @@
+//! A run's folder: the files it holds, the lock a training process holds on it for its whole
+//! life, and what may be written there (a new run needs a folder without a run's files; a resume
+//! a checkpoint).
+
+use crate::cli::shell_word;
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+
+/// The files of a run directory.
+pub const MODEL_FILE: &str = "model.safetensors";
+/// Weights, optimiser moments, step and RNG state of the latest checkpoint.
+pub const STATE_FILE: &str = "train_state.safetensors";
+/// The whole run config.
+pub const CONFIG_FILE: &str = "config.toml";
+/// The tokenizer.
+pub const TOKENIZER_FILE: &str = "tokenizer.json";
+/// One row per evaluation.
+pub const METRICS_FILE: &str = "metrics.csv";
+/// The loss curves.
+pub const PLOT_FILE: &str = "loss.svg";
+/// A poem drawn at each evaluation, one JSON object a line.
+pub const SAMPLES_FILE: &str = "samples.jsonl";
+/// What the run's last invocation ended with ([`crate::train::TrainSummary`] as JSON).
+pub const SUMMARY_FILE: &str = "summary.json";
+
+/// The advisory lock a training process holds on its run directory for its whole life.
+pub const LOCK_FILE: &str = ".lock";
+
+/// Every file a run writes.
+pub const RUN_FILES: [&str; 8] = [
+    MODEL_FILE,
+    STATE_FILE,
+    CONFIG_FILE,
+    TOKENIZER_FILE,
+    METRICS_FILE,
+    PLOT_FILE,
+    SAMPLES_FILE,
+    SUMMARY_FILE,
+];
+
+/// A run directory.
+#[derive(Debug, Clone)]
+pub struct RunDir {
+    /// Its path.
+    pub path: PathBuf,
+}
+
+/// Held while a process writes a run directory; dropping it (or the process ending in any way)
+/// releases the directory.
+#[derive(Debug)]
+pub struct RunLock {
+    _file: std::fs::File,
+}
+
+impl RunDir {
+    /// A run directory at `path` (not created yet).
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        RunDir { path: path.into() }
+    }
+
+    /// The path of one of its files.
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.path.join(name)
+    }
+
+    /// Whether it holds one of a run's files (a run stopped before its first checkpoint leaves
+    /// some without a training state).
+    fn holds_run_files(&self) -> bool {
+        RUN_FILES.iter().any(|name| self.file(name).exists())
+    }
+
+    /// Whether it holds a resumable checkpoint.
+    pub fn holds_run(&self) -> bool {
+        self.file(STATE_FILE).exists()
+    }
+
+    /// Creates the directory if needed and takes its lock, so that no second process writes the
+    /// same run: two runs writing one directory would mix their files.
+    pub fn lock(&self) -> Result<RunLock> {
+        crate::files::create_dir(&self.path, "--out")?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(self.file(LOCK_FILE))
+            .with_context(|| format!("cannot create the lock file in {}", self.path.display()))?;
+        crate::files::check_writable(&self.path, "--out")?;
+        #[cfg(unix)]
+        {
+            use std::os::fd::AsRawFd;
+            // SAFETY: flock only reads the descriptor, which `file` keeps open.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+                bail!(
+                    "{} is being written by another training process: wait for it to end, or choose another --out",
+                    self.path.display()
+                );
+            }
+        }
+        Ok(RunLock { _file: file })
+    }
+
+    /// Whether a training process holds the directory's lock now (`None` where the system has
+    /// no advisory locks to ask).
+    pub fn is_locked(&self) -> Option<bool> {
+        #[cfg(unix)]
+        {
+            use std::os::fd::AsRawFd;
+            let Ok(file) = std::fs::File::open(self.file(LOCK_FILE)) else {
+                return Some(false); // no lock file: nothing ever trained here
+            };
+            // SAFETY: flock only reads the descriptor, which `file` keeps open; a shared lock
+            // taken here is released when `file` closes, at once.
+            let free = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } == 0;
+            Some(!free)
+        }
+        #[cfg(not(unix))]
+        None
+    }
+
+    /// Checks that the directory to resume exists and is one (what it holds is checked under its
+    /// lock, by [`RunDir::check_resumable`]: another process may be writing its first checkpoint).
+    pub fn check_present(&self) -> Result<()> {
+        refuse_file(&self.path)?;
+        if !self.path.exists() {
+            bail!(
+                "no run to resume at {}{}: give --resume a run directory that `train` wrote, or start one with --out {}",
+                self.path.display(),
+                crate::files::where_missing(&self.path),
+                shell_word(&self.path)
+            );
+        }
+        Ok(())
+    }
+
+    /// Checks that a run can be resumed from here: a directory holding a training state.
+    pub fn check_resumable(&self) -> Result<()> {
+        self.check_present()?;
+        if self.holds_run() {
+            return Ok(());
+        }
+        if self.holds_run_files() {
+            bail!(
+                "{} holds the start of a run that stopped before its first checkpoint ({STATE_FILE} is missing), so there is nothing to resume: \
+                 remove its files and start again with --out {}, or choose another --out",
+                self.path.display(),
+                shell_word(&self.path)
+            );
+        }
+        bail!(
+            "{} holds no checkpoint to resume ({STATE_FILE} is missing): start a new run with --out {}",
+            self.path.display(),
+            shell_word(&self.path)
+        )
+    }
+
+    /// Checks that a new run may start here: the directory is absent or holds nothing but what an
+    /// earlier run of this program left before its first file (its lock and temporary files).
+    pub fn check_fresh(&self) -> Result<()> {
+        let resume = format!("--resume {}", shell_word(&self.path));
+        self.check_fresh_or("another --out", &resume)
+    }
+
+    /// [`RunDir::check_fresh`], whose refusals end by asking to choose `other`, or to continue a
+    /// run with `resume` (the page asks for another name, or its runs list's Resume; `train` for
+    /// another --out, or --resume).
+    pub fn check_fresh_or(&self, other: &str, resume: &str) -> Result<()> {
+        if self.path.exists() && !self.path.is_dir() {
+            bail!(
+                "{} is a file, not a directory for a new run: choose {other}",
+                self.path.display()
+            );
+        }
+        let Ok(entries) = std::fs::read_dir(&self.path) else {
+            return Ok(());
+        };
+        let mut foreign = Vec::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if RUN_FILES.contains(&name.as_str()) && self.holds_run() {
+                bail!(
+                    "{} already holds a run: continue it with {resume}, or choose {other}",
+                    self.path.display(),
+                );
+            }
+            if RUN_FILES.contains(&name.as_str()) {
+                bail!(
+                    "{} holds the start of a run that stopped before its first checkpoint ({name}, no training state to resume): \
+                     remove its files and start again (they would be written over), or choose {other}",
+                    self.path.display()
+                );
+            }
+            let ours = name == LOCK_FILE || crate::files::is_temporary(&name);
+            if !ours {
+                foreign.push(name);
+            }
+        }
+        if !foreign.is_empty() {
+            foreign.sort();
+            bail!(
+                "{} holds files that are not a run's ({}): choose {other} (a new or empty directory)",
+                self.path.display(),
+                foreign.join(", ")
+            );
+        }
+        Ok(())
+    }
+
+    /// Undoes what taking the lock added when training failed: the lock file if there was none,
+    /// and the directories `made` ([`crate::files::missing_dirs`] before the lock) while they are
+    /// empty.
+    pub fn tidy_after_failure(&self, made: &[PathBuf], had_lock: bool) {
+        if !had_lock {
+            let _ = std::fs::remove_file(self.file(LOCK_FILE));
+        }
+        crate::files::remove_empty_dirs(made);
+    }
+
+    /// Removes temporary files that a killed process left behind (the lock must be held).
+    pub fn remove_temporary_files(&self) {
+        for entry in std::fs::read_dir(&self.path)
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if crate::files::is_temporary(&name) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+}
+
+/// Refuses a file given where a run directory is expected, naming the run that holds it.
+pub(super) fn refuse_file(path: &Path) -> Result<()> {
+    if !path.exists() || path.is_dir() {
+        return Ok(());
+    }
+    match path.parent().filter(|p| p.join(CONFIG_FILE).exists()) {
+        Some(run) => bail!(
+            "{} is a file, not a run directory: give the directory that holds it, {}",
+            path.display(),
+            run.display()
+        ),
+        None => bail!(
+            "{} is a file, not a run directory: give the directory that `train` wrote",
+            path.display()
+        ),
+    }
+}
+
+/// Refuses to resume a run at `step` for a total of `max_iters` steps that it has passed.
+pub fn check_steps_left(dir: &Path, step: usize, max_iters: usize) -> Result<()> {
+    if max_iters < step {
+        bail!(
+            "max_iters {max_iters} is below the step the run in {} has reached ({step}): give more steps, e.g. --max-iters {}",
+            dir.display(),
+            step.saturating_mul(2).max(step + 1)
+        );
+    }
+    Ok(())
+}
