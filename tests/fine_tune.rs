@@ -10,6 +10,7 @@ use shige::model::Gpt;
 use shige::train::checkpoint::read_safetensors;
 use shige::train::parent::{Parent, ParentRecord, PARENT_FILE};
 use shige::train::run_dir::{RunDir, MODEL_FILE, TOKENIZER_FILE};
+use shige::train::setup::{complete_config, Setup};
 use shige::train::{train, TrainOptions};
 use std::path::Path;
 
@@ -42,7 +43,7 @@ fn a_fine_tune_keeps_the_parents_weights_and_ids_and_draws_the_new_rows() {
     let (parent_dir, corpus, tiny) = parent_and_corpus(tmp.path());
     let parent = Parent::open(&parent_dir).unwrap();
     let set = |key: &str, value: &str| Override::parse(&format!("{key}={value}")).unwrap();
-    let mut cfg = parent
+    let cfg = parent
         .config_for(
             &tiny,
             &[
@@ -72,16 +73,16 @@ fn a_fine_tune_keeps_the_parents_weights_and_ids_and_draws_the_new_rows() {
         assert_eq!(tokenizer.id(c), Some((old.vocab_size() + i) as u32));
     }
 
-    // The weights: the parent's tensors, and for the new characters' rows a new model's draws
-    // from the run's seed.
-    cfg.model.vocab_size = tokenizer.vocab_size();
-    let fresh = || {
-        Gpt::seeded_with(&cfg.model, Vec::new(), 7, &Device::Cpu)
-            .unwrap()
-            .1
-    };
-    let (varmap, drawn) = (fresh(), fresh());
-    parent.copy_weights_into(&varmap).unwrap();
+    // The weights the run's own set-up starts from: the parent's tensors, and for the new
+    // characters' rows a new model's draws from the run's seed.
+    let corpus = shige::data::Corpus::load(Path::new(&corpus), cfg.data.kind).unwrap();
+    let cfg = complete_config(cfg, &corpus, &tokenizer).unwrap();
+    let devices = (&Device::Cpu, shige::ops::Kernels::Fused);
+    let setup = Setup::new(cfg.clone(), &corpus, tokenizer, Some(&parent), devices).unwrap();
+    let varmap = setup.varmap;
+    let drawn = Gpt::seeded_with(&cfg.model, Vec::new(), 7, &Device::Cpu)
+        .unwrap()
+        .1;
     let (saved, _) = read_safetensors(&parent_dir.join(MODEL_FILE)).unwrap();
     let values = |t: &candle_core::Tensor| t.flatten_all().unwrap().to_vec1::<f32>().unwrap();
     let drawn = drawn.data().lock().unwrap().clone();

@@ -64,6 +64,7 @@ fn a_run_in_memory_trains_what_train_trains() {
             tensor.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
             theirs.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
         );
+        assert_eq!(a.len(), b.len(), "{name}: its shape");
         assert!(
             a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()),
             "{name} differs"

@@ -143,6 +143,12 @@ fn every_ci_written_with_the_meter_keeps_its_tunes_tones_and_rhymes() {
         );
         let mut finals = Vec::new();
         for (chars, (slots, rhymes)) in sentences.iter().zip(&own.sentences) {
+            assert_eq!(
+                chars.len(),
+                slots.len(),
+                "{}: a sentence's length in {text}",
+                meter.name
+            );
             for (c, slot) in chars.iter().zip(slots) {
                 let tone = tones.get(c).map(String::as_str);
                 let fits = match slot {

@@ -16,7 +16,7 @@ use anyhow::{bail, Result};
 use candle_core::Device;
 
 /// Everything a run trains with.
-pub(crate) struct Setup {
+pub struct Setup {
     pub cfg: RunConfig,
     /// The fingerprint of the corpus's poems, saved with the training state.
     pub corpus: String,
@@ -34,7 +34,7 @@ pub(crate) struct Setup {
 /// `cfg` completed by the run's corpus and vocabulary and validated: the kind the corpus is read
 /// as and the fields of its headers (saved with the run: a resume reads it the same way, a sample
 /// writes what the run was trained on), and the vocabulary's size; its inputs known by name.
-pub(crate) fn complete_config(
+pub fn complete_config(
     mut cfg: RunConfig,
     corpus: &Corpus,
     tokenizer: &CharTokenizer,
