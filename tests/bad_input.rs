@@ -1050,6 +1050,7 @@ fn other_binaries_refuse_what_would_panic() {
 }
 
 #[test]
+#[cfg(unix)] // FIFOs and /dev/zero
 fn files_that_are_not_regular_are_refused_without_reading() {
     let tmp = tempfile::tempdir().unwrap();
     let fifo = tmp.path().join("fifo");
@@ -1584,6 +1585,7 @@ fn the_page_and_the_scorer_refuse_what_cannot_work() {
 
 /// Spawns `bin` with `args` with its stdout (and, with `close_stderr`, its stderr) a pipe whose
 /// reading end is closed at once; otherwise stderr goes to a file. Returns (status, stderr).
+#[cfg(unix)]
 fn run_into_closed_pipe(
     bin: &str,
     args: &[&str],

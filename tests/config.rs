@@ -343,7 +343,12 @@ fn configs_of_the_old_layout_read_as_they_were_meant() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/default.toml");
     let mut today = RunConfig::load(std::path::Path::new(path)).unwrap();
     today.model.inputs.retain(|name| name != "rhyme_bias"); // added to the default since
-    assert_eq!(RunConfig::from_toml_str(old_default, "old").unwrap(), today);
+    let old = RunConfig::from_toml_str(old_default, "old").unwrap();
+    assert_eq!(
+        old.spelled_out(),
+        today,
+        "the same recipe, today's file spelling it out"
+    );
 
     let old_run = "[model]\nvocab_size = 2197\nposition = \"rope\"\nsound = true\n\n[train]\n\
         corpus = \"data/tiny.txt\"\ncorpus_kind = \"verse\"\nbatch_size = 8\nmax_iters = 60\n\
@@ -420,5 +425,38 @@ fn set_refuses_in_one_line_what_it_cannot_take() {
     assert!(
         err.contains(hint),
         "an unknown key of [train] says where settings moved: {err}"
+    );
+}
+
+/// configs/default.toml sets every setting a run reads, so that nothing of the default recipe
+/// hides in the code's defaults: each key of the code's config (the settings of the kinds it
+/// chooses spelled out) is in the file, but the two that are no setting to give (the headers
+/// train finds in the corpus, and minutes, which would replace max_iters).
+#[test]
+fn the_default_config_sets_every_setting() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/default.toml");
+    let file: toml::Table = toml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let read = RunConfig::load(std::path::Path::new(path)).unwrap();
+    let mut code = RunConfig::default();
+    (code.schedule.kind, code.optimizer.kind) = (read.schedule.kind, read.optimizer.kind);
+    let code: toml::Table = toml::from_str(&code.spelled_out().to_toml().unwrap()).unwrap();
+    let not_settings = ["data.header_fields", "train.minutes"];
+    let mut missing = Vec::new();
+    for (section, keys) in &code {
+        for key in keys.as_table().unwrap().keys() {
+            let set = file.get(section).and_then(|s| s.get(key)).is_some();
+            if !set && !not_settings.contains(&format!("{section}.{key}").as_str()) {
+                missing.push(format!("{section}.{key}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "configs/default.toml leaves to the code: {missing:?}"
+    );
+    assert_eq!(
+        read,
+        read.spelled_out(),
+        "the file spells its kinds' settings out"
     );
 }

@@ -1,5 +1,8 @@
 //! Crash safety: training killed with SIGKILL at random moments always leaves a loadable
 //! checkpoint and resumes to the same final loss; Ctrl-C (SIGINT) saves a checkpoint first.
+//! Signals as unix has them: these tests are built for unix alone.
+
+#![cfg(unix)]
 
 mod common;
 

@@ -1,292 +1,344 @@
-//! Figures that cannot drift: every measured figure in the README's prose (a number with a decimal
-//! point or thousands commas, or one given in %, ×, s, minutes or tokens/s) must be a value of a
-//! record its paragraph, bullet or table row links to (`docs/results/NAME.json`: a run's summary,
-//! command, commit and machine, written by `bench/record.py`) or a shipped config it names
-//! (`configs/NAME.toml`), or of the corpus's own record (`data.json`, checked here against the
-//! shipped files). Commands, code blocks and shown program output are not figures.
+//! Every measured figure is bound to the field of the record it comes from. In the README and in
+//! the summaries that open docs/performance.md and docs/experiments.md ("## What holds today"), a
+//! figure is written as a link to its field, `[4.2431](docs/results/default.json#summary.val_loss_whole)`,
+//! and checked against that field alone: its digits rounded as written, a machine's numbers among
+//! its record's. A paragraph, list item or table row that binds a figure binds every number in its
+//! prose (settings too, or they go in code), and no prose anywhere holds a number that looks
+//! measured (decimals, %, ×, seconds, nats, tokens/s) without its field. Code and commands are not
+//! figures. Each record says where it comes from: the command that wrote it, or what it was
+//! transcribed from.
 
 use serde_json::Value;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::Path;
 
-/// Numbers in the README that are not measurements, each with the word before it.
-const NOT_FIGURES: [(&str, &str); 1] = [("2.15", "PyTorch")]; // a version
+/// What the test reads: the README whole, and the summary of each doc.
+const SOURCES: [(&str, Option<&str>); 3] = [
+    ("README.md", None),
+    ("docs/performance.md", Some("## What holds today")),
+    ("docs/experiments.md", Some("## What holds today")),
+];
 
-/// A figure as the README writes it.
+/// Where records live; a bound figure links here (from docs/, as `results/NAME.json#field`).
+const RECORDS: &str = "results/";
+
+/// The record a link's `target` names, relative to the records' folder, if it binds a field:
+/// `docs/results/default.json#summary.steps` (or, from docs/, `results/…`).
+fn record_target(target: &str) -> Option<&str> {
+    let target = target.strip_prefix("docs/").unwrap_or(target);
+    target.strip_prefix(RECORDS).filter(|t| t.contains('#'))
+}
+
+/// Words after a number that make it a measurement.
+const UNITS: [&str; 11] = [
+    "s", "ms", "minutes", "min", "nats", "tokens/s", "MB", "GB", "kB", "GFLOP/s", "×",
+];
+
+/// A paragraph, list item or table row of prose, with where it starts.
 #[derive(Debug)]
-struct Figure {
-    /// The digits as written, commas removed.
-    digits: String,
-    /// Digits after the decimal point.
-    decimals: usize,
-    /// What follows it: "%", "×", "s", "min" or "".
-    unit: &'static str,
-    /// The words around it, to say where it is.
-    context: String,
-    /// The word before it.
-    before: String,
+struct Unit {
+    text: String,
+    place: String,
 }
 
-/// A paragraph, bullet or table row: its prose (inline code left out) and the files it names.
-#[derive(Debug, Default)]
-struct Block {
-    prose: String,
-    names: String,
-}
-
-/// The README's paragraphs, bullets and table rows, fenced code blocks left out.
-fn blocks(readme: &str) -> Vec<Block> {
-    let mut blocks = vec![Block::default()];
-    let mut fenced = false;
-    for line in readme.lines() {
+/// The prose units of `markdown` (fenced code left out), named after `file`.
+fn units(file: &str, markdown: &str) -> Vec<Unit> {
+    let mut units: Vec<Unit> = Vec::new();
+    let (mut fenced, mut open) = (false, false);
+    for (n, line) in markdown.lines().enumerate() {
         if line.trim_start().starts_with("```") {
-            fenced = !fenced;
+            (fenced, open) = (!fenced, false);
             continue;
         }
-        let starts_block =
-            line.trim().is_empty() || line.starts_with("- ") || line.starts_with('|');
-        if starts_block && !blocks.last().is_some_and(|b| b.names.is_empty()) {
-            blocks.push(Block::default());
-        }
+        let starts =
+            line.starts_with("- ") || line.starts_with('|') || line.starts_with('#') || !open;
         if fenced || line.trim().is_empty() {
+            open = false;
             continue;
         }
-        let block = blocks.last_mut().expect("a block");
-        block.names.push_str(line);
-        block.names.push('\n');
-        let mut in_code = false;
-        for c in line.chars() {
-            if c == '`' {
-                in_code = !in_code;
-            } else if !in_code {
-                block.prose.push(c);
-            }
-        }
-        block.prose.push('\n');
-        if line.starts_with('|') {
-            blocks.push(Block::default());
-        }
-    }
-    blocks.retain(|b| !b.names.is_empty());
-    blocks
-}
-
-/// The files of `folder` with extension `ext` that `text` names (`folder/NAME.ext`).
-fn named(text: &str, folder: &str, ext: &str) -> Vec<String> {
-    text.split(folder)
-        .skip(1)
-        .filter_map(|rest| rest.split_once(ext))
-        .map(|(name, _)| format!("{name}{ext}"))
-        .filter(|name| {
-            name.chars()
-                .all(|c| c.is_alphanumeric() || "_-.".contains(c))
-        })
-        .collect()
-}
-
-/// The unit after position `i` of `chars` (spaces skipped), if it makes a number a figure.
-fn unit_after(chars: &[char], mut i: usize) -> &'static str {
-    while chars.get(i).is_some_and(|c| *c == ' ' || *c == '\u{a0}') {
-        i += 1;
-    }
-    let rest: String = chars[i.min(chars.len())..].iter().take(10).collect();
-    let word_ends = |n: usize| {
-        !rest
-            .chars()
-            .nth(n)
-            .is_some_and(|c| c.is_alphanumeric() || c == '/')
-    };
-    if rest.starts_with('%') {
-        "%"
-    } else if rest.starts_with('×') {
-        "×"
-    } else if rest.starts_with("tokens/s") {
-        "tokens/s"
-    } else if rest.starts_with("minutes") || (rest.starts_with("min") && word_ends(3)) {
-        "min"
-    } else if rest.starts_with('s') && word_ends(1) {
-        "s"
-    } else {
-        ""
-    }
-}
-
-/// The figures of `text`.
-fn figures(text: &str) -> Vec<Figure> {
-    let chars: Vec<char> = text.chars().collect();
-    let mut found = Vec::new();
-    let mut i = 0;
-    while i < chars.len() {
-        let joined = i > 0 && {
-            let p = chars[i - 1];
-            p.is_alphanumeric() || matches!(p, '.' | '-' | '_' | '/' | '^' | '=')
-        };
-        if !chars[i].is_ascii_digit() || joined {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        let (mut digits, mut decimals, mut commas) = (String::new(), 0, false);
-        while i < chars.len() {
-            let c = chars[i];
-            let next_is_digit = chars.get(i + 1).is_some_and(char::is_ascii_digit);
-            if c.is_ascii_digit() {
-                digits.push(c);
-                if digits.contains('.') {
-                    decimals += 1;
-                }
-            } else if c == ',' && next_is_digit && !digits.contains('.') {
-                commas = true;
-            } else if c == '.' && next_is_digit && !digits.contains('.') {
-                digits.push('.');
-            } else {
-                break;
-            }
-            i += 1;
-        }
-        let glued = chars.get(i).is_some_and(|c| c.is_alphabetic() && *c != '×');
-        let unit = unit_after(&chars, i);
-        if !glued && (decimals > 0 || commas || !unit.is_empty()) {
-            let around = |a: usize, b: usize| chars[a..b].iter().collect::<String>();
-            let before = around(start.saturating_sub(12), start);
-            found.push(Figure {
-                digits,
-                decimals,
-                unit,
-                context: around(start.saturating_sub(40), (i + 20).min(chars.len())),
-                before: before.split_whitespace().last().unwrap_or("").to_string(),
+        if starts {
+            units.push(Unit {
+                text: String::new(),
+                place: format!("{file}:{}", n + 1),
             });
         }
+        let unit = units.last_mut().expect("a unit");
+        unit.text.push_str(line);
+        unit.text.push('\n');
+        open = !line.starts_with('|') && !line.starts_with('#');
+    }
+    units
+}
+
+/// `text` without its code spans.
+fn without_code(text: &str) -> String {
+    text.split('`').step_by(2).collect::<Vec<_>>().join(" ")
+}
+
+/// The links of `text` (code spans left out): (link text, target).
+fn links(text: &str) -> Vec<(String, String)> {
+    let text = without_code(text);
+    let mut found = Vec::new();
+    let mut rest = text.as_str();
+    while let Some(open) = rest.find('[') {
+        let after = &rest[open + 1..];
+        let Some(close) = after.find("](") else { break };
+        let target = &after[close + 2..];
+        let Some(end) = target.find(')') else { break };
+        found.push((after[..close].to_string(), target[..end].to_string()));
+        rest = &target[end..];
     }
     found
 }
 
-/// Every number in `value`, however deep.
-fn numbers(value: &Value, out: &mut Vec<f64>) {
+/// `text` without code spans and links: the prose a reader sees, less what is bound.
+fn bare_prose(text: &str) -> String {
+    let mut prose = without_code(text);
+    for (shown, target) in links(text) {
+        prose = prose.replacen(&format!("[{shown}]({target})"), " ", 1);
+    }
+    prose
+}
+
+/// A number as written: its value and its digits after the decimal point.
+fn number(word: &str) -> Option<(f64, usize)> {
+    let word = word.trim_end_matches(['%', '×']).replace(',', "");
+    let word = word
+        .strip_prefix('−')
+        .map_or(word.clone(), |w| format!("-{w}"));
+    let digits = word.trim_start_matches(['-', '+']);
+    let numeric = digits.starts_with(|c: char| c.is_ascii_digit())
+        && digits.chars().all(|c| c.is_ascii_digit() || c == '.');
+    let value = word.parse::<f64>().ok().filter(|_| numeric)?;
+    Some((value, digits.split_once('.').map_or(0, |(_, d)| d.len())))
+}
+
+/// The words of `prose` that are numbers, each with the word after it.
+fn number_words(prose: &str) -> Vec<(String, String)> {
+    let words: Vec<&str> = prose.split_whitespace().collect();
+    let strip = |w: &str| {
+        w.trim_matches(['(', ')', '[', ']', ',', ';', ':', '.', '!', '?', '"', '*'])
+            .to_string()
+    };
+    (0..words.len())
+        .map(|i| {
+            (
+                strip(words[i]),
+                words.get(i + 1).map_or(String::new(), |w| strip(w)),
+            )
+        })
+        .filter(|(word, _)| number(word).is_some())
+        .collect()
+}
+
+/// The value at `path` (dot-separated keys and indices) in `record`.
+fn field<'a>(record: &'a Value, path: &str) -> Option<&'a Value> {
+    path.split('.')
+        .try_fold(record, |value, key| match key.parse::<usize>() {
+            Ok(i) if value.is_array() => value.get(i),
+            _ => value.get(key),
+        })
+}
+
+/// Every number in `value`, written as JSON.
+fn numbers_in(value: &Value) -> Vec<f64> {
+    let text = value.to_string();
+    text.split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .filter_map(|w| w.parse().ok())
+        .collect()
+}
+
+/// Whether `shown` (a link's text) writes `value`: its first number rounded as written (an object,
+/// such as a machine, holding every number shown).
+fn writes(shown: &str, value: &Value) -> Result<(), String> {
+    let shown_numbers: Vec<(f64, usize)> = number_words(shown)
+        .iter()
+        .filter_map(|(w, _)| number(w))
+        .collect();
     match value {
-        Value::Number(n) => out.extend(n.as_f64()),
-        Value::Array(items) => items.iter().for_each(|v| numbers(v, out)),
-        Value::Object(map) => map.values().for_each(|v| numbers(v, out)),
-        _ => {}
+        Value::Number(n) => {
+            let v = n.as_f64().expect("a number");
+            let &(written, decimals) = shown_numbers
+                .first()
+                .ok_or(format!("`{shown}` shows no number for the value {v}"))?;
+            let scale = 10f64.powi(decimals as i32);
+            let rounded = (v * scale).round() / scale;
+            match (rounded - written).abs() <= 1e-9 * written.abs().max(1.0) {
+                true => Ok(()),
+                false => Err(format!("`{shown}` but the field holds {v}")),
+            }
+        }
+        Value::String(_) | Value::Object(_) | Value::Array(_) => {
+            let held = numbers_in(value);
+            match shown_numbers.iter().find(|(n, _)| !held.contains(n)) {
+                None => Ok(()),
+                Some((n, _)) => Err(format!(
+                    "`{shown}` shows {n}, which its field does not hold: {value}"
+                )),
+            }
+        }
+        other => Err(format!("`{shown}` is bound to {other}, which is no figure")),
     }
 }
 
-/// The recorded results by file name.
-fn results() -> HashMap<String, Value> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/results");
+/// Every problem with the figures of `units`: a bound figure its field does not hold (or a field
+/// that is not there), a number left unbound beside a bound one, a measured-looking number with
+/// no field at all.
+fn problems(units: &[Unit], records: &HashMap<String, Value>) -> Vec<String> {
+    let mut problems = Vec::new();
+    for unit in units {
+        let bound: Vec<(String, String)> = links(&unit.text)
+            .into_iter()
+            .filter(|(_, target)| record_target(target).is_some())
+            .collect();
+        for (shown, target) in &bound {
+            let (file, path) = record_target(target)
+                .and_then(|t| t.split_once('#'))
+                .expect("a field");
+            let value = records
+                .get(file)
+                .ok_or(format!("no record {file}"))
+                .and_then(|record| field(record, path).ok_or(format!("no field {path} in {file}")))
+                .and_then(|value| writes(shown, value));
+            if let Err(why) = value {
+                problems.push(format!("{}: {target}: {why}", unit.place));
+            }
+        }
+        for (word, next) in number_words(&bare_prose(&unit.text)) {
+            let measured = word.contains('.')
+                || word.ends_with(['%', '×'])
+                || UNITS.contains(&next.as_str())
+                || next == "%";
+            if !bound.is_empty() || measured {
+                problems.push(format!(
+                    "{}: `{word} {next}` has no field: write it as [{word}](docs/results/NAME.json#field), or put a setting in code",
+                    unit.place
+                ));
+            }
+        }
+    }
+    problems
+}
+
+/// The records of docs/results, by file name.
+fn records() -> HashMap<String, Value> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("docs")
+        .join(RECORDS);
     std::fs::read_dir(&dir)
         .expect("docs/results")
-        .map(|entry| entry.expect("an entry").path())
-        .filter(|path| path.extension().is_some_and(|e| e == "json"))
-        .map(|path| {
-            let text = std::fs::read_to_string(&path).expect("readable");
-            let value: Value = serde_json::from_str(&text)
-                .unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()));
-            (path.file_name().unwrap().to_string_lossy().into(), value)
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+        .map(|e| {
+            let text = std::fs::read_to_string(e.path()).expect("a record");
+            let name = e.file_name().to_string_lossy().into_owned();
+            let value = serde_json::from_str(&text).unwrap_or_else(|err| panic!("{name}: {err}"));
+            (name, value)
         })
         .collect()
 }
 
-/// Whether the recorded value `v` is written as `figure`.
-fn writes(figure: &Figure, v: f64) -> bool {
-    let candidates = match figure.unit {
-        "min" => vec![v, v / 60.0],
-        "%" => vec![v, v * 100.0],
-        _ => vec![v],
-    };
-    candidates
-        .iter()
-        .any(|c| format!("{c:.*}", figure.decimals) == figure.digits)
-}
-
-#[test]
-fn every_figure_in_the_readme_is_a_recorded_result() {
+/// The units of each source: the README whole, a doc's summary section alone.
+fn sources() -> Vec<Unit> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
-    let results = results();
-    for (name, value) in &results {
-        for key in ["command", "commit", "machine", "recorded"] {
-            assert!(value.get(key).is_some(), "docs/results/{name} has no {key}");
-        }
-    }
-    let not_figures: HashSet<(&str, &str)> = NOT_FIGURES.into_iter().collect();
-    let (mut unrecorded, mut checked) = (Vec::new(), 0);
-    for block in blocks(&readme) {
-        // What any paragraph may quote: the corpus; then the records and configs it names.
-        let mut recorded = Vec::new();
-        numbers(&results["data.json"], &mut recorded);
-        for name in named(&block.names, "docs/results/", ".json") {
-            let record = results.get(&name);
-            assert!(
-                record.is_some(),
-                "README.md links to docs/results/{name}, which is missing"
-            );
-            numbers(record.expect("present"), &mut recorded);
-        }
-        for name in named(&block.names, "configs/", ".toml") {
-            let text = std::fs::read_to_string(root.join("configs").join(&name)).expect(&name);
-            let config: toml::Table = toml::from_str(&text).expect("a config");
-            numbers(
-                &serde_json::to_value(config).expect("as JSON"),
-                &mut recorded,
-            );
-        }
-        for f in figures(&block.prose) {
-            checked += 1;
-            let known = not_figures.contains(&(f.digits.as_str(), f.before.as_str()));
-            if !known && !recorded.iter().any(|&v| writes(&f, v)) {
-                let context = f.context.replace('\n', " ");
-                unrecorded.push(format!("{}{} in \"…{context}…\"", f.digits, f.unit));
+    let mut all = Vec::new();
+    for (file, section) in SOURCES {
+        let text = std::fs::read_to_string(root.join(file)).expect(file);
+        let text = match section {
+            None => text,
+            Some(heading) => {
+                let start = text
+                    .find(heading)
+                    .unwrap_or_else(|| panic!("{file} has no {heading}"));
+                let rest = &text[start + heading.len()..];
+                rest[..rest.find("\n## ").unwrap_or(rest.len())].to_string()
             }
-        }
+        };
+        all.extend(units(file, &text));
     }
-    assert!(checked > 20, "the scan found only {checked} figures");
-    assert!(
-        unrecorded.is_empty(),
-        "figures in README.md that no record its paragraph links to holds (record the run with bench/record.py and link docs/results/NAME.json, or correct the figure):\n{}",
-        unrecorded.join("\n")
-    );
+    all
 }
 
 #[test]
-fn the_scan_finds_figures_and_leaves_commands_and_names() {
-    let text = blocks(
-        "See [it](docs/results/a.json) and `configs/b.toml`. It took 680 s and ended at 4.256, 83 % of 1,815 poems, 3.08× faster at 45,684 tokens/s in 11.3 minutes.\n\
-         \nNot: `--max-iters 120`, x86-64, β2, H200, 2 cores, 4 layers, 2026-12-04, 2e-3.\n```\n1.234 s\n```\n",
+fn every_figure_is_its_records_field() {
+    let (units, records) = (sources(), records());
+    let bound = units
+        .iter()
+        .flat_map(|u| links(&u.text))
+        .filter(|(_, t)| record_target(t).is_some())
+        .count();
+    assert!(
+        bound > 20,
+        "the README and the summaries bind their figures: {bound}"
     );
-    assert_eq!(text.len(), 2, "two paragraphs: {text:?}");
-    assert_eq!(named(&text[0].names, "docs/results/", ".json"), ["a.json"]);
-    assert_eq!(named(&text[0].names, "configs/", ".toml"), ["b.toml"]);
-    let written: Vec<(String, &str)> = figures(&text[0].prose)
-        .into_iter()
-        .chain(figures(&text[1].prose))
-        .map(|f| (f.digits, f.unit))
-        .collect();
-    let expected = [
-        ("680", "s"),
-        ("4.256", ""),
-        ("83", "%"),
-        ("1815", ""),
-        ("3.08", "×"),
-        ("45684", "tokens/s"),
-        ("11.3", "min"),
-    ];
-    assert_eq!(
-        written,
-        expected.map(|(d, u)| (d.to_string(), u)),
-        "from {text:?}"
-    );
-    let f = |digits: &str, decimals, unit| Figure {
-        digits: digits.into(),
-        decimals,
-        unit,
-        context: String::new(),
-        before: String::new(),
-    };
-    assert!(writes(&f("4.256", 3, ""), 4.25593));
-    assert!(!writes(&f("4.256", 3, ""), 4.2549));
-    assert!(writes(&f("11.3", 1, "min"), 680.0));
-    assert!(writes(&f("83", 0, "%"), 0.83));
+    let problems = problems(&units, &records);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The check fails on a planted wrong figure, on a figure bound to another field, on a figure
+/// with no field, and on an unbound number beside a bound one.
+#[test]
+fn a_wrong_moved_or_unbound_figure_fails() {
+    let records = HashMap::from([(
+        "r.json".to_string(),
+        serde_json::json!({"summary": {"loss": 4.2431, "tokens": 39200.9}, "free": {"rhyme": 81, "real": 87},
+            "machine": {"model_name": "Intel(R) Xeon(R) Processor", "family": 6, "model": 207, "cores": 2}}),
+    )]);
+    let check = |text: &str| problems(&units("t.md", text), &records);
+    let good = "The run ends at [4.2431](docs/results/r.json#summary.loss) at [39,201 tokens/s](docs/results/r.json#summary.tokens) \
+                on [Intel Xeon (family 6 model 207), 2 cores](docs/results/r.json#machine), rhyming in \
+                [81 %](docs/results/r.json#free.rhyme) with `--seed 7` and `dropout = 0.05`.\n\n4 or 8 lines of 5 or 7.\n";
+    assert_eq!(check(good), Vec::<String>::new());
+    for (bad, says) in [
+        (
+            "ends at [4.2531](docs/results/r.json#summary.loss).",
+            "the field holds 4.2431",
+        ),
+        (
+            "rhymes in [81 %](docs/results/r.json#free.real).",
+            "the field holds 87",
+        ),
+        (
+            "ends at [4.2431](docs/results/r.json#summary.lost).",
+            "no field summary.lost",
+        ),
+        ("on [Zen 5](docs/results/r.json#machine).", "shows 5"),
+        ("ends at 4.2431 nats.", "has no field"),
+        ("rhymes in 81 % of poems.", "has no field"),
+        ("ran at 1.9× the speed", "has no field"),
+        ("took 331 s in all", "has no field"),
+        (
+            "ends at [4.2431](docs/results/r.json#summary.loss) after 12,000 steps.",
+            "`12,000 steps` has no field",
+        ),
+    ] {
+        let found = check(bad);
+        assert!(found.iter().any(|p| p.contains(says)), "{bad}: {found:?}");
+    }
+}
+
+/// Each record says where it comes from: written by a command of this repository
+/// (`written_by`, or the fields `bench/record.py` wrote before it said so and a commit it
+/// resolved), or `transcribed_from` what it was copied from.
+#[test]
+fn every_record_says_where_it_comes_from() {
+    for (name, record) in records() {
+        let written = record["written_by"].as_str().is_some_and(|w| !w.is_empty());
+        let keys = [
+            "command", "commit", "machine", "recorded", "summary", "config",
+        ];
+        let commit = record["commit"].as_str().unwrap_or("");
+        let by_record_py = keys.iter().all(|k| record.get(k).is_some())
+            && commit.len() == 40
+            && commit.chars().all(|c| c.is_ascii_hexdigit());
+        let transcribed = record["transcribed_from"]
+            .as_str()
+            .is_some_and(|t| !t.is_empty());
+        assert!(
+            written || by_record_py || transcribed,
+            "{name} says neither who wrote it nor what it was transcribed from"
+        );
+    }
 }
 
 /// The corpus's figures, counted from the shipped files.
@@ -307,7 +359,7 @@ fn the_recorded_corpus_figures_are_the_shipped_files() {
         .lines()
         .filter(|l| !l.is_empty())
         .count();
-    let data = &results()["data.json"]["figures"];
+    let data = &records()["data.json"]["figures"];
     assert_eq!(data["poems"], lines.len());
     assert_eq!(
         data["characters"],

@@ -486,6 +486,7 @@ fn slow_and_idle_connections_lose_their_place() {
 
 /// The `serve` binary for the run in `dir` on a free port, its stdout a pipe closed at once
 /// (`serve … | true`); returns the process and its base URL once it answers.
+#[cfg(unix)]
 fn start_serve_binary(dir: &std::path::Path) -> (std::process::Child, String) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -520,6 +521,7 @@ fn start_serve_binary(dir: &std::path::Path) -> (std::process::Child, String) {
 }
 
 /// Makes closing `stream` send a reset at once (SO_LINGER 0), as a killed client's does.
+#[cfg(unix)]
 fn reset_on_close(stream: &TcpStream) {
     use std::os::fd::AsRawFd;
     let linger = libc::linger {
@@ -540,6 +542,7 @@ fn reset_on_close(stream: &TcpStream) {
 }
 
 #[test]
+#[cfg(unix)] // a socket's linger set as unix sets it
 fn clients_that_hang_up_mid_stream_leave_the_server_up() {
     let tmp = tempfile::tempdir().unwrap();
     train_tiny(tmp.path());

@@ -539,6 +539,7 @@ fn any_run_of_the_list_writes_and_a_pasted_poem_is_set_line_by_line() {
 /// A symbolic link in the runs folder leads outside it: the page neither trains into one nor
 /// serves a run through one, and says why.
 #[test]
+#[cfg(unix)] // symbolic links and signals as unix has them
 fn a_symbolic_link_is_no_way_out_of_the_runs_folder() {
     let tmp = tempfile::tempdir().unwrap();
     let (root, outside) = (tmp.path().join("runs"), tmp.path().join("outside"));
@@ -580,6 +581,7 @@ fn a_symbolic_link_is_no_way_out_of_the_runs_folder() {
 /// A run whose `train` was killed with SIGKILL is said to be, and is resumable at once (its lock
 /// went with the process); a resume that cannot work is refused before anything starts.
 #[test]
+#[cfg(unix)] // symbolic links and signals as unix has them
 fn a_killed_run_is_said_so_and_resumable_at_once_and_bad_resumes_start_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let base = serve_runs(tmp.path());

@@ -1,6 +1,9 @@
 //! A run is stopped once and saved, however it is asked to stop: Ctrl-C pressed twice, `--stop-at`,
 //! the page's server ending (SIGTERM, Ctrl-C) or dying (SIGKILL) while it trains. Each case
 //! resumes, and where it can, ends with exactly the metrics of a run that was never stopped.
+//! Signals as unix has them: these tests are built for unix alone.
+
+#![cfg(unix)]
 
 mod common;
 

@@ -170,7 +170,7 @@ fn run() -> Result<()> {
         std::thread::spawn(|| {
             // Nothing is sent: the read ends when the parent closes the pipe or is gone.
             let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
-            shige::train::interrupt::request(libc::SIGTERM);
+            shige::train::interrupt::request(shige::train::interrupt::SIGTERM);
         });
     }
     // On a worker of the thread pool, the ops' parallel loops start without a hand-over.
@@ -178,7 +178,7 @@ fn run() -> Result<()> {
     report(&summary, args.json, eval_iters)?;
     if summary.interrupted {
         // 128 + the signal, as a shell reports a process that the signal ended (130 for Ctrl-C).
-        let signal = shige::train::interrupt::signal().unwrap_or(libc::SIGINT);
+        let signal = shige::train::interrupt::signal().unwrap_or(shige::train::interrupt::SIGINT);
         std::process::exit(128 + signal);
     }
     Ok(())

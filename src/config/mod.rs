@@ -260,6 +260,21 @@ impl RunConfig {
             .map_err(|e| ConfigError::Invalid(format!("cannot write the config as TOML: {e}")))
     }
 
+    /// This config with the settings of its kinds spelled out where it leaves them to their
+    /// defaults (a wsd schedule's decay_fraction, Muon's rate and momentum): the same recipe,
+    /// written one way, so that two configs compare by what they train.
+    pub fn spelled_out(&self) -> RunConfig {
+        let mut cfg = self.clone();
+        if cfg.schedule.kind == ScheduleKind::Wsd {
+            cfg.schedule.decay_fraction = Some(cfg.schedule.decay_fraction());
+        }
+        if cfg.optimizer.kind == OptimizerKind::Muon {
+            cfg.optimizer.muon_learning_rate = Some(cfg.optimizer.muon_learning_rate());
+            cfg.optimizer.muon_momentum = Some(cfg.optimizer.muon_momentum());
+        }
+        cfg
+    }
+
     /// The settings, as `section.key`, in which `other` differs from this config.
     pub fn changes(&self, other: &RunConfig) -> Vec<Change> {
         let as_table = |c: &RunConfig| toml::Table::try_from(c).unwrap_or_default();

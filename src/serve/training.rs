@@ -118,6 +118,8 @@ struct Job {
 #[derive(Debug, Clone, Copy)]
 enum Ended {
     Exit(i32),
+    /// Killed by a signal (unix alone has them).
+    #[cfg(unix)]
     Signal(i32),
 }
 
@@ -408,6 +410,7 @@ fn status_of(job: Option<&mut Job>) -> TrainStatus {
                     _ => None,
                 },
                 signal: match job.ended {
+                    #[cfg(unix)]
                     Some(Ended::Signal(signal)) => Some(signal),
                     _ => None,
                 },
@@ -594,6 +597,20 @@ fn check_corpus(corpus: &str, root: &Path) -> Result<(), ApiError> {
 mod tests {
     use super::*;
 
+    /// A symbolic link at `link` to the system's passwd file, where links exist (else that file).
+    fn link_to_passwd(link: &Path) -> String {
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink("/etc/passwd", link).unwrap();
+            link.display().to_string()
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = link;
+            "/etc/passwd".to_string()
+        }
+    }
+
     #[test]
     fn the_page_trains_only_on_corpora_of_data_and_of_its_runs_folder() {
         let root = tempfile::tempdir().unwrap();
@@ -604,17 +621,12 @@ mod tests {
         for offered in ["data/tiny.txt", "data/./poems.txt", &shown(&own)] {
             assert!(check_corpus(offered, root.path()).is_ok(), "{offered}");
         }
-        let mut refused = vec![
+        let refused = [
             "/etc/passwd".to_string(),
             "data/../Cargo.toml".to_string(),
             "data".to_string(),
+            link_to_passwd(&root.path().join("mine/link.txt")),
         ];
-        #[cfg(unix)]
-        {
-            let link = root.path().join("mine/link.txt");
-            std::os::unix::fs::symlink("/etc/passwd", &link).unwrap();
-            refused.push(shown(&link));
-        }
         for other in refused {
             let err = check_corpus(&other, root.path()).unwrap_err();
             assert!(err.1.contains("is neither"), "{other}: {}", err.1);

@@ -6,6 +6,12 @@
 
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
+/// Ctrl-C's signal, and the one `kill` sends, by their numbers (the same wherever they exist).
+pub const SIGINT: i32 = 2;
+pub const SIGTERM: i32 = 15;
+#[cfg(unix)]
+const _: () = assert!(SIGINT == libc::SIGINT && SIGTERM == libc::SIGTERM);
+
 /// The signal that asked to stop, 0 if none.
 static SIGNAL: AtomicI32 = AtomicI32::new(0);
 /// Whether a second signal asked to quit as soon as the checkpoint is on disk.

@@ -142,9 +142,13 @@ fn check_nothing_else_changed(run: &RunDir, cfg: &RunConfig, saved: &RunConfig) 
     // What training fills in from the corpus is checked with the corpus itself; a plan by
     // minutes, by check_resume.
     let filled_in = ["data.kind", "data.header_fields", "train.minutes"];
-    let changed = saved.changes(cfg).into_iter().find(|c| {
-        !CHANGEABLE_ON_RESUME.contains(&c.key.as_str()) && !filled_in.contains(&c.key.as_str())
-    });
+    let changed = saved
+        .spelled_out()
+        .changes(&cfg.spelled_out())
+        .into_iter()
+        .find(|c| {
+            !CHANGEABLE_ON_RESUME.contains(&c.key.as_str()) && !filled_in.contains(&c.key.as_str())
+        });
     if let Some(change) = changed {
         let [saved, asked] = &change.values;
         bail!(
