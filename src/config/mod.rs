@@ -27,13 +27,14 @@ mod model;
 mod overrides;
 mod training;
 
+pub use crate::data::CorpusKind;
 pub use model::{ModelConfig, Position};
 pub use overrides::Override;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 pub use training::{
-    CorpusKind, DataConfig, OptimizerConfig, OptimizerKind, ScheduleConfig, ScheduleKind,
-    TrainConfig, DECAY_FRACTION, MUON_LEARNING_RATE, MUON_MOMENTUM,
+    DataConfig, OptimizerConfig, OptimizerKind, ScheduleConfig, ScheduleKind, TrainConfig,
+    DECAY_FRACTION, MUON_LEARNING_RATE, MUON_MOMENTUM,
 };
 
 /// The value of `all` called `name`, or an error that lists the names.

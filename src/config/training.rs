@@ -4,48 +4,9 @@
 //! under another kind (`decay_fraction` belongs to `kind = "wsd"`, `muon_*` to `kind = "muon"`).
 
 use super::{check_count, check_toml_integer, shown, ConfigError, MIN_PLANNING_STEPS};
+use crate::data::CorpusKind;
 use crate::ops::Precision;
 use serde::{Deserialize, Serialize};
-
-/// What a corpus file holds, which decides how it is read and split.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CorpusKind {
-    /// Chosen from the file when it is read (`data::Corpus::load` says which, and why).
-    #[default]
-    Auto,
-    /// Regular verse: one poem per line, lines that are not 五绝, 七绝, 五律 or 七律 left out;
-    /// every 20th poem held out for validation.
-    Verse,
-    /// One item per line (ci, couplets, 古体诗, any line collection), every non-empty line kept;
-    /// every 20th line held out.
-    Lines,
-    /// Running text (prose, drama, code): the whole file one token stream, its last tenth held
-    /// out, so that no window straddles the split.
-    Text,
-}
-
-impl CorpusKind {
-    /// Every kind, `auto` first.
-    pub const ALL: [CorpusKind; 4] = [
-        CorpusKind::Auto,
-        CorpusKind::Verse,
-        CorpusKind::Lines,
-        CorpusKind::Text,
-    ];
-
-    /// The name used in config files and on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            CorpusKind::Auto => "auto",
-            CorpusKind::Verse => "verse",
-            CorpusKind::Lines => "lines",
-            CorpusKind::Text => "text",
-        }
-    }
-}
-
-named_setting!(CorpusKind, "corpus kind");
 
 /// The optimiser of a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

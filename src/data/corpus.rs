@@ -7,11 +7,68 @@
 //! Verse and lines hold out every `VAL_EVERY`-th item, so that the split never cuts one; running
 //! text holds out its last tenth, as nanoGPT does, so that no window straddles the split.
 
-use crate::config::CorpusKind;
 use crate::data::error::DataError;
 use crate::data::header::{split_header, without_header, SEPARATOR};
 use crate::data::poem::regular_form;
+use serde::{Deserialize, Serialize};
 use std::path::Path;
+
+/// What a corpus file holds, which decides how it is read and split.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CorpusKind {
+    /// Chosen from the file when it is read (`data::Corpus::load` says which, and why).
+    #[default]
+    Auto,
+    /// Regular verse: one poem per line, lines that are not 五绝, 七绝, 五律 or 七律 left out;
+    /// every 20th poem held out for validation.
+    Verse,
+    /// One item per line (ci, couplets, 古体诗, any line collection), every non-empty line kept;
+    /// every 20th line held out.
+    Lines,
+    /// Running text (prose, drama, code): the whole file one token stream, its last tenth held
+    /// out, so that no window straddles the split.
+    Text,
+}
+
+impl CorpusKind {
+    /// Every kind, `auto` first.
+    pub const ALL: [CorpusKind; 4] = [
+        CorpusKind::Auto,
+        CorpusKind::Verse,
+        CorpusKind::Lines,
+        CorpusKind::Text,
+    ];
+
+    /// The name used in config files and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            CorpusKind::Auto => "auto",
+            CorpusKind::Verse => "verse",
+            CorpusKind::Lines => "lines",
+            CorpusKind::Text => "text",
+        }
+    }
+}
+
+impl std::fmt::Display for CorpusKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for CorpusKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        CorpusKind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = CorpusKind::ALL.into_iter().map(CorpusKind::name).collect();
+                format!("unknown corpus kind `{s}`: use one of {}", names.join(", "))
+            })
+    }
+}
 
 /// One item in `VAL_EVERY` is held out for validation (5%), chosen by position so the split is
 /// deterministic and never cuts an item.

@@ -8,7 +8,7 @@ pub mod poem;
 pub mod tokenizer;
 
 pub use batches::{Split, Splits};
-pub use corpus::Corpus;
+pub use corpus::{Corpus, CorpusKind};
 pub use error::DataError;
 pub use tokenizer::CharTokenizer;
 

@@ -6,15 +6,17 @@
 //! with the metadata that ties them to the run's config and tokenizer.
 
 use crate::config::{shown, OptimizerKind};
+use crate::config::{OptimizerConfig, RunConfig};
+use crate::data::CharTokenizer;
 use crate::files::atomic_write;
 use crate::train::metrics::{plot_losses, samples_to_jsonl, to_csv};
-use crate::train::parent::{write_record, PARENT_FILE};
+use crate::train::optim::Optimizer;
 use crate::train::run_dir::*;
-use crate::train::setup::Setup;
 use crate::train::state::{Progress, SavedState};
 use anyhow::{bail, Context, Result};
 use candle_core::{Device, Tensor};
 use candle_nn::VarMap;
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -215,9 +217,9 @@ pub fn model_metadata(
     ]))
 }
 
-/// What to say about the run directory when training must stop on a non-finite number.
-pub(crate) fn what_is_kept(run: &RunDir, s: &Setup, p: &Progress) -> String {
-    let o = &s.cfg.optimizer;
+/// What to say about the run directory when training must stop on a non-finite number: the
+/// checkpoint of `saved_step`, if any, and the rate `o` to lower.
+pub(crate) fn what_is_kept(run: &RunDir, o: &OptimizerConfig, saved_step: Option<usize>) -> String {
     let lower = match o.kind {
         OptimizerKind::Muon => format!(
             "lower Muon's --muon-learning-rate (now {}) or AdamW's --learning-rate (now {})",
@@ -226,7 +228,7 @@ pub(crate) fn what_is_kept(run: &RunDir, s: &Setup, p: &Progress) -> String {
         ),
         OptimizerKind::Adamw => format!("lower --learning-rate (now {})", shown(o.learning_rate)),
     };
-    match p.saved_step {
+    match saved_step {
         Some(step) => format!(
             "the checkpoint of step {step} in {} is intact; {lower} and --resume {}",
             run.path.display(),
@@ -236,13 +238,24 @@ pub(crate) fn what_is_kept(run: &RunDir, s: &Setup, p: &Progress) -> String {
     }
 }
 
+/// What a checkpoint writes of a run besides where it stands: its recipe, vocabulary, weights,
+/// moments, the fingerprint of its corpus, and the run it was fine-tuned from.
+pub(crate) struct RunState<'a> {
+    pub cfg: &'a RunConfig,
+    pub tokenizer: &'a CharTokenizer,
+    pub varmap: &'a VarMap,
+    pub opt: &'a Optimizer,
+    pub corpus: &'a str,
+    pub parent: Option<&'a ParentRecord>,
+}
+
 /// Writes a checkpoint: at an evaluation (`val` given) its metrics row and, when it is the best
 /// so far, the weights for sampling; always the config, the tokenizer and the training state
 /// (last, so that everything it points to exists once it does). Nothing is written when a weight,
 /// a moment or the validation loss is not finite: the previous checkpoint stays.
 pub(crate) fn save_checkpoint(
     run: &RunDir,
-    s: &Setup,
+    s: RunState,
     p: &mut Progress,
     val: Option<f64>,
 ) -> Result<()> {
@@ -253,7 +266,7 @@ pub(crate) fn save_checkpoint(
         bail!(
             "the update of step {} made {name} NaN or infinite: training stopped; {}",
             p.step,
-            what_is_kept(run, s, p)
+            what_is_kept(run, &s.cfg.optimizer, p.saved_step)
         );
     }
     if let Some(val) = val {
@@ -261,7 +274,7 @@ pub(crate) fn save_checkpoint(
             bail!(
                 "the validation loss became {val} at step {}: training stopped; {}",
                 p.step,
-                what_is_kept(run, s, p)
+                what_is_kept(run, &s.cfg.optimizer, p.saved_step)
             );
         }
         if val < p.best_val {
@@ -280,11 +293,7 @@ pub(crate) fn save_checkpoint(
         atomic_write(&run.file(TOKENIZER_FILE), s.tokenizer.to_json()?.as_bytes())?;
     }
     atomic_write(&run.file(CONFIG_FILE), s.cfg.to_toml()?.as_bytes())?;
-    if let Some(parent) = s
-        .parent
-        .as_ref()
-        .filter(|_| !run.file(PARENT_FILE).exists())
-    {
+    if let Some(parent) = s.parent.filter(|_| !run.file(PARENT_FILE).exists()) {
         write_record(run, parent)?;
     }
     let mut tensors: Vec<_> = params
@@ -293,7 +302,7 @@ pub(crate) fn save_checkpoint(
         .collect();
     tensors.extend(moments);
     let metadata = SavedState {
-        corpus: Some(s.corpus.clone()),
+        corpus: Some(s.corpus.to_string()),
         step: p.step,
         batch_rng_pos: p.batch_rng.get_word_pos(),
         dropout_rng_pos: p.dropout_rng.get_word_pos(),
@@ -308,5 +317,26 @@ pub(crate) fn save_checkpoint(
         let title = format!("loss of {}", run.path.display());
         plot_losses(&p.rows, &title, &run.file(PLOT_FILE))?;
     }
+    Ok(())
+}
+
+/// The file of a fine-tuned run that names its parent.
+pub const PARENT_FILE: &str = "parent.json";
+
+/// What a fine-tuned run records of its parent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ParentRecord {
+    /// The parent's run directory, as given.
+    pub run: String,
+    /// The fingerprint of its model.safetensors (FNV-1a of the file's bytes).
+    pub weights: String,
+    /// Its vocabulary size, the first rows of the new run's embedding.
+    pub vocab_size: usize,
+}
+
+/// Writes `record` as the run's parent.json.
+pub fn write_record(run: &RunDir, record: &ParentRecord) -> Result<()> {
+    let text = serde_json::to_string_pretty(record)?;
+    atomic_write(&run.file(PARENT_FILE), text.as_bytes())?;
     Ok(())
 }

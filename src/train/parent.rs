@@ -6,34 +6,18 @@
 
 use crate::config::{ModelConfig, Override, RunConfig};
 use crate::data::CharTokenizer;
-use crate::files::atomic_write;
-use crate::train::checkpoint::{first_non_finite, parse_safetensors};
+use crate::train::checkpoint::{first_non_finite, parse_safetensors, ParentRecord};
 use crate::train::load::{check_parts, RunFiles};
 use crate::train::run_dir::{RunDir, MODEL_FILE};
 use anyhow::{bail, Result};
 use candle_core::Tensor;
 use candle_nn::VarMap;
-use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::Path;
-
-/// The file of a fine-tuned run that names its parent.
-pub const PARENT_FILE: &str = "parent.json";
 
 /// The tensors whose rows are the vocabulary's: they grow with it (and so do those of the inputs
 /// with a row per token).
 const BY_TOKEN: [&str; 2] = ["transformer.wte.weight", "lm_head.weight"];
-
-/// What a fine-tuned run records of its parent.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ParentRecord {
-    /// The parent's run directory, as given.
-    pub run: String,
-    /// The fingerprint of its model.safetensors (FNV-1a of the file's bytes).
-    pub weights: String,
-    /// Its vocabulary size, the first rows of the new run's embedding.
-    pub vocab_size: usize,
-}
 
 /// A trained run to start from: its config, tokenizer and named weights.
 pub struct Parent {
@@ -165,11 +149,4 @@ impl Parent {
         }
         Ok(())
     }
-}
-
-/// Writes `record` as the run's parent.json.
-pub fn write_record(run: &RunDir, record: &ParentRecord) -> Result<()> {
-    let text = serde_json::to_string_pretty(record)?;
-    atomic_write(&run.file(PARENT_FILE), text.as_bytes())?;
-    Ok(())
 }

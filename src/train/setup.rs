@@ -8,9 +8,10 @@ use crate::config::{OptimizerKind, RunConfig};
 use crate::data::{CharTokenizer, Corpus, Splits};
 use crate::model::Gpt;
 use crate::ops::{Kernels, Precision};
+use crate::train::checkpoint::{ParentRecord, RunState};
 use crate::train::muon::MuonParams;
 use crate::train::optim::{AdamWParams, Optimizer};
-use crate::train::parent::{Parent, ParentRecord};
+use crate::train::parent::Parent;
 use crate::train::shards::Shards;
 use anyhow::{bail, Result};
 use candle_core::Device;
@@ -99,6 +100,20 @@ impl Setup {
             varmap,
             opt,
         })
+    }
+}
+
+impl Setup {
+    /// What a checkpoint writes of it.
+    pub(crate) fn state(&self) -> RunState<'_> {
+        RunState {
+            cfg: &self.cfg,
+            tokenizer: &self.tokenizer,
+            varmap: &self.varmap,
+            opt: &self.opt,
+            corpus: &self.corpus,
+            parent: self.parent.as_ref(),
+        }
     }
 }
 

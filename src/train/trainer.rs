@@ -160,10 +160,10 @@ pub(super) fn train_step(s: &mut Setup, p: &mut Progress) -> Result<f64> {
 /// short by a signal saves the training state without it, for the resumed run to evaluate.
 fn evaluate_and_save(run: &RunDir, s: &Setup, p: &mut Progress, bar: &ProgressBar) -> Result<()> {
     let Some(val) = evaluate(s)? else {
-        return save_checkpoint(run, s, p, None);
+        return save_checkpoint(run, s.state(), p, None);
     };
     record_evaluation(s, p, val)?;
-    save_checkpoint(run, s, p, Some(val))?;
+    save_checkpoint(run, s.state(), p, Some(val))?;
     let (row, sample) = (&p.rows[p.rows.len() - 1], &p.samples[p.samples.len() - 1]);
     bar.suspend(|| {
         crate::note!(
@@ -326,7 +326,7 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
     while p.step < end {
         let step_start = Instant::now();
         let loss = train_step(s, p).map_err(|e| match e.is::<LossNotFinite>() {
-            true => anyhow::anyhow!("{e}; {}", what_is_kept(dir, s, p)),
+            true => anyhow::anyhow!("{e}; {}", what_is_kept(dir, &s.cfg.optimizer, p.saved_step)),
             false => e,
         })?;
         let dt = step_start.elapsed().as_secs_f64();
@@ -353,7 +353,7 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
         if evaluates_at(s, p.step) {
             evaluate_and_save(dir, s, p, &bar)?;
         } else if p.step == end || interrupt::requested() {
-            save_checkpoint(dir, s, p, None)?;
+            save_checkpoint(dir, s.state(), p, None)?;
         }
         if interrupt::requested() {
             break;
