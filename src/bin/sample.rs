@@ -9,8 +9,8 @@ use shige::data::poem::Form;
 use shige::data::tokenizer::NEWLINE;
 use shige::ops::WeightFormat;
 use shige::sample::{
-    ci_start, header_request, is_well_formed, poem_start, Generation, Generator, PoemStart,
-    Sampling, MAX_POEM_CHARS,
+    check_trained_on_verse, ci_start, header_request, is_well_formed, poem_start, Generation,
+    Generator, PoemStart, Sampling, MAX_POEM_CHARS,
 };
 use shige::train::load::load_run_on;
 use shige::verse::ci_score::{score_ci, CiSummary};
@@ -117,10 +117,11 @@ fn run() -> Result<()> {
     let run = load_run_on(&args.checkpoint, &device)?;
     let kind = run.config.data.trained_kind();
     if args.form.is_some() || args.acrostic.is_some() || (args.meter && args.tune.is_none()) {
-        run.config
-            .data
-            .check_verse("--form, --acrostic and --meter write regulated verse")
-            .map_err(anyhow::Error::msg)?;
+        check_trained_on_verse(
+            &run.config.data,
+            "--form, --acrostic and --meter write regulated verse",
+        )
+        .map_err(anyhow::Error::msg)?;
     }
     let stops = match kind {
         CorpusKind::Text => args.stop_at_newline,

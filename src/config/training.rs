@@ -94,17 +94,6 @@ impl DataConfig {
             kind => kind,
         }
     }
-
-    /// Refuses `what` (something that needs regular verse) for a run trained on another kind.
-    pub fn check_verse(&self, what: &str) -> Result<(), String> {
-        match self.trained_kind() {
-            CorpusKind::Verse => Ok(()),
-            kind => Err(format!(
-                "{what}, but this run was trained on {kind} ({}), not regular verse: use a run trained on verse",
-                self.corpus
-            )),
-        }
-    }
 }
 
 /// How long to train, in what batches, and how often to evaluate.

@@ -7,7 +7,8 @@ use crate::data::header::Poets;
 use crate::data::poem::Form;
 use crate::data::tokenizer::NEWLINE;
 use crate::sample::{
-    ci_start, header_request, poem_start, Generation, Generator, PoemStart, Sampling,
+    check_trained_on_verse, ci_start, header_request, poem_start, Generation, Generator, PoemStart,
+    Sampling,
 };
 use crate::train::load::LoadedRun;
 use crate::verse::ci_score::score_ci;
@@ -116,10 +117,11 @@ fn poem_start_of(
         name => Some(name.parse::<Form>().map_err(Refusal::parameters)?),
     };
     if form.is_some() || !p.acrostic.is_empty() || p.meter {
-        run.config
-            .data
-            .check_verse("form, acrostic and meter write regulated verse")
-            .map_err(Refusal::bad)?;
+        check_trained_on_verse(
+            &run.config.data,
+            "form, acrostic and meter write regulated verse",
+        )
+        .map_err(Refusal::bad)?;
     }
     let rules = (form, p.acrostic.as_str(), p.meter);
     let asked = |field: &String| (!field.is_empty()).then(|| field.clone());

@@ -187,6 +187,18 @@ pub fn writes_ci(tokenizer: &CharTokenizer, data: &DataConfig) -> bool {
     brackets && header_fields(tokenizer, data) == 1
 }
 
+/// Refuses `what` (something that needs regular verse: a form, an acrostic, a meter) for a run
+/// trained on another kind of text.
+pub fn check_trained_on_verse(data: &DataConfig, what: &str) -> std::result::Result<(), String> {
+    match data.trained_kind() {
+        CorpusKind::Verse => Ok(()),
+        kind => Err(format!(
+            "{what}, but this run was trained on {kind} ({}), not regular verse: use a run trained on verse",
+            data.corpus
+        )),
+    }
+}
+
 /// What stands before a run's poem, as the run was trained.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Opening {
