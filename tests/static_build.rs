@@ -121,6 +121,15 @@ fn the_static_build_refuses_a_folder_it_did_not_fill_and_removes_nothing() {
     let (ok, err) = build(tmp.path(), &["victim/r", "victim/r/site"]);
     assert!(!ok && err.contains("is inside the run"), "{err}");
     assert!(!victim.join("r/site").exists());
+    // The same through an absolute path whose parents do not exist yet, and through a file.
+    let deep = victim.join("r/new/site");
+    let (ok, err) = build(tmp.path(), &["victim/r", deep.to_str().unwrap()]);
+    assert!(!ok && err.contains("is inside the run"), "{err}");
+    assert!(!victim.join("r/new").exists());
+    let (ok, err) = build(tmp.path(), &["victim/r", "victim/r/config.toml/site"]);
+    assert!(!ok && err.contains("is not a folder"), "{err}");
+    let (ok, err) = build(tmp.path(), &["victim/r", "victim/new/../r/site"]);
+    assert!(!ok && err.contains("without them"), "{err}");
 
     // Names that a command would take for options: a folder called - or -l holding a file.
     let dashed = tmp.path().join("d");

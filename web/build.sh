@@ -67,15 +67,22 @@ check_out() {
   done < <(find -H "$out" -mindepth 1 -print0)
 }
 check_out
-# The output folder as an absolute path (of its parent where it does not exist yet): neither
-# inside the run nor holding it.
-if [[ -d "$out" ]]; then
-  out="$(cd "$out" && pwd -P)"
-elif [[ -d "$(dirname "$out")" ]]; then
-  out="$(cd "$(dirname "$out")" && pwd -P)/$(basename "$out")"
-else
-  out="$PWD/${out#./}"
-fi
+# The output folder as an absolute path (through its nearest folder that exists where it does not
+# exist yet): neither inside the run nor holding it.
+# The missing part of the path is taken as written, so it may not hold "." or "..".
+absolute() {
+  local p="$1" rest="" part base
+  while [[ ! -d "$p" ]]; do
+    [[ ! -e "$p" && ! -L "$p" ]] || fail "$(printf '%q' "$p") is not a folder: give an output folder whose parents are folders"
+    part="$(basename "$p")"
+    [[ "$part" != "." && "$part" != ".." ]] || fail "the output folder $(printf '%q' "$1") goes through . or .. where no folder exists yet: write it without them"
+    rest="/$part$rest"
+    p="$(dirname "$p")"
+  done
+  base="$(cd "$p" && pwd -P)"
+  printf '%s%s' "${base%/}" "$rest"
+}
+out="$(absolute "$out")"
 [[ "$run/" != "$out/"* ]] || fail "the run $given is inside the output folder $out: give another folder"
 [[ "$out/" != "$run/"* ]] || fail "the output folder $out is inside the run $given: give a folder outside it"
 cd "$(dirname "$0")/.."
@@ -125,5 +132,5 @@ if [[ -f "$corpus" ]]; then
 fi
 cp configs/tiny.toml "$out/configs/"
 cp data/tiny.txt "$out/data/"
-printf '{%s, "run": %s, "configs": {"tiny": "configs/tiny.toml"}, "corpus": "data/tiny.txt"}\n' "$MARK" "$name" >"$out/manifest.json"
+printf '%s%s, "configs": {"tiny": "configs/tiny.toml"}, "corpus": "data/tiny.txt"}\n' "$MARK" "$name" >"$out/manifest.json"
 echo "wrote $out ($(du -sh "$out" | cut -f1), of which the module $(du -h "$out/shige_web_bg.wasm" | cut -f1) and the weights $(du -h "$out/run/model.safetensors" | cut -f1)); serve it with: cd $(printf '%q' "$out") && python3 -m http.server"
