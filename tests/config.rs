@@ -460,3 +460,33 @@ fn the_default_config_sets_every_setting() {
         "the file spells its kinds' settings out"
     );
 }
+
+/// A kind chosen with `--set` (or `--schedule`, `--optimizer`) leaves the file's settings of the
+/// kind it replaces behind, keeps those of the kind it names, and keeps what `--set` asks for.
+#[test]
+fn a_kind_set_from_outside_drops_the_files_settings_of_other_kinds() {
+    use shige::config::Override;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.toml");
+    std::fs::write(
+        &path,
+        "[optimizer]\nkind = \"muon\"\nmuon_learning_rate = 0.05\n\n\
+         [schedule]\nkind = \"wsd\"\ndecay_fraction = 0.3\n",
+    )
+    .unwrap();
+    let set = |pairs: &[&str]| {
+        let overrides: Vec<Override> = pairs.iter().map(|p| Override::parse(p).unwrap()).collect();
+        let cfg = RunConfig::load_with(&path, &overrides).unwrap();
+        cfg.optimizer.validate().unwrap();
+        cfg.schedule.validate(&cfg.train).unwrap();
+        cfg
+    };
+    let other = set(&["schedule.kind=cosine", "optimizer.kind=adamw"]);
+    assert_eq!(other.schedule.decay_fraction, None);
+    assert_eq!(other.optimizer.muon_learning_rate, None);
+    let same = set(&["schedule.kind=wsd", "optimizer.kind=muon"]);
+    assert_eq!(same.schedule.decay_fraction, Some(0.3));
+    assert_eq!(same.optimizer.muon_learning_rate, Some(0.05));
+    let asked = set(&["schedule.kind=wsd", "schedule.decay_fraction=0.4"]);
+    assert_eq!(asked.schedule.decay_fraction, Some(0.4));
+}

@@ -4,6 +4,8 @@
 //! model's inputs were a list, whose switches (`verse_places = true`) become its names. This is
 //! the one place in config/ that names the inputs a text gives.
 
+use super::ConfigError;
+
 /// Where each key of the old `[train]` that moved lives now: (old name, section, new name).
 const MOVED: [(&str, &str, &str); 13] = [
     ("corpus", "data", "corpus"),
@@ -26,7 +28,7 @@ const INPUT_SWITCHES: [&str; 4] = ["sound", "verse_places", "rhyme_memory", "rhy
 
 /// The switches of `model` (a `[model]` table) as the list `inputs` names them, in the order the
 /// model took them; refused beside a list of its own, or with a value other than true or false.
-pub(super) fn upgrade_model(model: &mut toml::Table) -> Result<(), String> {
+fn upgrade_model(model: &mut toml::Table) -> Result<(), String> {
     let switched: Vec<(&str, toml::Value)> = INPUT_SWITCHES
         .iter()
         .filter_map(|&name| Some((name, model.remove(name)?)))
@@ -66,6 +68,24 @@ pub(super) fn refuse_input_switch(section: &str, name: &str) -> Option<String> {
     })
 }
 
+/// [`upgrade`] of a config read from `origin` (named in its error).
+pub(super) fn upgraded(table: &mut toml::Table, origin: &str) -> Result<(), ConfigError> {
+    upgrade(table).map_err(|message| refused(origin, message))
+}
+
+/// [`upgrade_model`] of a model's table read from `origin` (named in its error).
+pub(super) fn upgraded_model(model: &mut toml::Table, origin: &str) -> Result<(), ConfigError> {
+    upgrade_model(model).map_err(|message| refused(origin, message))
+}
+
+/// A config from `origin` refused for `message`.
+fn refused(origin: &str, message: String) -> ConfigError {
+    ConfigError::Parse {
+        path: origin.to_string(),
+        message,
+    }
+}
+
 /// The key `section.name` as it is written now.
 pub(super) fn current_key(section: &str, name: &str) -> (String, String) {
     match MOVED.iter().find(|m| section == "train" && m.0 == name) {
@@ -79,7 +99,7 @@ pub(super) fn current_key(section: &str, name: &str) -> (String, String) {
 /// those of the kinds not chosen too (`muon_learning_rate` under AdamW, `decay_fraction` under
 /// the cosine): those are left out, since they never applied. A setting given in both layouts
 /// (`[train] learning_rate` beside `[optimizer] learning_rate`) is refused: one would be dropped.
-pub(super) fn upgrade(table: &mut toml::Table) -> Result<(), String> {
+fn upgrade(table: &mut toml::Table) -> Result<(), String> {
     if let Some(toml::Value::Table(model)) = table.get_mut("model") {
         upgrade_model(model)?;
     }

@@ -212,6 +212,16 @@ pub fn check_toml_integer(name: &str, value: u64) -> Result<(), ConfigError> {
     }
 }
 
+/// The settings that belong to one kind of a section's choice, each with the kind: a wsd
+/// schedule's decay, Muon's rate and momentum.
+pub const KIND_SETTINGS: [(&str, &[(&str, &str)]); 2] = [
+    ("schedule", &[("decay_fraction", "wsd")]),
+    (
+        "optimizer",
+        &[("muon_learning_rate", "muon"), ("muon_momentum", "muon")],
+    ),
+];
+
 /// The sections of a config, in the order a file lists them.
 pub const SECTIONS: [&str; 5] = ["model", "data", "train", "optimizer", "schedule"];
 
@@ -246,10 +256,7 @@ impl RunConfig {
 
     /// The config of a parsed file (of the old layout too).
     pub(super) fn from_table(mut table: toml::Table, origin: &str) -> Result<Self, ConfigError> {
-        legacy::upgrade(&mut table).map_err(|message| ConfigError::Parse {
-            path: origin.to_string(),
-            message,
-        })?;
+        legacy::upgraded(&mut table, origin)?;
         toml::Value::Table(table)
             .try_into()
             .map_err(|e| parse_error(origin, e))

@@ -116,10 +116,7 @@ impl ModelConfig {
     pub fn from_toml_str(text: &str, origin: &str) -> Result<Self, ConfigError> {
         let mut table: toml::Table =
             toml::from_str(text).map_err(|e| super::parse_error(origin, e))?;
-        super::legacy::upgrade_model(&mut table).map_err(|message| ConfigError::Parse {
-            path: origin.to_string(),
-            message,
-        })?;
+        super::legacy::upgraded_model(&mut table, origin)?;
         toml::Value::Table(table)
             .try_into()
             .map_err(|e| super::parse_error(origin, e))

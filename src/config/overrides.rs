@@ -3,7 +3,9 @@
 //! and the page's Train form sends its fields the same way; all of them meet the file's values in
 //! [`RunConfig::load_with`].
 
-use super::{legacy, parse_error, read_config_file, ConfigError, RunConfig, SECTIONS};
+use super::{
+    legacy, parse_error, read_config_file, ConfigError, RunConfig, KIND_SETTINGS, SECTIONS,
+};
 use serde::Serialize;
 use std::path::Path;
 
@@ -153,10 +155,7 @@ impl RunConfig {
         if overrides.is_empty() {
             return Ok(file);
         }
-        legacy::upgrade(&mut table).map_err(|message| ConfigError::Parse {
-            path: origin.to_string(),
-            message,
-        })?;
+        legacy::upgraded(&mut table, origin)?;
         let given = |key: &str| overrides.iter().any(|o| o.key == key);
         if given("train.max_iters") && given("train.minutes") {
             return Err(ConfigError::Invalid(
@@ -168,6 +167,21 @@ impl RunConfig {
         if given("train.max_iters") {
             if let Some(toml::Value::Table(train)) = table.get_mut("train") {
                 train.remove("minutes");
+            }
+        }
+        // A kind chosen from outside leaves the file's settings of other kinds behind
+        // (default.toml's decay_fraction under `--schedule cosine`); asked for, they still count.
+        for (section, settings) in KIND_SETTINGS {
+            let key = format!("{section}.kind");
+            let Some(kind) = overrides.iter().rev().find(|o| o.key == key) else {
+                continue;
+            };
+            if let Some(toml::Value::Table(own)) = table.get_mut(section) {
+                for (name, owner) in settings {
+                    if kind.value.as_str() != Some(owner) && !given(&format!("{section}.{name}")) {
+                        own.remove(*name);
+                    }
+                }
             }
         }
         for o in overrides {
