@@ -18,6 +18,7 @@ pub mod ops;
 pub mod page;
 pub mod perf;
 pub mod prepare;
+pub mod random;
 pub mod sample;
 #[cfg(feature = "serve")]
 pub mod serve;

@@ -1241,7 +1241,7 @@ fn checkpoints_that_do_not_belong_together_are_refused() {
         .replace("@A", &format!("{swap_a}{b}"));
     let beyond = tokenizer.replace(&format!("{swap_a}{a}"), &format!("{swap_a}99999"));
     let nan_weights = {
-        use shige::train::checkpoint::{read_safetensors, to_safetensors};
+        use shige::train::safetensors::{read_safetensors, to_safetensors};
         let (tensors, metadata) = read_safetensors(&run.join("model.safetensors")).unwrap();
         let mut named: Vec<(String, candle_core::Tensor)> = tensors.into_iter().collect();
         let ln = named
@@ -1334,7 +1334,7 @@ fn checkpoints_that_do_not_belong_together_are_refused() {
         std::fs::copy(entry.path(), broken.join(entry.file_name())).unwrap();
     }
     {
-        use shige::train::checkpoint::{read_safetensors, to_safetensors};
+        use shige::train::safetensors::{read_safetensors, to_safetensors};
         let state = broken.join("train_state.safetensors");
         let (mut tensors, metadata) = read_safetensors(&state).unwrap();
         assert!(tensors.remove("m.transformer.ln_f.weight").is_some());
@@ -2019,8 +2019,8 @@ fn links_to_nowhere_and_runs_that_never_saved_get_messages_that_agree() {
 /// started outside the repository, says where the configs it trains from are.
 #[test]
 fn the_server_writes_with_a_run_that_loads_and_says_where_configs_are() {
-    use shige::train::checkpoint::{read_safetensors, to_safetensors};
     use shige::train::run_dir::MODEL_FILE;
+    use shige::train::safetensors::{read_safetensors, to_safetensors};
     let tmp = tempfile::tempdir().unwrap();
     let runs = tmp.path().join("runs");
     tiny_run(&runs.join("older"), &[]);

@@ -7,9 +7,9 @@
 mod common;
 
 use rand::{Rng, SeedableRng};
-use shige::train::checkpoint::read_safetensors;
 use shige::train::load::load_run;
 use shige::train::run_dir::STATE_FILE;
+use shige::train::safetensors::read_safetensors;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -4,9 +4,9 @@
 mod common;
 
 use common::tiny_config;
-use shige::train::checkpoint::read_safetensors;
 use shige::train::metrics::{from_csv, read_samples};
 use shige::train::run_dir::{RunDir, METRICS_FILE, SAMPLES_FILE, STATE_FILE};
+use shige::train::safetensors::read_safetensors;
 use shige::train::Session;
 
 #[test]

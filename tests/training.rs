@@ -10,6 +10,7 @@ use shige::model::{Gpt, Mode};
 use shige::train::checkpoint::*;
 use shige::train::load::*;
 use shige::train::run_dir::*;
+use shige::train::safetensors::read_safetensors;
 use shige::train::TrainSummary;
 use std::path::PathBuf;
 

@@ -18,18 +18,17 @@ use crate::config::{CorpusKind, Override, RunConfig};
 use crate::data::{CharTokenizer, Corpus, Split, Splits};
 use crate::experiments::{lesson, probe};
 use crate::model::{Gpt, Mode};
-use crate::train::checkpoint::{load_params, read_safetensors};
+use crate::train::checkpoint::load_params;
 use crate::train::load::load_run;
 use crate::train::metrics::read_metrics;
 use crate::train::run_dir::{RunDir, CONFIG_FILE, LOCK_FILE, METRICS_FILE, MODEL_FILE, STATE_FILE};
+use crate::train::safetensors::read_safetensors;
 use crate::train::setup::check_precision;
 use crate::train::shards::Shards;
 use crate::train::trainer::{whole_split_loss, WHOLE_EVAL_BATCH};
 use crate::train::{train, TrainOptions};
 use anyhow::{bail, Context, Result};
 use candle_core::Device;
-use rand::SeedableRng;
-use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -575,7 +574,8 @@ fn context_loss(
     {
         return Ok(None);
     }
-    let mut rng = ChaCha8Rng::seed_from_u64(run.config.train.seed);
+    // The weights' stream, from which the recorded ablations drew these batches.
+    let mut rng = crate::random::rng(run.config.train.seed, crate::random::Stream::Weights);
     let batch = (run.config.train.batch_size * m.block_size / ctx).max(1);
     let mut total = 0.0;
     for _ in 0..CONTEXT_EVAL_BATCHES {

@@ -5,7 +5,6 @@
 
 use candle_core::{DType, Device, Result, Shape, Tensor, Var};
 use candle_nn::{var_builder::SimpleBackend, Init, VarBuilder, VarMap};
-use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Normal, Uniform};
 use std::sync::Mutex;
@@ -76,7 +75,7 @@ impl SimpleBackend for SeededInit {
 pub fn seeded_var_builder(varmap: &VarMap, seed: u64, device: &Device) -> VarBuilder<'static> {
     let backend = SeededInit {
         varmap: varmap.clone(),
-        rng: Mutex::new(ChaCha8Rng::seed_from_u64(seed)),
+        rng: Mutex::new(crate::random::rng(seed, crate::random::Stream::Weights)),
     };
     VarBuilder::from_backend(Box::new(backend), DType::F32, device.clone())
 }

@@ -5,8 +5,9 @@
 
 use super::{params, ApiError, Served};
 use crate::config::RunConfig;
-use crate::train::checkpoint::{ParentRecord, PARENT_FILE};
+use crate::train::checkpoint::ParentRecord;
 use crate::train::metrics::{read_metrics, read_samples, EvalSample, MetricRow};
+use crate::train::run_dir::PARENT_FILE;
 use crate::train::run_dir::{
     RunDir, CONFIG_FILE, METRICS_FILE, MODEL_FILE, SAMPLES_FILE, STATE_FILE, SUMMARY_FILE,
 };

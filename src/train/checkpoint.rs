@@ -12,83 +12,20 @@ use crate::files::atomic_write;
 use crate::train::metrics::{plot_losses, samples_to_jsonl, to_csv};
 use crate::train::optim::Optimizer;
 use crate::train::run_dir::*;
+use crate::train::safetensors::{not_safetensors, refuse_non_finite, to_safetensors};
 use crate::train::state::{Progress, SavedState};
 use anyhow::{bail, Context, Result};
-use candle_core::{Device, Tensor};
+use candle_core::Tensor;
 use candle_nn::VarMap;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::path::Path;
 
-/// Serialises named tensors with string metadata into safetensors bytes: the same tensors and
-/// metadata give the same bytes in every process (the header's keys sorted; safetensors writes
-/// its metadata map in the order of a hash map, which differs from one process to the next).
-pub fn to_safetensors(
-    tensors: &[(String, Tensor)],
-    metadata: HashMap<String, String>,
-) -> Result<Vec<u8>> {
-    let mut sorted: Vec<(&str, &Tensor)> = tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
-    sorted.sort_by(|a, b| a.0.cmp(b.0));
-    sorted_header(safetensors::serialize(sorted, Some(metadata))?)
-}
-
-/// A safetensors file (8 bytes of header length, the JSON header padded with spaces to a
-/// multiple of 8, the data) with its header's keys, and its metadata's, in sorted order. The
-/// tensors' offsets count from the data's start, so the data stays as it is.
-fn sorted_header(bytes: Vec<u8>) -> Result<Vec<u8>> {
-    use std::collections::BTreeMap;
-    let length = u64::from_le_bytes(bytes[..8].try_into()?) as usize;
-    let (header, data) = bytes[8..].split_at(length);
-    let mut header: BTreeMap<String, serde_json::Value> = serde_json::from_slice(header)?;
-    if let Some(metadata) = header.remove("__metadata__") {
-        let metadata: BTreeMap<String, String> = serde_json::from_value(metadata)?;
-        header.insert("__metadata__".into(), serde_json::to_value(metadata)?);
-    }
-    let mut text = serde_json::to_string(&header)?.into_bytes();
-    text.resize(text.len().next_multiple_of(8), b' ');
-    let mut out = Vec::with_capacity(8 + text.len() + data.len());
-    out.extend((text.len() as u64).to_le_bytes());
-    out.extend(text);
-    out.extend(data);
-    Ok(out)
-}
-
-/// Reads a safetensors file: its tensors and its metadata.
-pub fn read_safetensors(path: &Path) -> Result<(HashMap<String, Tensor>, HashMap<String, String>)> {
-    let bytes = crate::files::read_limited(path, crate::files::WEIGHTS_LIMIT)
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    parse_safetensors(&bytes, path)
-}
-
-/// The tensors and metadata of the safetensors file `bytes`, read from `path`.
-pub fn parse_safetensors(
-    bytes: &[u8],
-    path: &Path,
-) -> Result<(HashMap<String, Tensor>, HashMap<String, String>)> {
-    // The cause's own text only: safetensors' errors repeat their source in it.
-    let invalid = |cause: &dyn std::fmt::Display| {
-        anyhow::anyhow!(
-            "{} is not a valid safetensors file (truncated or corrupted?): {cause}: restore it from a copy, or train the run again",
-            path.display()
-        )
-    };
-    let (_, header) = safetensors::SafeTensors::read_metadata(bytes).map_err(|e| invalid(&e))?;
-    let metadata = header.metadata().clone().unwrap_or_default();
-    let tensors =
-        candle_core::safetensors::load_buffer(bytes, &Device::Cpu).map_err(|e| invalid(&e))?;
-    Ok((tensors, metadata))
-}
-
 /// The step of the training state in `dir`, read from its header alone (not its tensors).
 pub fn saved_step(dir: &Path) -> Result<usize> {
     use std::io::Read;
     let path = dir.join(STATE_FILE);
-    let invalid = |cause: &dyn std::fmt::Display| {
-        anyhow::anyhow!(
-            "{} is not a valid safetensors file (truncated or corrupted?): {cause}: restore it from a copy, or train the run again",
-            path.display()
-        )
-    };
+    let invalid = |cause: &dyn std::fmt::Display| not_safetensors(&path, cause);
     let mut file =
         std::fs::File::open(&path).with_context(|| format!("cannot read {}", path.display()))?;
     let mut length = [0u8; 8];
@@ -120,27 +57,6 @@ pub fn named_params(varmap: &VarMap, tied: bool) -> Vec<(String, Tensor)> {
     params
 }
 
-/// Whether every element of `t` is a finite number.
-pub fn is_finite(t: &Tensor) -> Result<bool> {
-    let values = t
-        .flatten_all()?
-        .to_dtype(candle_core::DType::F32)?
-        .to_vec1::<f32>()?;
-    Ok(values.iter().all(|v| v.is_finite()))
-}
-
-/// The name of the first tensor (in the given order) holding a NaN or an infinity, if any.
-pub fn first_non_finite<'a>(
-    tensors: impl IntoIterator<Item = (&'a str, &'a Tensor)>,
-) -> Result<Option<String>> {
-    for (name, t) in tensors {
-        if !is_finite(t)? {
-            return Ok(Some(name.to_string()));
-        }
-    }
-    Ok(None)
-}
-
 /// Copies saved weights into the model's variables, checking that every one is there with the
 /// right shape and finite values, and that the file holds no other tensor under `prefix` (a
 /// tensor left over means the file was written for another model). A tied model's file also
@@ -168,12 +84,11 @@ pub fn load_params(
                 var.dims()
             )
         }
-        if !is_finite(saved)? {
-            bail!(
-                "{}: {key} holds NaN or infinite values: these weights cannot be used; train again or resume from an intact run",
-                source.display()
-            )
-        }
+        refuse_non_finite(
+            [(key.as_str(), saved)],
+            source,
+            "these weights cannot be used; train again or resume from an intact run",
+        )?;
         var.set(&saved.to_dtype(var.dtype())?.to_device(var.device())?)?;
     }
     let tied_copy = |key: &str| -> Result<bool> {
@@ -262,7 +177,7 @@ pub(crate) fn save_checkpoint(
     let params = named_params(&s.varmap, false);
     let moments = s.opt.state()?;
     let all = params.iter().chain(&moments).map(|(n, t)| (n.as_str(), t));
-    if let Some(name) = first_non_finite(all)? {
+    if let Some(name) = crate::train::safetensors::first_non_finite(all)? {
         bail!(
             "the update of step {} made {name} NaN or infinite: training stopped; {}",
             p.step,
@@ -319,9 +234,6 @@ pub(crate) fn save_checkpoint(
     }
     Ok(())
 }
-
-/// The file of a fine-tuned run that names its parent.
-pub const PARENT_FILE: &str = "parent.json";
 
 /// What a fine-tuned run records of its parent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

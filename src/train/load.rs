@@ -3,8 +3,9 @@
 
 use crate::config::RunConfig;
 use crate::data::CharTokenizer;
-use crate::train::checkpoint::{load_params, parse_safetensors, MODEL_CONFIG_KEY, TOKENIZER_KEY};
+use crate::train::checkpoint::{load_params, MODEL_CONFIG_KEY, TOKENIZER_KEY};
 use crate::train::run_dir::{refuse_file, RunDir, CONFIG_FILE, MODEL_FILE, TOKENIZER_FILE};
+use crate::train::safetensors::parse_safetensors;
 use anyhow::{bail, Context, Result};
 use candle_core::{Device, Tensor};
 use std::collections::HashMap;
@@ -28,31 +29,29 @@ pub fn load_run(dir: &Path) -> Result<LoadedRun> {
 
 /// [`load_run`] onto `device`.
 pub fn load_run_on(dir: &Path, device: &Device) -> Result<LoadedRun> {
-    let RunFiles {
-        config,
-        tokenizer,
-        weights,
-    } = RunFiles::read(dir)?;
-    let file = RunDir::new(dir).file(MODEL_FILE);
-    let (tensors, metadata) = parse_safetensors(&weights, &file)?;
-    LoadedRun::from_parts(
-        (config, tokenizer),
-        (tensors, metadata),
-        &dir.display().to_string(),
+    let files = RunFiles::read(dir)?;
+    let origin = dir.display().to_string();
+    LoadedRun::build(
+        (files.config, files.tokenizer),
+        &files.tensors,
+        &origin,
         device,
     )
 }
 
-/// The files of a trained run as read: its config, its tokenizer, and its weights' bytes.
+/// The files of a trained run as read, checked to belong together (before any model is built):
+/// its config, its tokenizer, and its weights (their bytes as on disk, and as tensors).
 pub struct RunFiles {
     pub config: RunConfig,
     pub tokenizer: CharTokenizer,
     /// model.safetensors as it is on disk.
     pub weights: Vec<u8>,
+    pub tensors: HashMap<String, Tensor>,
 }
 
 impl RunFiles {
-    /// Reads the run in `dir`: a directory with a config, a tokenizer and weights.
+    /// Reads the run in `dir`: a directory with a config, a tokenizer and weights that belong
+    /// together.
     pub fn read(dir: &Path) -> Result<RunFiles> {
         let run = RunDir::new(dir);
         refuse_file(dir)?;
@@ -74,17 +73,23 @@ impl RunFiles {
         let file = run.file(MODEL_FILE);
         let weights = crate::files::read_limited(&file, crate::files::WEIGHTS_LIMIT)
             .with_context(|| format!("cannot read {}", file.display()))?;
+        let (tensors, metadata) = parse_safetensors(&weights, &file)?;
+        let config = RunConfig::load(&run.file(CONFIG_FILE))?;
+        let tokenizer = CharTokenizer::load(&run.file(TOKENIZER_FILE))?;
+        let origin = dir.display().to_string();
+        check_parts((&config, &tokenizer), (&tensors, &metadata), &origin)?;
         Ok(RunFiles {
-            config: RunConfig::load(&run.file(CONFIG_FILE))?,
-            tokenizer: CharTokenizer::load(&run.file(TOKENIZER_FILE))?,
+            config,
+            tokenizer,
             weights,
+            tensors,
         })
     }
 }
 
 /// Checks, before any model is built, that a run's config, tokenizer and weights (the tensors
 /// and metadata of its model.safetensors) belong together; `origin` names the run in errors.
-pub(crate) fn check_parts(
+fn check_parts(
     (config, tokenizer): (&RunConfig, &CharTokenizer),
     (tensors, metadata): (&HashMap<String, Tensor>, &HashMap<String, String>),
     origin: &str,
@@ -111,11 +116,21 @@ impl LoadedRun {
         device: &Device,
     ) -> Result<LoadedRun> {
         check_parts((&config, &tokenizer), (&tensors, &metadata), origin)?;
+        Self::build((config, tokenizer), &tensors, origin, device)
+    }
+
+    /// The model of a run whose parts are checked to belong together, its weights `tensors`.
+    fn build(
+        (config, tokenizer): (RunConfig, CharTokenizer),
+        tensors: &HashMap<String, Tensor>,
+        origin: &str,
+        device: &Device,
+    ) -> Result<LoadedRun> {
         let inputs = crate::verse::inputs::for_tokenizer(&config.model, &tokenizer)?;
         let (model, varmap) = crate::model::Gpt::seeded_with(&config.model, inputs, 0, device)?;
         load_params(
             &varmap,
-            &tensors,
+            tensors,
             "",
             Path::new(origin).join(MODEL_FILE).as_path(),
         )?;

@@ -6,9 +6,10 @@
 
 use crate::config::{ModelConfig, Override, RunConfig};
 use crate::data::CharTokenizer;
-use crate::train::checkpoint::{first_non_finite, parse_safetensors, ParentRecord};
-use crate::train::load::{check_parts, RunFiles};
+use crate::train::checkpoint::ParentRecord;
+use crate::train::load::RunFiles;
 use crate::train::run_dir::{RunDir, MODEL_FILE};
+use crate::train::safetensors::refuse_non_finite;
 use anyhow::{bail, Result};
 use candle_core::Tensor;
 use candle_nn::VarMap;
@@ -35,20 +36,12 @@ impl Parent {
             config,
             tokenizer,
             weights,
+            tensors,
         } = RunFiles::read(dir)?;
         let file = RunDir::new(dir).file(MODEL_FILE);
-        let (tensors, metadata) = parse_safetensors(&weights, &file)?;
-        check_parts(
-            (&config, &tokenizer),
-            (&tensors, &metadata),
-            &dir.display().to_string(),
-        )?;
-        if let Some(name) = first_non_finite(tensors.iter().map(|(n, t)| (n.as_str(), t)))? {
-            bail!(
-                "{}: {name} holds NaN or infinite values: these weights cannot be used; train again or resume from an intact run",
-                file.display()
-            )
-        }
+        let named = tensors.iter().map(|(n, t)| (n.as_str(), t));
+        let unusable = "these weights cannot be used; train again or resume from an intact run";
+        refuse_non_finite(named, &file, unusable)?;
         let record = ParentRecord {
             run: dir.display().to_string(),
             weights: crate::data::fingerprint(weights.iter().copied()),

@@ -2,12 +2,14 @@
 //! named), and the checkpoint it continues, loaded into the run's model and optimiser.
 
 use crate::config::{shown, RunConfig};
-use crate::train::checkpoint::{first_non_finite, load_params, read_safetensors};
+use crate::train::checkpoint::load_params;
 use crate::train::metrics::{read_metrics, read_samples};
 use crate::train::run_dir::{RunDir, CONFIG_FILE, METRICS_FILE, SAMPLES_FILE, STATE_FILE};
+use crate::train::safetensors::{read_safetensors, refuse_non_finite};
 use crate::train::setup::Setup;
 use crate::train::state::{Progress, SavedState};
 use anyhow::{bail, Context, Result};
+use std::path::Path;
 
 /// Checks that a resume asks for the model saved in the run directory, and for the seed and
 /// eval_iters that fix its validation batches, and changes nothing else of its recipe but what
@@ -179,12 +181,11 @@ pub(super) fn restore(run: &RunDir, s: &mut Setup) -> Result<Progress> {
     let (tensors, metadata) = read_safetensors(&path)?;
     load_params(&s.varmap, &tensors, "param.", &path)?; // checks the weights are finite
     let moments = tensors.iter().filter(|(n, _)| !n.starts_with("param."));
-    if let Some(name) = first_non_finite(moments.map(|(n, t)| (n.as_str(), t)))? {
-        bail!(
-            "{}: {name} holds NaN or infinite values: this checkpoint cannot be resumed",
-            path.display()
-        );
-    }
+    refuse_non_finite(
+        moments.map(|(n, t)| (n.as_str(), t)),
+        &path,
+        "this checkpoint cannot be resumed",
+    )?;
     let saved = SavedState::from_metadata(&metadata, &path)?;
     // Checkpoints of earlier versions have no fingerprint of their corpus.
     if let Some(corpus) = &saved.corpus {
@@ -218,4 +219,16 @@ pub(super) fn restore(run: &RunDir, s: &mut Setup) -> Result<Progress> {
         p.samples.retain(|r| r.step <= p.step);
     }
     Ok(p)
+}
+
+/// Refuses to resume a run at `step` for a total of `max_iters` steps that it has passed.
+pub fn check_steps_left(dir: &Path, step: usize, max_iters: usize) -> Result<()> {
+    if max_iters < step {
+        bail!(
+            "max_iters {max_iters} is below the step the run in {} has reached ({step}): give more steps, e.g. --max-iters {}",
+            dir.display(),
+            step.saturating_mul(2).max(step + 1)
+        );
+    }
+    Ok(())
 }

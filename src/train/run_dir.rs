@@ -6,7 +6,7 @@ use crate::cli::shell_word;
 use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 
-/// The files of a run directory.
+/// The best weights, for sampling.
 pub const MODEL_FILE: &str = "model.safetensors";
 /// Weights, optimiser moments, step and RNG state of the latest checkpoint.
 pub const STATE_FILE: &str = "train_state.safetensors";
@@ -22,12 +22,14 @@ pub const PLOT_FILE: &str = "loss.svg";
 pub const SAMPLES_FILE: &str = "samples.jsonl";
 /// What the run's last invocation ended with ([`crate::train::TrainSummary`] as JSON).
 pub const SUMMARY_FILE: &str = "summary.json";
+/// The run a fine-tuned run started from.
+pub const PARENT_FILE: &str = "parent.json";
 
 /// The advisory lock a training process holds on its run directory for its whole life.
 pub const LOCK_FILE: &str = ".lock";
 
 /// Every file a run writes.
-pub const RUN_FILES: [&str; 8] = [
+pub const RUN_FILES: [&str; 9] = [
     MODEL_FILE,
     STATE_FILE,
     CONFIG_FILE,
@@ -36,6 +38,7 @@ pub const RUN_FILES: [&str; 8] = [
     PLOT_FILE,
     SAMPLES_FILE,
     SUMMARY_FILE,
+    PARENT_FILE,
 ];
 
 /// A run directory.
@@ -246,16 +249,4 @@ pub(super) fn refuse_file(path: &Path) -> Result<()> {
             path.display()
         ),
     }
-}
-
-/// Refuses to resume a run at `step` for a total of `max_iters` steps that it has passed.
-pub fn check_steps_left(dir: &Path, step: usize, max_iters: usize) -> Result<()> {
-    if max_iters < step {
-        bail!(
-            "max_iters {max_iters} is below the step the run in {} has reached ({step}): give more steps, e.g. --max-iters {}",
-            dir.display(),
-            step.saturating_mul(2).max(step + 1)
-        );
-    }
-    Ok(())
 }

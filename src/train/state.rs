@@ -1,37 +1,13 @@
 //! Where a run stands ([`Progress`]: its step, its random streams, its curve so far), and what a
 //! checkpoint saves of it besides the tensors: the training state's scalars, kept as the metadata
-//! (text) of `train_state.safetensors`, each under its own key. The run's random streams are
-//! named in one table ([`Stream`]).
+//! (text) of `train_state.safetensors`, each under its own key.
 
+use crate::random::{rng, Stream};
 use crate::train::metrics::{EvalSample, MetricRow};
 use anyhow::{Context, Result};
-use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use std::collections::HashMap;
 use std::path::Path;
-
-/// The random streams of a run: each a ChaCha8 stream of the run's seed, so that none draws
-/// from another's. The weights are drawn from stream 0 of the seed (`model::init`).
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Stream {
-    /// The training batches.
-    Batches = 1,
-    /// The dropout masks (each unit's seed drawn from it in the units' order).
-    Dropout = 2,
-    /// The fixed validation batches of every evaluation.
-    Validation = 3,
-    /// The poems drawn from the final weights.
-    FinalSamples = 4,
-    /// The poem of an evaluation, from the seed plus its step.
-    EvalSample = 5,
-}
-
-/// The random stream `stream` of `seed`.
-pub(crate) fn rng(seed: u64, stream: Stream) -> ChaCha8Rng {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    rng.set_stream(stream as u64);
-    rng
-}
 
 /// Where a run stands: everything its checkpoint saves besides the tensors.
 pub(crate) struct Progress {
