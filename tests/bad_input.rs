@@ -748,6 +748,16 @@ fn training_flags_that_cannot_work_are_refused() {
     let tiny = ["--config", "configs/tiny.toml", "--out", out];
     let cases: Vec<(&str, Vec<&str>, &[&str])> = vec![
         (
+            "a setting given by its flag and by --set",
+            vec![
+                "--learning-rate",
+                "0.01",
+                "--set",
+                "optimizer.learning_rate=0.02",
+            ],
+            &["optimizer.learning_rate is given twice", "give it once"],
+        ),
+        (
             "a block of 60,000 characters",
             vec!["--block-size", "60000", "--corpus", "data/poems.txt"],
             &["needs about", "available", "batch_size"],

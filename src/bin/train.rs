@@ -231,8 +231,16 @@ fn overrides(a: &Args) -> Result<Vec<Override>> {
     push(&mut all, "model.n_embd", &a.n_embd)?;
     push(&mut all, "model.position", &a.position)?;
     push(&mut all, "model.dropout", &a.dropout)?;
+    let flags = all.len();
     for text in &a.set {
-        all.push(Override::parse(text)?);
+        let set = Override::parse(text)?;
+        if all[..flags].iter().any(|o| o.key == set.key) {
+            bail!(
+                "{} is given twice, by its flag and by --set {text}: give it once",
+                set.key
+            );
+        }
+        all.push(set);
     }
     Ok(all)
 }
