@@ -7,7 +7,8 @@
 # --tune samples of the same tunes, both under the run's model, the tune's header given).
 # Usage: bash bench/ci_eval.sh checkpoints/<ci run> [figures.json]   (after `cargo build --release`)
 set -euo pipefail
-run=${1:?usage: bash bench/ci_eval.sh checkpoints/<ci run>}
+[[ $# -ge 1 && $# -le 2 ]] || { echo "error: usage: bash bench/ci_eval.sh checkpoints/<ci run> [figures.json]" >&2; exit 2; }
+run=$1
 root=$(dirname "$0")/..
 bin=$root/target/release
 out=${2:-}
@@ -23,7 +24,7 @@ draw() { # name, extra sample flags...
   local name=$1
   shift
   "$bin/sample" --checkpoint "$run" --seed 7 --temperature 0.8 --max-new-tokens 300 --json "$@" \
-    >"$tmp/$name.jsonl" 2>/dev/null
+    >"$tmp/$name.jsonl" 2>"$tmp/$name.err" || { echo "error: $0: sample $*: $(tail -1 "$tmp/$name.err")" >&2; exit 1; }
   python3 -c 'import json,sys; [print(json.loads(l)["text"]) for l in sys.stdin]' \
     <"$tmp/$name.jsonl" >>"$tmp/$name.txt"
 }

@@ -7,7 +7,8 @@
 # Usage: bash bench/verse_eval.sh checkpoints/<run> [figures.json]   (after `cargo build --release`;
 # the figures also go to figures.json if given, for bench/record.py --extra)
 set -euo pipefail
-run=${1:?usage: bash bench/verse_eval.sh checkpoints/<run>}
+[[ $# -ge 1 && $# -le 2 ]] || { echo "error: usage: bash bench/verse_eval.sh checkpoints/<run> [figures.json]" >&2; exit 2; }
+run=$1
 bin=$(dirname "$0")/../target/release
 out=${2:-}
 # The figures file is written anew only where it is absent or one of this script's.
@@ -22,7 +23,7 @@ draw() { # name, extra sample flags...
   local name=$1
   shift
   "$bin/sample" --checkpoint "$run" --num-samples 100 --seed 7 --temperature 0.8 --json "$@" \
-    >"$tmp/$name.jsonl" 2>/dev/null
+    >"$tmp/$name.jsonl" 2>"$tmp/$name.err" || { echo "error: $0: sample $*: $(tail -1 "$tmp/$name.err")" >&2; exit 1; }
   python3 -c 'import json,sys; [print(json.loads(l)["text"]) for l in sys.stdin]' \
     <"$tmp/$name.jsonl" >"$tmp/$name.txt"
   "$bin/score" "$tmp/$name.txt" --checkpoint "$run" --json >"$tmp/$name.score.json"

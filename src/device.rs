@@ -24,19 +24,30 @@ pub fn open(name: &str) -> Result<Device> {
         "cpu" if ordinal == 0 => Ok(Device::Cpu),
         "cuda" if !candle_core::utils::cuda_is_available() => bail!(
             "this build has no CUDA support: rebuild with the `cuda` feature (needs the CUDA \
-             toolkit), e.g. `cargo run --release --features cuda --bin train -- --device cuda`"
+             toolkit), e.g. `cargo run --release --features cuda --bin {} -- --device cuda`",
+            this_binary()
         ),
         "cuda" => {
             Device::new_cuda(ordinal).with_context(|| format!("cannot open CUDA device {ordinal}"))
         }
         "metal" if !candle_core::utils::metal_is_available() => bail!(
             "this build has no Metal support: rebuild with the `metal` feature (macOS), e.g. \
-             `cargo run --release --features metal --bin train -- --device metal`"
+             `cargo run --release --features metal --bin {} -- --device metal`",
+            this_binary()
         ),
         "metal" => Device::new_metal(ordinal)
             .with_context(|| format!("cannot open Metal device {ordinal}")),
         _ => bail!("unknown device `{name}`: use {DEVICE_HELP}"),
     }
+}
+
+/// The name of the running binary (train, sample), for the command that rebuilds it.
+fn this_binary() -> String {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.file_stem()?.to_str()?.to_string()))
+        .filter(|name| !name.contains('-'))
+        .unwrap_or_else(|| "train".into())
 }
 
 #[cfg(test)]

@@ -41,7 +41,8 @@ impl Override {
         let parsed = toml::from_str::<toml::Table>(&format!("v = {value}"))
             .ok()
             .and_then(|mut table| table.remove("v"));
-        let digits = value.trim().trim_start_matches(['-', '+']);
+        let digits = value.trim();
+        let digits = digits.strip_prefix(['-', '+']).unwrap_or(digits);
         if parsed.is_none() && !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit()) {
             return Err(invalid(
                 key,
@@ -52,14 +53,26 @@ impl Override {
                 ),
             ));
         }
-        if parsed.is_none() && value.trim().parse::<f64>().is_ok() {
-            return Err(invalid(
-                key,
-                &format!(
-                    "{} is beyond the numbers a config file can hold (about ±1.8e308): use a smaller one",
-                    value.trim()
-                ),
-            ));
+        match value.trim().parse::<f64>() {
+            Ok(number) if parsed.is_none() && number.is_finite() => {
+                return Err(invalid(
+                    key,
+                    &format!(
+                        "{} is not written as a config file writes numbers (digits on both sides of the point): write {number:?}",
+                        value.trim()
+                    ),
+                ))
+            }
+            Ok(_) if parsed.is_none() => {
+                return Err(invalid(
+                    key,
+                    &format!(
+                        "{} is beyond the numbers a config file can hold (about ±1.8e308): use a smaller one",
+                        value.trim()
+                    ),
+                ))
+            }
+            _ => {}
         }
         let value = parsed.unwrap_or_else(|| toml::Value::String(value.to_string()));
         Override::checked(key, value)

@@ -333,7 +333,8 @@ impl ScheduleConfig {
                 self.warmup_iters
             ));
         }
-        if self.warmup_iters > train.max_iters {
+        // With minutes, max_iters is planned after the warm-up, so it holds the warm-up.
+        if train.minutes.is_none() && self.warmup_iters > train.max_iters {
             return invalid(format!(
                 "warmup_iters {} is more than max_iters {}: the learning rate would never reach its peak; \
                  use fewer warm-up steps (--warmup-iters, e.g. a tenth of max_iters)",

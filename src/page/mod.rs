@@ -108,14 +108,34 @@ const PAGE_WORDS: [(&str, &str); 37] = [
     ("--out", "the run's name"),
 ];
 
-/// `message` in the page's words: each command-line flag in it as the page names the field or
+/// `message` in the page's words: its first line (a backtrace after it is the terminal's), each
+/// command-line flag in it, where it stands as a whole word, as the page names the field or
 /// setting ([`PAGE_WORDS`]), so that the page never asks for a flag it has no place for.
 pub fn page_words(message: &str) -> String {
+    let first = message.lines().next().unwrap_or("");
     PAGE_WORDS
         .iter()
-        .fold(message.to_string(), |text, (flag, field)| {
-            text.replace(flag, field)
+        .fold(first.to_string(), |text, (flag, field)| {
+            replace_words(&text, flag, field)
         })
+}
+
+/// `text` with each `word` that no letter, digit or dash continues replaced by `by`.
+fn replace_words(text: &str, word: &str, by: &str) -> String {
+    let continues = |c: char| c.is_alphanumeric() || c == '-' || c == '_';
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(word) {
+        let after = &rest[at + word.len()..];
+        let before = rest[..at].chars().next_back().or(out.chars().next_back());
+        let whole = !word.starts_with(continues) || !before.is_some_and(continues);
+        let whole = whole && (word.ends_with(' ') || !after.starts_with(continues));
+        out.push_str(&rest[..at]);
+        out.push_str(if whole { by } else { word });
+        rest = after;
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The parameters of a query string (`a=1&b=x`, without the `?`), or a refusal that says which
@@ -177,4 +197,26 @@ pub fn info(run: Option<Value>, no_run: Option<String>, configs: &[String]) -> V
         "positions": Position::ALL.map(Position::name),
         "configs": configs,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::page_words;
+
+    #[test]
+    fn flags_become_the_pages_words_where_they_stand_whole() {
+        assert_eq!(
+            page_words("give --max-iters 5 or --seed 1 (as flags or with --set)"),
+            "give max_iters 5 or seed 1"
+        );
+        // Inside a longer flag or a word, and after the first line, nothing is translated.
+        assert_eq!(
+            page_words("--seeds x--seed --corpus-kindly"),
+            "--seeds x--seed --corpus-kindly"
+        );
+        assert_eq!(
+            page_words("no --out here\nstack backtrace: --out"),
+            "no the run's name here"
+        );
+    }
 }

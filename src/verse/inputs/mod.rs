@@ -79,9 +79,12 @@ fn known(name: &str) -> Result<&'static Known> {
     match INPUTS.iter().find(|known| known.name == name) {
         Some(known) => Ok(known),
         None => {
-            let names: Vec<&str> = INPUTS.iter().map(|known| known.name).collect();
+            let names: Vec<String> = INPUTS
+                .iter()
+                .map(|known| format!("\"{}\"", known.name))
+                .collect();
             bail!(
-                "no input {} in [model] inputs: the inputs known are {}",
+                "no input \"{}\" in [model] inputs: the inputs known are {}",
                 crate::data::error::printable(name),
                 names.join(", ")
             )
@@ -175,8 +178,8 @@ mod tests {
         };
         let err = check(&unknown).unwrap_err().to_string();
         assert!(
-            err.contains("no input sounds")
-                && err.contains("sound, verse_places, rhyme_memory, rhyme_bias"),
+            err.contains("no input \"sounds\"")
+                && err.contains(r#""sound", "verse_places", "rhyme_memory", "rhyme_bias""#),
             "{err}"
         );
         assert!(for_vocabulary(&unknown, &vocabulary).is_err());
