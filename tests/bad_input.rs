@@ -641,7 +641,7 @@ fn bad_prompts_and_flags_are_refused() {
             "cuda without the feature",
             SAMPLE,
             &["--checkpoint", dir, "--device", "cuda"],
-            &["no CUDA support", "--features cuda"],
+            &["no CUDA support", "--features cuda --bin sample --"],
         );
     }
     assert_eq!(snapshot(&run), before, "the run's files changed");
@@ -747,6 +747,16 @@ fn training_flags_that_cannot_work_are_refused() {
     let out = out.to_str().unwrap();
     let tiny = ["--config", "configs/tiny.toml", "--out", out];
     let cases: Vec<(&str, Vec<&str>, &[&str])> = vec![
+        (
+            "an input's switch of the old flags",
+            vec!["--sound", "true"],
+            &["--sound is no flag now", "model.inputs=["],
+        ),
+        (
+            "an input's switch of the old flags, without a value",
+            vec!["--verse-places"],
+            &["--verse-places is no flag now"],
+        ),
         (
             "a setting given by its flag and by --set",
             vec![

@@ -162,7 +162,8 @@ proptest::proptest! {
 fn every_shipped_config_loads_and_its_corpus_ships() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut seen = 0;
-    for entry in std::fs::read_dir(root.join("configs")).unwrap() {
+    let folders = ["configs", "configs/ladder"].map(|f| std::fs::read_dir(root.join(f)).unwrap());
+    for entry in folders.into_iter().flatten() {
         let path = entry.unwrap().path();
         if path.extension().is_none_or(|e| e != "toml") {
             continue;
@@ -180,8 +181,8 @@ fn every_shipped_config_loads_and_its_corpus_ships() {
         seen += 1;
     }
     assert!(
-        seen >= 5,
-        "default, tiny, lesson, shakespeare and ci: {seen}"
+        seen >= 9,
+        "default, tiny, lesson, shakespeare, ci and the ladder's four: {seen}"
     );
 }
 
@@ -410,6 +411,9 @@ fn set_refuses_in_one_line_what_it_cannot_take() {
             "1e999 is beyond the numbers a config file can hold",
         ),
         ("data.corpus=a\u{200b}.txt", "its value holds U+200B"),
+        ("optimizer.learning_rate=.002", "write 0.002"),
+        ("optimizer.learning_rate=2.", "write 2.0"),
+        ("train.max_iters=--1", "expected usize"),
     ] {
         let err = Override::parse(bad).unwrap_err().to_string();
         assert!(err.contains(says), "{bad}: {err}");
@@ -489,4 +493,16 @@ fn a_kind_set_from_outside_drops_the_files_settings_of_other_kinds() {
     assert_eq!(same.optimizer.muon_learning_rate, Some(0.05));
     let asked = set(&["schedule.kind=wsd", "schedule.decay_fraction=0.4"]);
     assert_eq!(asked.schedule.decay_fraction, Some(0.4));
+}
+
+/// With minutes the step count is planned after the warm-up: a warm-up longer than the file's
+/// max_iters is no fault then, and still one without minutes.
+#[test]
+fn a_warm_up_is_checked_against_max_iters_only_when_the_steps_are_given() {
+    let mut cfg = RunConfig::default();
+    cfg.train.max_iters = 20;
+    cfg.schedule.warmup_iters = 100;
+    assert!(cfg.schedule.validate(&cfg.train).is_err());
+    cfg.train.minutes = Some(5.0);
+    cfg.schedule.validate(&cfg.train).unwrap();
 }

@@ -100,7 +100,9 @@ struct Args {
     schedule: Option<ScheduleKind>,
     /// Train for this many minutes of wall time: the step count is planned from the step rate of
     /// the warm-up, re-planned at each evaluation until the schedule's last stretch, and saved in
-    /// the run as its max_iters (best with wsd, whose held peak does not depend on it).
+    /// the run as its max_iters (best with wsd, whose held peak does not depend on it). Without
+    /// --config: the largest recipe of the ladder (configs/ladder/) whose steps this machine runs
+    /// in that time, each timed here on a few steps, with the loss it reached.
     #[arg(long, conflicts_with = "max_iters")]
     minutes: Option<f64>,
     /// Start from the weights of this trained run (fine-tuning): a new run at step 0, on this
@@ -118,6 +120,32 @@ struct Args {
     /// shortcuts for their keys).
     #[arg(long, value_name = "SECTION.KEY=VALUE")]
     set: Vec<String>,
+    /// The switches of the model's inputs before they were a list (refused, saying how).
+    #[arg(long = "sound", hide = true, num_args = 0..=1)]
+    old_sound: Option<Option<String>>,
+    #[arg(long = "verse-places", hide = true, num_args = 0..=1)]
+    old_verse_places: Option<Option<String>>,
+    #[arg(long = "rhyme-memory", hide = true, num_args = 0..=1)]
+    old_rhyme_memory: Option<Option<String>>,
+    #[arg(long = "rhyme-bias", hide = true, num_args = 0..=1)]
+    old_rhyme_bias: Option<Option<String>>,
+}
+
+/// Refuses the old switches of the model's inputs, saying how to give them now.
+fn refuse_old_switches(a: &Args) -> Result<()> {
+    let switches = [
+        ("sound", &a.old_sound),
+        ("verse_places", &a.old_verse_places),
+        ("rhyme_memory", &a.old_rhyme_memory),
+        ("rhyme_bias", &a.old_rhyme_bias),
+    ];
+    if let Some((name, _)) = switches.iter().find(|(_, given)| given.is_some()) {
+        bail!(
+            "--{} is no flag now: the model's inputs are a list, e.g. --set 'model.inputs=[\"verse_places\", \"rhyme_bias\", \"{name}\"]' (it replaces the config's list)",
+            name.replace('_', "-")
+        );
+    }
+    Ok(())
 }
 
 /// A run name from the config file's stem and the current UTC time: `default-20261129-130501`.
@@ -134,14 +162,22 @@ fn main() -> std::process::ExitCode {
 fn run() -> Result<()> {
     shige::perf::init();
     let args: Args = shige::cli::parse();
+    refuse_old_switches(&args)?;
     if cfg!(debug_assertions) {
         shige::note!("note: debug build (optimised, with overflow checks); the README's figures come from `cargo run --release --bin train`");
     }
-    let config_path = config_path(&args)?;
     let device = shige::device::open(&args.device)?;
+    let kernels = match args.no_fused {
+        true => shige::ops::Kernels::Composite,
+        false => shige::ops::Kernels::Fused,
+    };
+    let overrides = overrides(&args)?;
+    let config_path = match ladder_minutes(&args, &overrides) {
+        Some(minutes) => climb(minutes, &device, kernels)?,
+        None => config_path(&args)?,
+    };
     let parent = args.init_from.as_deref().map(Parent::open).transpose();
     let parent = parent.context("--init-from needs a trained run")?;
-    let overrides = overrides(&args)?;
     let cfg = match &parent {
         Some(parent) => parent.config_for(&config_path, &overrides)?,
         None => RunConfig::load_with(&config_path, &overrides)?,
@@ -159,10 +195,7 @@ fn run() -> Result<()> {
         stop_at: args.stop_at,
         progress: true,
         device,
-        kernels: match args.no_fused {
-            true => shige::ops::Kernels::Composite,
-            false => shige::ops::Kernels::Fused,
-        },
+        kernels,
         parent,
     };
     shige::train::interrupt::catch_ctrl_c();
@@ -182,6 +215,45 @@ fn run() -> Result<()> {
         std::process::exit(128 + signal);
     }
     Ok(())
+}
+
+/// Settings that make a recipe of their own: given, the ladder's recipes are not the run's.
+fn changes_the_recipe(key: &str) -> bool {
+    let section = key.split('.').next().unwrap_or(key);
+    ["model", "data", "optimizer", "schedule"].contains(&section) || key == "train.batch_size"
+}
+
+/// The minutes of a new run given minutes and no config nor recipe of its own: the ladder's
+/// recipe for them is run. (With a recipe given, the default config is planned for the minutes.)
+fn ladder_minutes(args: &Args, overrides: &[Override]) -> Option<f64> {
+    if args.config.is_some() || args.resume.is_some() || args.init_from.is_some() {
+        return None;
+    }
+    let minutes = overrides.iter().rev().find(|o| o.key == "train.minutes")?;
+    if let Some(own) = overrides.iter().find(|o| changes_the_recipe(&o.key)) {
+        shige::note!(
+            "note: {} is given, so the ladder's recipes (configs/ladder/) are not used: configs/default.toml with it is planned for the minutes",
+            own.key
+        );
+        return None;
+    }
+    // Minutes that are no time are refused by the config's checks, before any timing.
+    let value = &minutes.value;
+    let minutes = value.as_float().or(value.as_integer().map(|m| m as f64));
+    minutes.filter(|m| m.is_finite() && *m > 0.0)
+}
+
+/// The config of the ladder's largest recipe that this machine runs in `minutes` (each timed here
+/// on a few steps), said with the loss to expect.
+fn climb(
+    minutes: f64,
+    device: &candle_core::Device,
+    kernels: shige::ops::Kernels,
+) -> Result<PathBuf> {
+    use shige::train::ladder;
+    let choice = ladder::choose(minutes, |rung| ladder::time_step(rung, device, kernels))?;
+    shige::note!("{}", choice.describe(minutes));
+    Ok(PathBuf::from(choice.rung.config))
 }
 
 /// The config file to read: --config, else the saved config of the run to --resume, else the
