@@ -76,12 +76,28 @@ fn minutes_without_a_config_run_the_rung_chosen_here() {
         dir.to_str().unwrap(),
     ]);
     assert!(err.contains("no recipe of the ladder fits"), "{err}");
+    assert!(err.contains("expect a higher loss"), "{err}");
     assert!(err.contains(LADDER[0].config), "{err}");
     let saved = RunConfig::load(&dir.join("config.toml")).unwrap();
     let smallest = RunConfig::load(&root().join(LADDER[0].config)).unwrap();
     assert_eq!(saved.model.n_layer, smallest.model.n_layer);
     assert_eq!(saved.model.n_embd, smallest.model.n_embd);
     assert_eq!(saved.train.minutes, Some(0.001));
+    // A folder that cannot take a new run is refused before any rung is timed.
+    let taken = tmp.path().join("taken");
+    std::fs::create_dir_all(&taken).unwrap();
+    std::fs::write(taken.join("notes.txt"), "mine").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_train"))
+        .args(["--minutes", "5", "--out", taken.to_str().unwrap()])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && !err.contains("ladder"), "{err}");
+    assert!(
+        err.contains("notes.txt") && err.lines().count() == 1,
+        "{err}"
+    );
     // A recipe of one's own (a model setting): the default config, planned for the minutes.
     let dir = tmp.path().join("own");
     let err = train(&[

@@ -173,7 +173,13 @@ fn run() -> Result<()> {
     };
     let overrides = overrides(&args)?;
     let config_path = match ladder_minutes(&args, &overrides) {
-        Some(minutes) => climb(minutes, &device, kernels)?,
+        Some(minutes) => {
+            // Refused before the rungs are timed: a folder that cannot take a new run.
+            if let Some(out) = &args.out {
+                RunDir::new(out.clone()).check_fresh()?;
+            }
+            climb(minutes, &device, kernels)?
+        }
         None => config_path(&args)?,
     };
     let parent = args.init_from.as_deref().map(Parent::open).transpose();
@@ -217,10 +223,12 @@ fn run() -> Result<()> {
     Ok(())
 }
 
-/// Settings that make a recipe of their own: given, the ladder's recipes are not the run's.
+/// Settings that make a recipe of their own (a precision too: the rungs are timed in theirs):
+/// given, the ladder's recipes are not the run's.
 fn changes_the_recipe(key: &str) -> bool {
     let section = key.split('.').next().unwrap_or(key);
-    ["model", "data", "optimizer", "schedule"].contains(&section) || key == "train.batch_size"
+    ["model", "data", "optimizer", "schedule"].contains(&section)
+        || ["train.batch_size", "train.dtype"].contains(&key)
 }
 
 /// The minutes of a new run given minutes and no config nor recipe of its own: the ladder's
@@ -230,6 +238,9 @@ fn ladder_minutes(args: &Args, overrides: &[Override]) -> Option<f64> {
         return None;
     }
     let minutes = overrides.iter().rev().find(|o| o.key == "train.minutes")?;
+    if overrides.iter().any(|o| o.key == "train.max_iters") {
+        return None; // both given: the config's checks refuse it
+    }
     if let Some(own) = overrides.iter().find(|o| changes_the_recipe(&o.key)) {
         shige::note!(
             "note: {} is given, so the ladder's recipes (configs/ladder/) are not used: configs/default.toml with it is planned for the minutes",

@@ -106,14 +106,24 @@ impl Choice {
             ),
             None => "it could not be timed here".into(),
         };
-        let why = match self.fits {
-            true => "the largest recipe of the ladder whose steps fit",
-            false => "no recipe of the ladder fits: the smallest, planned for fewer steps",
+        let (why, expect) = match self.fits {
+            true => (
+                "the largest recipe of the ladder whose steps fit",
+                "expect about that, lower where this machine plans more steps",
+            ),
+            false => (
+                "no recipe of the ladder fits: the smallest, planned for fewer steps",
+                "expect a higher loss in fewer steps",
+            ),
+        };
+        let unit = if r.minutes == 1.0 {
+            "minute"
+        } else {
+            "minutes"
         };
         format!(
-            "--minutes {} without --config: {} ({why}; {pace}); on the reference machine ({REFERENCE}) it \
-             ended at whole-split {:.4} in {} minutes ({}): expect about that, lower where this \
-             machine plans more steps",
+            "{} minutes and no config: {} ({why}; {pace}); on the reference machine ({REFERENCE}) it \
+             ended at whole-split {:.4} in {} {unit} ({}): {expect}",
             crate::config::shown(minutes),
             r.config,
             r.loss,
@@ -163,6 +173,12 @@ const MAX_TIMED_STEPS: usize = 50;
 /// purpose (the run itself starts afresh). None, with the reason on stderr, where the rung cannot
 /// be set up here (its memory).
 pub fn time_step(rung: &Rung, device: &Device, kernels: Kernels) -> Result<Option<f64>> {
+    time_step_of(rung, device, kernels)
+        .map_err(|e| anyhow::anyhow!("the ladder's recipe {}: {e}", rung.config))
+}
+
+/// [`time_step`], its errors not yet naming the rung.
+fn time_step_of(rung: &Rung, device: &Device, kernels: Kernels) -> Result<Option<f64>> {
     let cfg = RunConfig::load(Path::new(rung.config))?;
     let corpus = Corpus::load(Path::new(&cfg.data.corpus), cfg.data.kind)?;
     let tokenizer = CharTokenizer::from_text(&corpus.text())?;
