@@ -49,32 +49,32 @@ fn each_rung_is_the_run_its_record_keeps() {
     }
 }
 
+/// `train` with `args`, one step into the run folder `out`, from the repository: (success, stderr).
+fn train_one_step(args: &[&str], out: &Path) -> (bool, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_train"))
+        .args(args)
+        .args(["--stop-at", "1", "--out", out.to_str().unwrap()])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    (out.status.success(), err)
+}
+
 /// `train --minutes M` without a config times the rungs here and runs the one it chose, said in
 /// its notes; with a config, or a model setting of one's own, it plans that config's steps and
 /// times no rung.
 #[test]
 fn minutes_without_a_config_run_the_rung_chosen_here() {
     let tmp = tempfile::tempdir().unwrap();
-    let train = |args: &[&str]| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_train"))
-            .args(args)
-            .current_dir(root())
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(out.status.success(), "{err}");
+    let train = |args: &[&str], out: &Path| {
+        let (ok, err) = train_one_step(args, out);
+        assert!(ok, "{err}");
         err
     };
     // A budget no rung fits in on any machine: the smallest, said not to fit.
     let dir = tmp.path().join("climbed");
-    let err = train(&[
-        "--minutes",
-        "0.001",
-        "--stop-at",
-        "1",
-        "--out",
-        dir.to_str().unwrap(),
-    ]);
+    let err = train(&["--minutes", "0.001"], &dir);
     assert!(err.contains("no recipe of the ladder fits"), "{err}");
     assert!(err.contains("expect a higher loss"), "{err}");
     assert!(err.contains(LADDER[0].config), "{err}");
@@ -87,29 +87,15 @@ fn minutes_without_a_config_run_the_rung_chosen_here() {
     let taken = tmp.path().join("taken");
     std::fs::create_dir_all(&taken).unwrap();
     std::fs::write(taken.join("notes.txt"), "mine").unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_train"))
-        .args(["--minutes", "5", "--out", taken.to_str().unwrap()])
-        .current_dir(root())
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && !err.contains("ladder"), "{err}");
+    let (ok, err) = train_one_step(&["--minutes", "5"], &taken);
+    assert!(!ok && !err.contains("ladder"), "{err}");
     assert!(
         err.contains("notes.txt") && err.lines().count() == 1,
         "{err}"
     );
     // A recipe of one's own (a model setting): the default config, planned for the minutes.
     let dir = tmp.path().join("own");
-    let err = train(&[
-        "--minutes",
-        "0.001",
-        "--n-layer",
-        "1",
-        "--stop-at",
-        "1",
-        "--out",
-        dir.to_str().unwrap(),
-    ]);
+    let err = train(&["--minutes", "0.001", "--n-layer", "1"], &dir);
     assert!(
         err.contains("model.n_layer is given, so the ladder's recipes"),
         "{err}"
@@ -119,15 +105,9 @@ fn minutes_without_a_config_run_the_rung_chosen_here() {
     assert_eq!(saved.model.n_layer, 1);
     assert_eq!(saved.model.n_embd, default.model.n_embd);
     let dir = tmp.path().join("given");
-    let err = train(&[
-        "--config",
-        "configs/tiny.toml",
-        "--minutes",
-        "0.01",
-        "--stop-at",
-        "1",
-        "--out",
-        dir.to_str().unwrap(),
-    ]);
+    let err = train(
+        &["--config", "configs/tiny.toml", "--minutes", "0.01"],
+        &dir,
+    );
     assert!(!err.contains("ladder"), "{err}");
 }
