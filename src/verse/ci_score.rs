@@ -28,7 +28,7 @@ impl CiScore {
     pub fn describe(&self) -> String {
         match (&self.misfit, &self.meter) {
             (None, Some(m)) => format!(
-                "{}: has the tune's pattern; {}/{} sure tones fit, {}/{} rhyme positions rhyme in one 部{}",
+                "{}: has the tune's pattern; {}/{} sure tones fit, {}/{} rhyme positions rhyme in their segment's 部{}",
                 self.tune,
                 m.tones_fitting,
                 m.tones_checked,
@@ -72,7 +72,7 @@ pub struct CiSummary {
     pub metered: usize,
     /// Their mean share of sure positions whose tone fits.
     pub mean_tone_fit: f64,
-    /// Those whose every rhyme position rhymes in one 部 (of ci with rhyme positions).
+    /// Those whose every rhyme position rhymes in its segment's 部 (of ci with rhyme positions).
     pub rhyming: usize,
     /// Those with rhyme positions.
     pub with_rhymes: usize,
@@ -114,7 +114,7 @@ impl CiSummary {
         );
         if self.metered > 0 {
             line += &format!(
-                "; of the {} whose tune has learned tones: mean tone fit {:.1} % at its sure positions, {} of {} rhyme at every rhyme position in one 部 ({:.0} %), {} repeat a rhyme character",
+                "; of the {} whose tune has learned tones: mean tone fit {:.1} % at its sure positions, {} of {} rhyme at every rhyme position in their segment's 部 ({:.0} %), {} repeat a rhyme character",
                 self.metered,
                 100.0 * self.mean_tone_fit,
                 self.rhyming,
@@ -134,11 +134,11 @@ pub struct CiMeterScore {
     /// Sure positions whose character's tone is known, and of those the ones that fit.
     pub tones_checked: usize,
     pub tones_fitting: usize,
-    /// The tune's rhyme positions, and of those the ones whose end shares the 部 (of the tune's
-    /// class) that most of them share.
+    /// The tune's rhyme positions, and of those the ones whose end shares the 部 (of its
+    /// segment's class) that most of its segment share.
     pub rhyme_positions: usize,
     pub rhyming: usize,
-    /// Whether two rhyme positions end on one character.
+    /// Whether two rhyme positions of one segment end on one character.
     pub repeated_rhyme: bool,
 }
 
@@ -173,22 +173,30 @@ pub fn score_ci_meter(
             fitting += usize::from(slot.admits(tone));
         }
     }
-    let finals: Vec<char> = sentences
+    // Per rhyme segment: the ends of its sentences.
+    let mut segments: Vec<Vec<char>> = vec![Vec::new(); meter.segments.len()];
+    for (chars, (_, _, segment)) in sentences.iter().zip(&meter.sentences) {
+        if let Some(segment) = segment {
+            segments[*segment].push(*chars.last().expect("sentences are not empty"));
+        }
+    }
+    let rhyming = segments
         .iter()
-        .zip(&meter.sentences)
-        .filter(|(_, m)| m.2)
-        .map(|(s, _)| *s.last().expect("sentences are not empty"))
-        .collect();
-    let rhyming = shared_bu(&finals, Some(meter.class), cilin).map_or(0, |b| b.1);
-    let mut seen = finals.clone();
-    seen.sort_unstable();
-    seen.dedup();
+        .zip(&meter.segments)
+        .map(|(finals, &class)| shared_bu(finals, Some(class), cilin).map_or(0, |b| b.1))
+        .sum();
+    let repeated_rhyme = segments.iter().any(|finals| {
+        let mut seen = finals.clone();
+        seen.sort_unstable();
+        seen.dedup();
+        seen.len() < finals.len()
+    });
     Some(CiMeterScore {
         tune: tune.to_string(),
         tones_checked: checked,
         tones_fitting: fitting,
-        rhyme_positions: finals.len(),
+        rhyme_positions: segments.iter().map(Vec::len).sum(),
         rhyming,
-        repeated_rhyme: seen.len() < finals.len(),
+        repeated_rhyme,
     })
 }

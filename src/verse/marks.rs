@@ -67,18 +67,18 @@ pub fn mark_poem(poem: &str, tables: &Tables) -> MarkedPoem {
         (Some(m), _) => m
             .sentences
             .iter()
-            .map(|(s, _, r)| (Some(&s[..]), *r))
+            .map(|(s, _, r)| (Some(&s[..]), r.is_some()))
             .collect(),
         (None, Some(t)) => (0..t.lines.len())
             .map(|i| (Some(&t.lines[i][..]), t.rhyming_lines.contains(&i)))
             .collect(),
         (None, None) => Vec::new(),
     };
-    let rhyme_of = |c: char| -> Vec<String> {
-        match meter {
-            Some(m) => Cilin::shipped()
-                .bu_in(c, m.class)
-                .map(|n| format!("第{n}部{}", m.class.name()))
+    let rhyme_of = |sentence: usize, c: char| -> Vec<String> {
+        match meter.and_then(|m| m.rhyme_class(sentence)) {
+            Some(class) => Cilin::shipped()
+                .bu_in(c, class)
+                .map(|n| format!("第{n}部{}", class.name()))
                 .collect(),
             None => tables
                 .rhyme_groups(c)
@@ -98,7 +98,12 @@ pub fn mark_poem(poem: &str, tables: &Tables) -> MarkedPoem {
                 .enumerate()
                 .map(|(j, &c)| {
                     let slot = slots.and_then(|s| s.get(j)).copied();
-                    mark_char(c, slot, (rhymes && j == last).then(|| rhyme_of(c)), tables)
+                    mark_char(
+                        c,
+                        slot,
+                        (rhymes && j == last).then(|| rhyme_of(i, c)),
+                        tables,
+                    )
                 })
                 .collect();
             MarkedLine { chars, end }
@@ -107,7 +112,7 @@ pub fn mark_poem(poem: &str, tables: &Tables) -> MarkedPoem {
     MarkedPoem {
         header,
         template: match meter {
-            Some(m) => Some(format!("{} ({} rhymes)", m.name, m.class.name())),
+            Some(m) => Some(format!("{} ({} rhymes)", m.name, m.classes())),
             None => template.map(|t| t.name),
         },
         lines,

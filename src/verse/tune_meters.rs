@@ -1,8 +1,11 @@
 //! The 词谱 with tones and rhymes (`data/cipu_tones.tsv`, learned by `prepare_data` beside
 //! `cipu.tsv`): for each tune with at least [`MIN_CI`] ci of its most common pattern, each
-//! position's tone where at least [`SURE_SHARE`] of those ci agree (平 or 仄; else either), the
-//! sentence ends where most of them rhyme, and the tone class of their rhyme (平, 上去 or 入, by the
-//! 词林正韵: [`super::cilin`]). A ci is scored against it in [`super::ci_score`].
+//! position's tone where at least [`SURE_SHARE`] of those ci agree (平 or 仄; else either), and its
+//! rhyme segments: the sentence ends that rhyme together, each segment in its own 部 and tone class
+//! (平, 上去 or 入, by the 词林正韵: [`super::cilin`]). Most tunes keep one rhyme throughout; some
+//! change it (换韵): 菩萨蛮 rhymes 仄, 平, 仄, 平 in pairs, 清平乐 four 仄 then three 平. Two sentence
+//! ends rhyme together where they share a 部 in at least [`CO_RHYME`] of the ci; a segment is the
+//! ends linked so. A ci is scored against it in [`super::ci_score`].
 
 use super::cilin::{Bu, Cilin, RhymeClass};
 use super::tables::{Tables, Tone};
@@ -17,8 +20,14 @@ pub const MIN_CI: usize = 20;
 /// sure.
 pub const SURE_SHARE: f64 = 0.8;
 
-/// The marker of a rhyming sentence end in `cipu_tones.tsv`, after its mark.
+/// The share of a tune's ci in which two sentence ends must share a 部 to rhyme together.
+pub const CO_RHYME: f64 = 0.6;
+
+/// The marker of a rhyming sentence end in `cipu_tones.tsv`, after its mark; the number of its
+/// segment follows where the tune has more than one.
 const RHYME: char = '韵';
+/// What joins the segments' classes in `cipu_tones.tsv`.
+const CLASS_JOIN: char = '、';
 
 /// One tune's tones and rhymes.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,11 +35,12 @@ pub struct TuneMeter {
     pub name: String,
     /// Ci of its pattern it was learned from.
     pub ci: usize,
-    /// The tone class its rhymes take.
-    pub class: RhymeClass,
-    /// Per sentence: each character's tone (free where unsure), its mark, and whether its end
-    /// rhymes.
-    pub sentences: Vec<(Vec<Slot>, char, bool)>,
+    /// The tone class of each rhyme segment, in the order of their first sentences (one for a
+    /// tune that keeps its rhyme; none for a tune whose ends agree too seldom).
+    pub segments: Vec<RhymeClass>,
+    /// Per sentence: each character's tone (free where unsure), its mark, and the segment its end
+    /// rhymes in (`None`: it does not rhyme).
+    pub sentences: Vec<(Vec<Slot>, char, Option<usize>)>,
 }
 
 impl TuneMeter {
@@ -45,11 +55,23 @@ impl TuneMeter {
         }
     }
 
+    /// The rhyme class of sentence `s`'s end, if it rhymes.
+    pub fn rhyme_class(&self, s: usize) -> Option<RhymeClass> {
+        self.sentences[s].2.map(|segment| self.segments[segment])
+    }
+
+    /// The segments' classes as `cipu_tones.tsv` writes them: `平`, or `上去、平、上去、平`.
+    pub fn classes(&self) -> String {
+        let names: Vec<&str> = self.segments.iter().map(|c| c.name()).collect();
+        names.join(&CLASS_JOIN.to_string())
+    }
+
     /// The tones and marks as one line of `cipu_tones.tsv`: 平, 仄 or 中 (either) per character,
-    /// each sentence's mark after it, followed by 韵 where it rhymes.
+    /// each sentence's mark after it, followed by 韵 where it rhymes (and its segment's number,
+    /// from 1, where the tune has more than one).
     fn describe(&self) -> String {
         let mut out = String::new();
-        for (slots, mark, rhymes) in &self.sentences {
+        for (slots, mark, segment) in &self.sentences {
             for slot in slots {
                 out.push(match slot {
                     Slot::Ping => '平',
@@ -58,28 +80,49 @@ impl TuneMeter {
                 });
             }
             out.push(*mark);
-            if *rhymes {
-                out.push(RHYME);
+            match segment {
+                Some(_) if self.segments.len() == 1 => out.push(RHYME),
+                Some(n) => out += &format!("{RHYME}{}", n + 1),
+                None => {}
             }
         }
         out
     }
 
-    /// Parses [`TuneMeter::describe`]'s line.
-    fn parse_sentences(text: &str) -> Result<Vec<(Vec<Slot>, char, bool)>, String> {
-        let mut sentences: Vec<(Vec<Slot>, char, bool)> = Vec::new();
+    /// Parses [`TuneMeter::describe`]'s line for a tune of `segments` rhyme segments.
+    fn parse_sentences(
+        text: &str,
+        segments: usize,
+    ) -> Result<Vec<(Vec<Slot>, char, Option<usize>)>, String> {
+        let mut sentences: Vec<(Vec<Slot>, char, Option<usize>)> = Vec::new();
         let mut slots = Vec::new();
-        for c in text.chars() {
+        let mut chars = text.chars().peekable();
+        while let Some(c) = chars.next() {
             match c {
                 '平' => slots.push(Slot::Ping),
                 '仄' => slots.push(Slot::Ze),
                 '中' => slots.push(Slot::Free),
-                RHYME => match sentences.last_mut() {
-                    Some(last) if slots.is_empty() => last.2 = true,
-                    _ => return Err(format!("{RHYME} must follow a sentence's mark")),
-                },
+                RHYME => {
+                    let mut digits = String::new();
+                    while let Some(d) = chars.next_if(char::is_ascii_digit) {
+                        digits.push(d);
+                    }
+                    let segment = match digits.parse::<usize>() {
+                        Ok(n @ 1..) if n <= segments => n - 1,
+                        Err(_) if segments == 1 => 0,
+                        _ => {
+                            return Err(format!(
+                                "{RHYME}{digits}: the tune has {segments} rhyme segments (a number from 1 follows {RHYME} where it has more than one)"
+                            ))
+                        }
+                    };
+                    match sentences.last_mut() {
+                        Some(last) if slots.is_empty() => last.2 = Some(segment),
+                        _ => return Err(format!("{RHYME} must follow a sentence's mark")),
+                    }
+                }
                 m if CI_MARKS.contains(&m) && !slots.is_empty() => {
-                    sentences.push((std::mem::take(&mut slots), m, false))
+                    sentences.push((std::mem::take(&mut slots), m, None))
                 }
                 other => return Err(format!("{other} is not 平, 仄, 中, a mark or {RHYME}")),
             }
@@ -167,15 +210,16 @@ impl TuneMeters {
     /// The text of `cipu_tones.tsv`: a comment, then `tune<TAB>ci<TAB>class<TAB>tones` per tune.
     pub fn to_tsv(&self) -> String {
         let mut out = format!(
-            "# tune\tci of its pattern\trhyme class\ttones: 平, 仄 or 中 (either: under {:.0} % agree) per character, each sentence's mark, {RHYME} after a rhyming one\n",
-            SURE_SHARE * 100.0
+            "# tune\tci of its pattern\trhyme class of each segment\ttones: 平, 仄 or 中 (either: under {:.0} % agree) per character, each sentence's mark, {RHYME} after a rhyming one (with its segment's number where there are more than one: ends sharing a 部 in at least {:.0} % of the ci rhyme together)\n",
+            SURE_SHARE * 100.0,
+            CO_RHYME * 100.0
         );
         for m in &self.meters {
             out.push_str(&format!(
                 "{}\t{}\t{}\t{}\n",
                 m.name,
                 m.ci,
-                m.class.name(),
+                m.classes(),
                 m.describe()
             ));
         }
@@ -194,14 +238,26 @@ impl TuneMeters {
             let [name, ci, class, tones] = fields[..] else {
                 return Err(what("not 4 tab-separated fields".into()));
             };
+            let segments = match class {
+                "" => Vec::new(),
+                _ => class
+                    .split(CLASS_JOIN)
+                    .map(|c| {
+                        RhymeClass::parse(c).ok_or_else(|| {
+                            what(format!(
+                                "{c} is not 平, 上去 or 入 (classes of segments are joined by {CLASS_JOIN})"
+                            ))
+                        })
+                    })
+                    .collect::<Result<Vec<_>, String>>()?,
+            };
             meters.push(TuneMeter {
                 name: name.to_string(),
                 ci: ci
                     .parse()
                     .map_err(|_| what(format!("{ci} is not a count")))?,
-                class: RhymeClass::parse(class)
-                    .ok_or_else(|| what(format!("{class} is not 平, 上去 or 入")))?,
-                sentences: TuneMeter::parse_sentences(tones).map_err(what)?,
+                sentences: TuneMeter::parse_sentences(tones, segments.len()).map_err(what)?,
+                segments,
             });
         }
         Ok(TuneMeters::from_list(meters))
@@ -245,7 +301,7 @@ fn learn_one(
     ci: &[Vec<Vec<char>>],
     (tables, cilin): (&Tables, &Cilin),
 ) -> TuneMeter {
-    // Each ci's own rhyme: the 部 most of its sentence ends share.
+    // finals[c][s]: the character that ends sentence s of ci c.
     let finals: Vec<Vec<char>> = ci
         .iter()
         .map(|s| {
@@ -254,19 +310,11 @@ fn learn_one(
                 .collect()
         })
         .collect();
-    let rhymes: Vec<Option<Bu>> = finals
+    let (of_sentence, members) = rhyme_segments(&finals, cilin);
+    let segments = members
         .iter()
-        .map(|f| shared_bu(f, None, cilin).map(|b| b.0))
+        .map(|ends| segment_class(ends, &finals, cilin))
         .collect();
-    let mut classes: HashMap<RhymeClass, usize> = HashMap::new();
-    rhymes
-        .iter()
-        .flatten()
-        .for_each(|b| *classes.entry(b.1).or_default() += 1);
-    let class = classes
-        .into_iter()
-        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
-        .map_or(RhymeClass::Ping, |c| c.0);
     let sentences = pattern
         .sentences
         .iter()
@@ -275,20 +323,82 @@ fn learn_one(
             let slots = (0..length)
                 .map(|col| sure_tone(ci.iter().map(|c| c[s][col]), tables))
                 .collect();
-            let rhyming = finals
-                .iter()
-                .zip(&rhymes)
-                .filter(|(f, bu)| bu.is_some_and(|bu| cilin.bu(f[s]).contains(&bu)))
-                .count();
-            (slots, mark, 2 * rhyming > ci.len())
+            (slots, mark, of_sentence[s])
         })
         .collect();
     TuneMeter {
         name: name.to_string(),
         ci: ci.len(),
-        class,
+        segments,
         sentences,
     }
+}
+
+/// The rhyme segments of ci whose sentence ends are `finals` (one row per ci): each sentence's
+/// segment (`None`: its end rhymes with no other), and each segment's sentences. Two ends rhyme
+/// together where they share a 部 (of one class) in at least [`CO_RHYME`] of the ci; a segment is
+/// the ends so linked, numbered in the order of their first sentences.
+fn rhyme_segments(finals: &[Vec<char>], cilin: &Cilin) -> (Vec<Option<usize>>, Vec<Vec<usize>>) {
+    let n = finals.first().map_or(0, Vec::len);
+    let share = |a: char, b: char| cilin.bu(a).iter().any(|x| cilin.bu(b).contains(x));
+    let together = |i: usize, j: usize| {
+        let shared = finals.iter().filter(|f| share(f[i], f[j])).count();
+        shared as f64 >= CO_RHYME * finals.len() as f64
+    };
+    // Each sentence's link to the first earlier one it rhymes with makes a forest; its roots
+    // (the first sentences of the segments) are met in order.
+    let mut root: Vec<usize> = (0..n).collect();
+    for j in 0..n {
+        for i in 0..j {
+            if together(i, j) {
+                let (a, b) = (find(&root, i), find(&root, j));
+                root[a.max(b)] = a.min(b);
+            }
+        }
+    }
+    let mut of_sentence = vec![None; n];
+    let mut members: Vec<Vec<usize>> = Vec::new();
+    for s in 0..n {
+        let r = find(&root, s);
+        let alone = (0..n).all(|t| t == s || find(&root, t) != r);
+        if alone {
+            continue;
+        }
+        let segment = match of_sentence[r] {
+            Some(segment) => segment,
+            None => {
+                members.push(Vec::new());
+                members.len() - 1
+            }
+        };
+        of_sentence[s] = Some(segment);
+        members[segment].push(s);
+    }
+    (of_sentence, members)
+}
+
+/// The root of `i` in the forest `root`.
+fn find(root: &[usize], mut i: usize) -> usize {
+    while root[i] != i {
+        i = root[i];
+    }
+    i
+}
+
+/// The class most ci rhyme the segment of sentences `ends` in: per ci, the class of the 部 most
+/// of its ends there share (平 where none has one).
+fn segment_class(ends: &[usize], finals: &[Vec<char>], cilin: &Cilin) -> RhymeClass {
+    let mut classes: HashMap<RhymeClass, usize> = HashMap::new();
+    for f in finals {
+        let chars: Vec<char> = ends.iter().map(|&s| f[s]).collect();
+        if let Some((bu, _)) = shared_bu(&chars, None, cilin) {
+            *classes.entry(bu.1).or_default() += 1;
+        }
+    }
+    classes
+        .into_iter()
+        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
+        .map_or(RhymeClass::Ping, |c| c.0)
 }
 
 /// The tone most of `chars` (one position of every ci) agree on, if at least [`SURE_SHARE`] of
