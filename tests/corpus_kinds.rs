@@ -251,7 +251,7 @@ fn ci_train_sample_to_a_tune_and_score_by_their_tunes_pattern() {
     ];
     let said = ok(SAMPLE, &sample);
     assert!(
-        said.contains("3 have their tune's pattern (100 %)"),
+        said.contains("3 have their tune's pattern or a 又一体 (100 %)"),
         "{said}"
     );
     let written = String::from_utf8(run(SAMPLE, &sample).stdout).unwrap();

@@ -291,7 +291,7 @@ fn a_run_writes_the_headers_of_the_corpus_it_was_trained_on_not_of_its_vocabular
         let expected = [Opening::Plain, Opening::Own][fields].clone();
         assert_eq!(header, expected, "{name}: no 【poet·title】");
         assert_eq!(writes_ci(&run.tokenizer, data), fields == 1, "{name}");
-        let tune = ci_start((&run.tokenizer, data), ("浣溪沙", false), "", 200);
+        let tune = ci_start((&run.tokenizer, data), ("浣溪沙", "", false), "", 200);
         assert_eq!(tune.is_ok(), fields == 1, "{name}: --tune");
         // Its poems (a plain one, or a ci after its tune's header) hold no header mark, though
         // its vocabulary has them and its weights learned them from the parent.

@@ -690,7 +690,7 @@ fn a_pasted_ci_is_judged_by_its_tune() {
     // 晏殊's ci keeps every sure tone of the learned 词谱 and rhymes in one 部 (杯台回来徊: 灰).
     assert_eq!(
         scored["said"],
-        "浣溪沙: has the tune's pattern; 31/31 sure tones fit, 5/5 rhyme positions rhyme in one 部",
+        "浣溪沙: has the tune's pattern; 31/31 sure tones fit, 5/5 rhyme positions rhyme in their segment's 部",
         "{scored}"
     );
     let first = &scored["marks"]["lines"][0]["chars"][0]["c"];
@@ -706,6 +706,42 @@ fn a_pasted_ci_is_judged_by_its_tune() {
         rhymes.len(),
         5,
         "the tune's five rhyme positions are marked: {scored}"
+    );
+    // 韦庄's 菩萨蛮 changes rhyme (换韵) in pairs: its four rhymes are marked, each pair's 部 of its
+    // own segment (好老 第八部 上去, 天眠 第七部 平, 月雪 入 off the segment's class, 乡肠 第二部 平).
+    let pusaman = "【菩萨蛮】人人尽说江南好。游人只合江南老。春水碧于天。画船听雨眠。\
+                   垆边人似月。皓腕凝霜雪。未老莫还乡。还乡须断肠。";
+    let scored = get(&base, &format!("/api/score?text={}", ureq_escape(pusaman))).1;
+    assert_eq!(
+        scored["said"],
+        "菩萨蛮: has the tune's pattern; 32/32 sure tones fit, 6/8 rhyme positions rhyme in their segment's 部",
+        "{scored}"
+    );
+    let marked: Vec<String> = (0..8)
+        .filter_map(|l| {
+            let chars = scored["marks"]["lines"][l]["chars"].as_array()?;
+            let rhyme = chars.last()?["rhyme"].as_array()?;
+            Some(
+                rhyme
+                    .iter()
+                    .map(|b| b.as_str().unwrap().to_string())
+                    .collect(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        marked,
+        [
+            "第8部上去",
+            "第8部上去",
+            "第7部平",
+            "第7部平",
+            "",
+            "",
+            "第2部平",
+            "第2部平"
+        ],
+        "{scored}"
     );
     let broken = format!(
         "/api/score?text={}",

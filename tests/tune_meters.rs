@@ -29,13 +29,14 @@ struct Reading {
     sentences: Vec<(Vec<char>, Option<usize>)>,
 }
 
-fn read_cipu_tones() -> HashMap<String, Reading> {
+/// Each form's reading, by tune name and form number (1: the commonest).
+fn read_cipu_tones() -> HashMap<(String, usize), Reading> {
     let text = common::root_file("data/cipu_tones.tsv");
     rows(&text)
         .map(|f| {
             let mut sentences: Vec<(Vec<char>, Option<usize>)> = Vec::new();
             let mut tones = Vec::new();
-            for c in f[3].chars() {
+            for c in f[4].chars() {
                 match c {
                     '平' | '仄' | '中' => tones.push(c),
                     '韵' => sentences.last_mut().unwrap().1 = Some(0),
@@ -43,8 +44,9 @@ fn read_cipu_tones() -> HashMap<String, Reading> {
                     _ => sentences.push((std::mem::take(&mut tones), None)),
                 }
             }
-            let classes = f[2].split('、').map(String::from).collect();
-            (f[0].to_string(), Reading { classes, sentences })
+            let classes = f[3].split('、').map(String::from).collect();
+            let key = (f[0].to_string(), f[1].parse().unwrap());
+            (key, Reading { classes, sentences })
         })
         .collect()
 }
@@ -67,7 +69,8 @@ fn the_shipped_tables_parse_and_the_tones_are_learned_again_from_the_ci() {
     assert_eq!(learned.to_tsv(), common::root_file("data/cipu_tones.tsv"));
     // The book's rhymes for two tunes: 浣溪沙 rhymes 平 on sentences 1, 2, 3, 5 and 6; 满江红 入.
     let reading = read_cipu_tones();
-    let huanxisha = &reading["浣溪沙"];
+    let of = |name: &str| &reading[&(name.to_string(), 1)];
+    let huanxisha = of("浣溪沙");
     let rhyming: Vec<usize> = (0..6)
         .filter(|&s| huanxisha.sentences[s].1.is_some())
         .collect();
@@ -75,13 +78,13 @@ fn the_shipped_tables_parse_and_the_tones_are_learned_again_from_the_ci() {
         (&huanxisha.classes[..], rhyming),
         (&["平".to_string()][..], vec![0, 1, 2, 4, 5])
     );
-    assert_eq!(reading["满江红"].classes, ["入"]);
+    assert_eq!(of("满江红").classes, ["入"]);
     // 菩萨蛮 changes rhyme in pairs: 仄 (上去), 平, 仄, 平; 清平乐 four 仄, then 平 (not its 7th).
-    let pusaman = &reading["菩萨蛮"];
+    let pusaman = of("菩萨蛮");
     assert_eq!(pusaman.classes, ["上去", "平", "上去", "平"]);
     let segments: Vec<Option<usize>> = pusaman.sentences.iter().map(|s| s.1).collect();
     assert_eq!(segments, [0, 0, 1, 1, 2, 2, 3, 3].map(Some));
-    let qingpingyue: Vec<Option<usize>> = reading["清平乐"].sentences.iter().map(|s| s.1).collect();
+    let qingpingyue: Vec<Option<usize>> = of("清平乐").sentences.iter().map(|s| s.1).collect();
     let (a, b) = (Some(0), Some(1));
     assert_eq!(qingpingyue, [a, a, a, a, b, b, None, b]);
 }
@@ -127,15 +130,17 @@ fn every_ci_written_with_the_meter_keeps_its_tunes_tones_and_rhymes() {
     let model = common::random_model(&tokenizer, 9);
     let mut generator = Generator::new(&model);
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(2);
-    for meter in TuneMeters::shipped().all().iter().take(20) {
+    let meters = TuneMeters::shipped();
+    let other_forms = meters.all().iter().filter(|m| m.form > 1);
+    for meter in meters.commonest().take(20).chain(other_forms) {
         let tune = Tunes::shipped().get(&meter.name).unwrap();
-        let start = tune_start(&tokenizer, (tune, Some(meter)), "", 300).unwrap();
+        let start = tune_start(&tokenizer, (tune, meter.form, Some(meter)), "", 300).unwrap();
         let gen = Generation::new(300, Sampling::with_temperature(1.0), Some(start.opening[0]));
         let written = generator
             .write(&start, &gen, &mut rng, &mut |_| {})
             .unwrap();
         let text = tokenizer.decode(&written).unwrap();
-        let own = &reading[&meter.name];
+        let own = &reading[&(meter.name.clone(), meter.form)];
         let sentences: Vec<Vec<char>> = text
             .trim_end()
             .split(['，', '、', '。'])
@@ -329,7 +334,7 @@ fn tunes_that_change_rhyme_rhyme_in_every_segment_learned_from_the_real_ci() {
         }
         let tune = Tunes::shipped().get(name).unwrap();
         let meter = TuneMeters::shipped().get(name);
-        let start = tune_start(&tokenizer, (tune, meter), "", 300).unwrap();
+        let start = tune_start(&tokenizer, (tune, 1, meter), "", 300).unwrap();
         let gen = Generation::new(300, Sampling::with_temperature(1.0), Some(start.opening[0]));
         for _ in 0..10 {
             let written = generator

@@ -205,7 +205,7 @@ fn every_sample_of_the_20_most_common_tunes_has_the_tunes_pattern() {
     assert!(common.clone().all(|t| t.name != TUNE_LOST));
     for tune in common {
         for prompt in ["", "明月"] {
-            let start = tune_start(&tokenizer, (tune, None), prompt, 300).unwrap();
+            let start = tune_start(&tokenizer, (tune, 1, None), prompt, 300).unwrap();
             let (ids, constraint) = (start.ids(), start.constraint.unwrap());
             let gen = Generation {
                 constraint: Some(&constraint),
@@ -240,7 +240,7 @@ fn every_sample_of_the_20_most_common_tunes_has_the_tunes_pattern() {
 fn a_tune_the_vocabulary_cannot_write_and_a_prompt_that_breaks_the_pattern_are_refused() {
     let tunes = Tunes::shipped();
     let verse = CharTokenizer::from_text("白日依山尽，黄河入海流。\n").unwrap();
-    let err = tune_start(&verse, (tunes.get("浣溪沙").unwrap(), None), "", 300)
+    let err = tune_start(&verse, (tunes.get("浣溪沙").unwrap(), 1, None), "", 300)
         .err()
         .unwrap();
     assert!(matches!(err, SampleError::TuneNotLearned(_)), "{err}");
@@ -248,7 +248,7 @@ fn a_tune_the_vocabulary_cannot_write_and_a_prompt_that_breaks_the_pattern_are_r
 
     let ci = CharTokenizer::from_text(&common::root_file("data/ci.txt")).unwrap();
     let tune = tunes.get("浣溪沙").unwrap(); // 7。7。7。7，7。7。
-    let err = tune_start(&ci, (tune, None), "一曲新词，", 300)
+    let err = tune_start(&ci, (tune, 1, None), "一曲新词，", 300)
         .err()
         .unwrap()
         .to_string();
@@ -256,15 +256,83 @@ fn a_tune_the_vocabulary_cannot_write_and_a_prompt_that_breaks_the_pattern_are_r
         err.contains("character 5 is"),
         "the prompt's 5th (the header the program writes not counted): {err}"
     );
-    let err = tune_start(&ci, (tune, None), "【菩萨蛮】", 300)
+    let err = tune_start(&ci, (tune, 1, None), "【菩萨蛮】", 300)
         .err()
         .unwrap()
         .to_string();
     assert!(err.contains("character 1 is"), "{err}");
-    let err = tune_start(&ci, (tune, None), "", 20)
+    let err = tune_start(&ci, (tune, 1, None), "", 20)
         .err()
         .unwrap()
         .to_string();
     assert!(err.contains("浣溪沙 needs 49 more"), "{err}");
-    assert!(tune_start(&ci, (tune, None), "一曲新词酒一杯。去年", 300).is_ok());
+    assert!(tune_start(&ci, (tune, 1, None), "一曲新词酒一杯。去年", 300).is_ok());
+}
+
+#[test]
+fn a_tunes_other_forms_are_learned_asked_for_by_number_or_pattern_and_written() {
+    // 甲: 10 ci of 3，2。, 6 of 3。2。 (又一体: 60 % of the commonest, at least 5), 1 of 5。.
+    let mut ci = vec![("甲", "一二三，四五。"); 10];
+    ci.extend(vec![("甲", "一二三。四五。"); 6]);
+    ci.push(("甲", "一二三四五。"));
+    let tunes = Tunes::learn(ci);
+    let tune = tunes.get("甲").unwrap();
+    let forms: Vec<(usize, String, usize)> = tune
+        .forms()
+        .map(|(n, p, ci)| (n, p.to_string(), ci))
+        .collect();
+    assert_eq!(
+        forms,
+        [(1, "3，2。".into(), 10), (2, "3。2。".into(), 6)],
+        "one ci of 17 is under a tenth"
+    );
+    let again = Tunes::parse(&tunes.to_tsv()).unwrap();
+    assert_eq!(again.to_tsv(), tunes.to_tsv(), "the table reads back");
+    assert_eq!(tune.choose_form(""), Ok(1));
+    assert_eq!(tune.choose_form("2"), Ok(2));
+    assert_eq!(tune.choose_form("3。2。"), Ok(2));
+    for bad in ["0", "3", "3，3。", "二", "-1"] {
+        let err = tune.choose_form(bad).unwrap_err();
+        assert!(
+            err.contains("1: 3，2。 (10 ci), 2: 3。2。 (6 ci)"),
+            "{bad}: the forms listed: {err}"
+        );
+    }
+    assert_eq!(tune.form_of("一二三。四五。"), Some(2));
+    assert_eq!(tune.form_of("一二三四五。"), None);
+
+    // The shipped 水调歌头: 苏轼's 明月几时有 is its form 3 (4，7 after 3，3，3), and a ci of that
+    // form is scored by that form's tones and rhymes.
+    let shuidiao = Tunes::shipped().get("水调歌头").unwrap();
+    let sushi = "明月几时有，把酒问青天。不知天上宫阙，今夕是何年。我欲乘风归去，又恐琼楼玉宇，高处不胜寒。\
+                 起舞弄清影，何似在人间。转朱阁，低绮户，照无眠。不应有恨，何事长向别时圆。\
+                 人有悲欢离合，月有阴晴圆缺，此事古难全。但愿人长久，千里共婵娟。";
+    assert_eq!(shuidiao.form_of(sushi), Some(3));
+    let score = score_ci(&format!("【水调歌头】{sushi}"), Tunes::shipped()).unwrap();
+    assert!(score.fits && score.form == Some(3), "{}", score.describe());
+    let meter = score.meter.as_ref().expect("form 3 has learned tones");
+    assert_eq!(
+        (meter.rhyme_positions, meter.rhyming),
+        (8, 8),
+        "{}",
+        score.describe()
+    );
+
+    // Written in form 3 by a random model: its pattern, not the commonest's.
+    let text = common::root_file("data/ci.txt");
+    let tokenizer = CharTokenizer::from_text(&text).unwrap();
+    let model = common::random_model(&tokenizer, 3);
+    let mut generator = Generator::new(&model);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+    let start = tune_start(&tokenizer, (shuidiao, 3, None), "", 300).unwrap();
+    let gen = Generation::new(300, Sampling::with_temperature(1.0), Some(start.opening[0]));
+    let written = generator
+        .write(&start, &gen, &mut rng, &mut |_| {})
+        .unwrap();
+    let written = tokenizer.decode(&written).unwrap();
+    assert_eq!(shuidiao.form_of(written.trim_end()), Some(3), "{written}");
+    let err = tune_start(&tokenizer, (shuidiao, 9, None), "", 300)
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("give a form from 1 to"), "{err}");
 }

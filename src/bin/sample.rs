@@ -80,6 +80,10 @@ struct Args {
     /// kept as the tune's pattern in data/cipu.tsv has them (needs a run trained on data/ci.txt).
     #[arg(long, conflicts_with_all = ["form", "acrostic", "poet", "title"])]
     tune: Option<String>,
+    /// With --tune, the tune's form (又一体): 1, the commonest (the default), 2, 3 … its others
+    /// in data/cipu.tsv, or the form's pattern as written there (e.g. 5，5。4，7。…).
+    #[arg(long, requires = "tune")]
+    tune_form: Option<String>,
     /// Write the poem as by this poet: the header 【poet·…】 before it (needs a run trained on
     /// data/titled.txt, e.g. with configs/titled.toml); without --title the model writes the title.
     #[arg(long)]
@@ -130,7 +134,7 @@ fn run() -> Result<()> {
     let start = match &args.tune {
         Some(name) => ci_start(
             (&run.tokenizer, &run.config.data),
-            (name, args.meter),
+            (name, args.tune_form.as_deref().unwrap_or(""), args.meter),
             &args.prompt,
             args.max_new_tokens,
         )

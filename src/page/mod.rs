@@ -68,7 +68,7 @@ impl std::fmt::Display for Refusal {
 /// Write form's fields (the query's parameters), the Train form's settings (`section.key` as its
 /// settings box takes them), its start-from box and Resume button. Longer flags first, so that
 /// none is read as the start of another.
-const PAGE_WORDS: [(&str, &str); 37] = [
+const PAGE_WORDS: [(&str, &str); 38] = [
     (" (as flags or with --set)", ""),
     ("--set ", ""),
     ("--muon-learning-rate", "optimizer.muon_learning_rate"),
@@ -103,6 +103,7 @@ const PAGE_WORDS: [(&str, &str); 37] = [
     ("--meter", "meter"),
     ("--seed", "seed"),
     ("--poet", "poet"),
+    ("--tune-form", "the tune's form"),
     ("--tune", "tune"),
     ("--form", "form"),
     ("--out", "the run's name"),

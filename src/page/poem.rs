@@ -44,6 +44,9 @@ pub struct PoemParams {
     /// A ci's tune (词牌), for a run trained on the Song ci; empty for none.
     #[serde(default)]
     tune: String,
+    /// The tune's form (又一体): its number or pattern; empty for the commonest.
+    #[serde(default)]
+    tune_form: String,
     #[serde(default = "default_temperature")]
     temperature: f64,
     top_k: Option<usize>,
@@ -147,7 +150,7 @@ fn ci_start_of(run: &LoadedRun, p: &PoemParams) -> Result<PoemStart, Refusal> {
     }
     ci_start(
         (&run.tokenizer, &run.config.data),
-        (&p.tune, p.meter),
+        (&p.tune, &p.tune_form, p.meter),
         &p.prompt,
         p.max_new_tokens,
     )

@@ -94,6 +94,12 @@ pub fn learn_tunes(ci: &[(String, String)]) -> Result<Tunes> {
 pub fn ci_readme(stats: &CiStats, tunes: &Tunes) -> String {
     let kept = stats.read - stats.unclean - stats.tune_lost - stats.duplicates;
     let fitting: usize = tunes.all().iter().map(|t| t.fitting).sum();
+    let in_forms: usize = tunes
+        .all()
+        .iter()
+        .flat_map(|t| t.forms())
+        .map(|f| f.2)
+        .sum();
     let top: String = tunes
         .all()
         .iter()
@@ -117,9 +123,11 @@ pub fn ci_readme(stats: &CiStats, tunes: &Tunes) -> String {
          (望江南・忆江南) as the package has it.\n\n\
          `cipu.tsv` is the 词谱 learned from `ci.txt`: for each of its {n} tunes, the number of ci, how\n\
          many have its most common pattern, and that pattern (each sentence's length and the mark\n\
-         that ends it: ，、。). `sample --tune` writes a ci in that pattern; {fitting} of the {kept} ci\n\
-         ({share:.0} %) have their tune's pattern (some tunes have several accepted forms, 又一体, and the\n\
-         package's punctuation varies). The 20 most common tunes:\n\n\
+         that ends it: ，、。), then its other forms (又一体) that at least a tenth of its ci (and 5) take,\n\
+         each `pattern×ci`. `sample --tune` writes a ci in the commonest pattern, `--tune-form N` in\n\
+         another; {fitting} of the {kept} ci ({share:.0} %) have their tune's commonest pattern, {in_forms}\n\
+         ({form_share:.0} %) one of its forms (the package's punctuation varies too). The 20 most common\n\
+         tunes:\n\n\
          | tune | ci | of the pattern | pattern |\n|---|---|---|---|\n{top}",
         unclean = stats.unclean,
         lost = stats.tune_lost,
@@ -128,5 +136,6 @@ pub fn ci_readme(stats: &CiStats, tunes: &Tunes) -> String {
         chars = stats.characters,
         n = tunes.all().len(),
         share = 100.0 * fitting as f64 / kept.max(1) as f64,
+        form_share = 100.0 * in_forms as f64 / kept.max(1) as f64,
     )
 }

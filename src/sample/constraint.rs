@@ -14,7 +14,7 @@ use crate::data::CharTokenizer;
 use crate::sample::SampleError;
 use crate::verse::cilin::Cilin;
 use crate::verse::tune_meters::TuneMeter;
-use crate::verse::tunes::Tune;
+use crate::verse::tunes::TunePattern;
 use crate::verse::Tables;
 
 /// What the next character of a poem may be.
@@ -193,16 +193,20 @@ impl PoemConstraint {
         })
     }
 
-    /// The rules of a ci to `tune` (after its header): its pattern's sentences and marks.
-    pub fn for_tune(tokenizer: &CharTokenizer, tune: &Tune) -> Result<Self, SampleError> {
+    /// The rules of a ci to `tune` in the form `pattern` (after its header): its sentences and marks.
+    pub fn for_tune(
+        tokenizer: &CharTokenizer,
+        tune: &str,
+        pattern: &TunePattern,
+    ) -> Result<Self, SampleError> {
         let mut constraint = PoemConstraint::new(tokenizer, None, "")?;
         let id = |c: char| tokenizer.id(c).ok_or(SampleError::MissingMark(c));
-        let sentences = tune.pattern.sentences.iter();
+        let sentences = pattern.sentences.iter();
         constraint.shape = Some(Shape {
             sentences: sentences
                 .map(|&(chars, mark)| Ok((chars, id(mark)?)))
                 .collect::<Result<_, SampleError>>()?,
-            name: format!("a ci to the tune {}", tune.name),
+            name: format!("a ci to the tune {tune}"),
         });
         Ok(constraint)
     }

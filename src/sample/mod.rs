@@ -301,41 +301,51 @@ pub fn poem_start(
     Ok(start)
 }
 
-/// The start of a ci to the tune named `name` (`--tune`, the page's tune box) for a run with this
-/// vocabulary, trained on `data`, with the tune's tones and rhymes if `meter`: [`tune_start`] once the tune
-/// is known (else the nearest names), the run writes ci, and the tune has learned tones.
+/// The start of a ci to the tune named `name` (`--tune`, the page's tune box) in the form `form`
+/// asks for (`--tune-form`: a number or a pattern; empty: the commonest) for a run with this
+/// vocabulary, trained on `data`, with the form's tones and rhymes if `meter`: [`tune_start`] once
+/// the tune is known (else the nearest names) and has that form, the run writes ci, and the form
+/// has learned tones.
 pub fn ci_start(
     (tokenizer, data): (&CharTokenizer, &DataConfig),
-    (name, meter): (&str, bool),
+    (name, form, meter): (&str, &str, bool),
     prompt: &str,
     max_new_tokens: usize,
 ) -> std::result::Result<PoemStart, SampleError> {
     let tune = Tunes::shipped().get(name).map_err(SampleError::Tune)?;
+    let form = tune.choose_form(form).map_err(SampleError::Tune)?;
     if !writes_ci(tokenizer, data) {
         return Err(SampleError::TuneNotLearned(name.to_string()));
     }
     let meter = match meter {
         true => Some(
             TuneMeters::shipped()
-                .meter_of(name)
+                .meter_of(name, form)
                 .map_err(SampleError::Tune)?,
         ),
         false => None,
     };
-    tune_start(tokenizer, (tune, meter), prompt, max_new_tokens)
+    tune_start(tokenizer, (tune, form, meter), prompt, max_new_tokens)
 }
 
-/// The start of a ci to `tune` (`--tune`): the newline, the tune's header `【tune】` and the
-/// prompt's tokens, checked against the tune's pattern (and its tones and rhymes with `meter`,
+/// The start of a ci to `tune` in its form `form` (`--tune`, `--tune-form`): the newline, the
+/// tune's header `【tune】` and the prompt's tokens, checked against the form's pattern (and its tones and rhymes with `meter`,
 /// `--meter`) and that `max_new_tokens` can finish it, with the constraint that keeps them while
 /// it is written.
 pub fn tune_start(
     tokenizer: &CharTokenizer,
-    (tune, meter): (&Tune, Option<&TuneMeter>),
+    (tune, form, meter): (&Tune, usize, Option<&TuneMeter>),
     prompt: &str,
     max_new_tokens: usize,
 ) -> std::result::Result<PoemStart, SampleError> {
-    let mut constraint = PoemConstraint::for_tune(tokenizer, tune)?;
+    let pattern = tune.form(form).map_err(SampleError::Tune)?;
+    if let Some(meter) = meter.filter(|m| m.pattern() != *pattern) {
+        return Err(SampleError::Tune(format!(
+            "the meter of {}'s form {} is not of its form {form}: give the meter of the form asked for",
+            meter.name, meter.form
+        )));
+    }
+    let mut constraint = PoemConstraint::for_tune(tokenizer, &tune.name, pattern)?;
     if let Some(meter) = meter {
         constraint = constraint.with_tune_meter(meter, Tables::shipped(), Cilin::shipped());
     }

@@ -6,7 +6,7 @@ use super::cilin::Cilin;
 use super::tables::Tables;
 use super::templates::Slot;
 use super::tune_meters::{sentences, shared_bu, TuneMeters};
-use super::tunes::{split_tune, TunePattern, Tunes};
+use super::tunes::{split_tune, Tunes};
 
 /// How one ci (a line `【tune】text`) fits its tune.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -14,8 +14,10 @@ pub struct CiScore {
     pub tune: String,
     /// Whether the 词谱 has the tune.
     pub known_tune: bool,
-    /// Whether the text has the tune's pattern.
+    /// Whether the text has one of the tune's forms (its pattern, or a 又一体).
     pub fits: bool,
+    /// Which (1: the commonest).
+    pub form: Option<usize>,
     /// Where it does not, in words.
     pub misfit: Option<String>,
     /// How it keeps its tune's tones and rhymes, where the 词谱 with tones has them and the ci
@@ -28,33 +30,49 @@ impl CiScore {
     pub fn describe(&self) -> String {
         match (&self.misfit, &self.meter) {
             (None, Some(m)) => format!(
-                "{}: has the tune's pattern; {}/{} sure tones fit, {}/{} rhyme positions rhyme in their segment's 部{}",
+                "{}: has the tune's {}; {}/{} sure tones fit, {}/{} rhyme positions rhyme in their segment's 部{}",
                 self.tune,
+                self.form_words(),
                 m.tones_fitting,
                 m.tones_checked,
                 m.rhyming,
                 m.rhyme_positions,
                 if m.repeated_rhyme { ", a rhyme character repeated" } else { "" }
             ),
-            (None, None) => format!("{}: has the tune's pattern", self.tune),
+            (None, None) => format!("{}: has the tune's {}", self.tune, self.form_words()),
             (Some(why), _) if self.known_tune => format!("{}: not the tune's pattern: {why}", self.tune),
             (Some(why), _) => why.clone(),
         }
     }
 }
 
-/// The score of `line` if it is a ci (begins with a tune's header), by `tunes`.
+impl CiScore {
+    /// `pattern`, or `form 2 (又一体)`.
+    fn form_words(&self) -> String {
+        match self.form {
+            Some(n) if n > 1 => format!("form {n} (又一体)"),
+            _ => "pattern".into(),
+        }
+    }
+}
+
+/// The score of `line` if it is a ci (begins with a tune's header), by `tunes`: where the text has
+/// none of the tune's forms, its difference from the commonest.
 pub fn score_ci(line: &str, tunes: &Tunes) -> Option<CiScore> {
     let (tune, text) = split_tune(line)?;
-    let (known_tune, misfit) = match tunes.get(tune) {
-        Ok(known) => (true, known.pattern.misfit(text)),
-        Err(unknown) => (false, Some(unknown)),
+    let (known_tune, form, misfit) = match tunes.get(tune) {
+        Ok(known) => match known.form_of(text) {
+            Some(form) => (true, Some(form), None),
+            None => (true, None, known.pattern.misfit(text)),
+        },
+        Err(unknown) => (false, None, Some(unknown)),
     };
     let tables = (Tables::shipped(), Cilin::shipped());
     Some(CiScore {
         tune: tune.to_string(),
         known_tune,
         fits: misfit.is_none(),
+        form,
         misfit,
         meter: score_ci_meter(line, TuneMeters::shipped(), tables),
     })
@@ -66,7 +84,7 @@ pub struct CiSummary {
     pub ci: usize,
     /// Ci whose tune the 词谱 has.
     pub known_tune: usize,
-    /// Ci of their tune's pattern.
+    /// Ci of one of their tune's forms.
     pub fitting: usize,
     /// Of those, the ci whose tune has learned tones and rhymes.
     pub metered: usize,
@@ -106,7 +124,7 @@ impl CiSummary {
     pub fn describe(&self) -> String {
         let pct = |n: usize, of: usize| 100.0 * n as f64 / of.max(1) as f64;
         let mut line = format!(
-            "{} ci, {} of a tune in the 词谱; {} have their tune's pattern ({:.0} %)",
+            "{} ci, {} of a tune in the 词谱; {} have their tune's pattern or a 又一体 ({:.0} %)",
             self.ci,
             self.known_tune,
             self.fitting,
@@ -149,18 +167,15 @@ impl CiMeterScore {
     }
 }
 
-/// How `line` (`【tune】text`) keeps its tune's meter, if the tune's meter was learned and the
-/// text has its pattern.
+/// How `line` (`【tune】text`) keeps its tune's meter, if the text has one of the tune's forms
+/// and that form's meter was learned.
 pub fn score_ci_meter(
     line: &str,
     meters: &TuneMeters,
     (tables, cilin): (&Tables, &Cilin),
 ) -> Option<CiMeterScore> {
     let (tune, text) = split_tune(line)?;
-    let meter = meters.get(tune)?;
-    if TunePattern::of(text)? != meter.pattern() {
-        return None;
-    }
+    let meter = meters.for_text(tune, text)?;
     let sentences = sentences(text);
     let (mut checked, mut fitting) = (0, 0);
     for (chars, (slots, _, _)) in sentences.iter().zip(&meter.sentences) {

@@ -7,7 +7,7 @@ use super::score::best_fitting_template;
 use super::tables::{Tables, Tone};
 use super::templates::Slot;
 use super::tune_meters::TuneMeters;
-use super::tunes::{split_tune, TunePattern, CI_MARKS};
+use super::tunes::{split_tune, CI_MARKS};
 use crate::data::header::split_header;
 use crate::data::poem::PUNCTUATION;
 use serde::Serialize;
@@ -53,11 +53,8 @@ pub struct MarkedChar {
 pub fn mark_poem(poem: &str, tables: &Tables) -> MarkedPoem {
     let line = poem;
     let (header, poem) = split_header(poem).map_or((None, poem), |(h, p)| (Some(h.to_string()), p));
-    let meter = split_tune(line).and_then(|(tune, text)| {
-        TuneMeters::shipped()
-            .get(tune)
-            .filter(|m| TunePattern::of(text) == Some(m.pattern()))
-    });
+    let meter =
+        split_tune(line).and_then(|(tune, text)| TuneMeters::shipped().for_text(tune, text));
     let template = meter
         .is_none()
         .then(|| best_fitting_template(poem, tables))
@@ -112,6 +109,12 @@ pub fn mark_poem(poem: &str, tables: &Tables) -> MarkedPoem {
     MarkedPoem {
         header,
         template: match meter {
+            Some(m) if m.form > 1 => Some(format!(
+                "{}, form {} (又一体) ({} rhymes)",
+                m.name,
+                m.form,
+                m.classes()
+            )),
             Some(m) => Some(format!("{} ({} rhymes)", m.name, m.classes())),
             None => template.map(|t| t.name),
         },

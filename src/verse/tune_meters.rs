@@ -1,5 +1,6 @@
 //! The 词谱 with tones and rhymes (`data/cipu_tones.tsv`, learned by `prepare_data` beside
-//! `cipu.tsv`): for each tune with at least [`MIN_CI`] ci of its most common pattern, each
+//! `cipu.tsv`): for each form of a tune (its commonest pattern, and its 又一体) with at least
+//! [`MIN_CI`] ci, each
 //! position's tone where at least [`SURE_SHARE`] of those ci agree (平 or 仄; else either), and its
 //! rhyme segments: the sentence ends that rhyme together, each segment in its own 部 and tone class
 //! (平, 上去 or 入, by the 词林正韵: [`super::cilin`]). Most tunes keep one rhyme throughout; some
@@ -33,6 +34,8 @@ const CLASS_JOIN: char = '、';
 #[derive(Debug, Clone, PartialEq)]
 pub struct TuneMeter {
     pub name: String,
+    /// The tune's form it is of (1: the commonest; [`super::tunes::Tune::forms`]).
+    pub form: usize,
     /// Ci of its pattern it was learned from.
     pub ci: usize,
     /// The tone class of each rhyme segment, in the order of their first sentences (one for a
@@ -137,7 +140,7 @@ impl TuneMeter {
 /// The tunes whose tones and rhymes were learned.
 pub struct TuneMeters {
     meters: Vec<TuneMeter>,
-    by_name: HashMap<String, usize>,
+    by_name: HashMap<(String, usize), usize>,
 }
 
 impl TuneMeters {
@@ -154,31 +157,62 @@ impl TuneMeters {
         let by_name = meters
             .iter()
             .enumerate()
-            .map(|(i, m)| (m.name.clone(), i))
+            .map(|(i, m)| ((m.name.clone(), m.form), i))
             .collect();
         TuneMeters { meters, by_name }
     }
 
-    /// Every tune's meter, most ci first.
+    /// Every meter: the tunes most ci first, each tune's forms in order.
     pub fn all(&self) -> &[TuneMeter] {
         &self.meters
     }
 
-    /// The meter of the tune named `name`, if it was learned.
-    pub fn get(&self, name: &str) -> Option<&TuneMeter> {
-        self.by_name.get(name).map(|&i| &self.meters[i])
+    /// The meters of the tunes' commonest forms, most ci first.
+    pub fn commonest(&self) -> impl Iterator<Item = &TuneMeter> {
+        self.meters.iter().filter(|m| m.form == 1)
     }
 
-    /// The meter of the tune named `name`, or an error that says which tunes have one.
-    pub fn meter_of(&self, name: &str) -> Result<&TuneMeter, String> {
-        self.get(name).ok_or_else(|| {
-            let names: Vec<&str> = self.meters.iter().take(8).map(|m| m.name.as_str()).collect();
-            format!(
-                "the 词谱 has no tones for the tune {name} (it learns them for tunes with at least {MIN_CI} ci of one pattern, {} tunes): leave out --meter, or choose one of them, e.g. {}",
-                self.meters.len(),
-                names.join(", ")
-            )
-        })
+    /// The meter of the commonest form of the tune named `name`, if it was learned.
+    pub fn get(&self, name: &str) -> Option<&TuneMeter> {
+        self.get_form(name, 1)
+    }
+
+    /// The meter of form `form` of the tune named `name`, if it was learned.
+    pub fn get_form(&self, name: &str, form: usize) -> Option<&TuneMeter> {
+        let key = (name.to_string(), form);
+        self.by_name.get(&key).map(|&i| &self.meters[i])
+    }
+
+    /// The meter of the form of the tune `name` that `text` (a ci without its header) has.
+    pub fn for_text(&self, name: &str, text: &str) -> Option<&TuneMeter> {
+        let pattern = TunePattern::of(text)?;
+        let mut forms = self.meters.iter().filter(|m| m.name == name);
+        forms.find(|m| m.pattern() == pattern)
+    }
+
+    /// The meters of the tune `name`'s forms, in order.
+    pub fn forms_of<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a TuneMeter> {
+        self.meters.iter().filter(move |m| m.name == name)
+    }
+
+    /// The meter of form `form` of the tune named `name`, or an error that says which have one.
+    pub fn meter_of(&self, name: &str, form: usize) -> Result<&TuneMeter, String> {
+        if let Some(meter) = self.get_form(name, form) {
+            return Ok(meter);
+        }
+        let learned: Vec<String> = self.forms_of(name).map(|m| m.form.to_string()).collect();
+        if form > 1 && !learned.is_empty() {
+            return Err(format!(
+                "the 词谱 has no tones for form {form} of {name} (it learns them for forms with at least {MIN_CI} ci; {name} has them for form {}): leave out --meter, or choose one of those",
+                learned.join(", ")
+            ));
+        }
+        let names: Vec<&str> = self.commonest().take(8).map(|m| m.name.as_str()).collect();
+        Err(format!(
+            "the 词谱 has no tones for the tune {name} (it learns them for tunes with at least {MIN_CI} ci of one pattern, {} tunes): leave out --meter, or choose one of them, e.g. {}",
+            self.commonest().count(),
+            names.join(", ")
+        ))
     }
 
     /// Learns the meters from the ci `(tune, text)` of `tunes`' tunes, with the tones of `tables`
@@ -188,36 +222,44 @@ impl TuneMeters {
         tunes: &Tunes,
         (tables, cilin): (&Tables, &Cilin),
     ) -> TuneMeters {
-        let mut by_tune: HashMap<&str, Vec<Vec<Vec<char>>>> = HashMap::new();
+        let mut by_form: HashMap<(&str, usize), Vec<Vec<Vec<char>>>> = HashMap::new();
         for (tune, text) in ci {
-            let Ok(known) = tunes.get(tune) else { continue };
-            if TunePattern::of(text).as_ref() == Some(&known.pattern) {
-                by_tune.entry(tune).or_default().push(sentences(text));
-            }
+            let Some(form) = tunes.get(tune).ok().and_then(|t| t.form_of(text)) else {
+                continue;
+            };
+            by_form
+                .entry((tune, form))
+                .or_default()
+                .push(sentences(text));
         }
         let meters = tunes
             .all()
             .iter()
-            .filter_map(|tune| {
-                let ci = by_tune.get(tune.name.as_str())?;
-                (ci.len() >= MIN_CI)
-                    .then(|| learn_one(&tune.name, &tune.pattern, ci, (tables, cilin)))
+            .flat_map(|tune| tune.forms().map(move |form| (tune, form)))
+            .filter_map(|(tune, (form, pattern, _))| {
+                let ci = by_form.get(&(tune.name.as_str(), form))?;
+                (ci.len() >= MIN_CI).then(|| TuneMeter {
+                    form,
+                    ..learn_one(&tune.name, pattern, ci, (tables, cilin))
+                })
             })
             .collect();
         TuneMeters::from_list(meters)
     }
 
-    /// The text of `cipu_tones.tsv`: a comment, then `tune<TAB>ci<TAB>class<TAB>tones` per tune.
+    /// The text of `cipu_tones.tsv`: a comment, then `tune<TAB>form<TAB>ci<TAB>classes<TAB>tones`
+    /// per form of a tune.
     pub fn to_tsv(&self) -> String {
         let mut out = format!(
-            "# tune\tci of its pattern\trhyme class of each segment\ttones: 平, 仄 or 中 (either: under {:.0} % agree) per character, each sentence's mark, {RHYME} after a rhyming one (with its segment's number where there are more than one: ends sharing a 部 in at least {:.0} % of the ci rhyme together)\n",
+            "# tune\tform (1: the commonest)\tci of its pattern\trhyme class of each segment\ttones: 平, 仄 or 中 (either: under {:.0} % agree) per character, each sentence's mark, {RHYME} after a rhyming one (with its segment's number where there are more than one: ends sharing a 部 in at least {:.0} % of the ci rhyme together)\n",
             SURE_SHARE * 100.0,
             CO_RHYME * 100.0
         );
         for m in &self.meters {
             out.push_str(&format!(
-                "{}\t{}\t{}\t{}\n",
+                "{}\t{}\t{}\t{}\t{}\n",
                 m.name,
+                m.form,
                 m.ci,
                 m.classes(),
                 m.describe()
@@ -235,8 +277,8 @@ impl TuneMeters {
             }
             let what = |e: String| format!("cipu_tones line {}: {e}", i + 1);
             let fields: Vec<&str> = line.split('\t').collect();
-            let [name, ci, class, tones] = fields[..] else {
-                return Err(what("not 4 tab-separated fields".into()));
+            let [name, form, ci, class, tones] = fields[..] else {
+                return Err(what("not 5 tab-separated fields".into()));
             };
             let segments = match class {
                 "" => Vec::new(),
@@ -253,6 +295,11 @@ impl TuneMeters {
             };
             meters.push(TuneMeter {
                 name: name.to_string(),
+                form: form
+                    .parse()
+                    .ok()
+                    .filter(|&f| f >= 1)
+                    .ok_or_else(|| what(format!("{form} is not a form's number (from 1)")))?,
                 ci: ci
                     .parse()
                     .map_err(|_| what(format!("{ci} is not a count")))?,
@@ -328,6 +375,7 @@ fn learn_one(
         .collect();
     TuneMeter {
         name: name.to_string(),
+        form: 1,
         ci: ci.len(),
         segments,
         sentences,

@@ -1,7 +1,8 @@
 //! Song ci (宋词) and their tunes (词牌): a ci is written to a tune, and the tune fixes its
 //! sentences' lengths and where they pause (，、) or stop (。). The 词谱 here is learned from the
-//! corpus: each tune's most common pattern among its ci (`data/cipu.tsv`, written by
-//! `prepare_data` beside `data/ci.txt`, compiled into the binary).
+//! corpus: each tune's most common pattern among its ci, and its other forms (又一体) that at
+//! least [`FORM_SHARE`] of its ci (and [`MIN_FORM_CI`]) take (`data/cipu.tsv`, written by
+//! `prepare_data` beside `data/ci.txt`, compiled into the binary). Form 1 is the commonest.
 //!
 //! A ci of the corpus is one line, its tune in brackets before it: `【浣溪沙】一曲新词酒一杯。…`.
 
@@ -125,6 +126,12 @@ impl std::str::FromStr for TunePattern {
     }
 }
 
+/// The share of a tune's ci a pattern other than its commonest must have to be one of its forms
+/// (又一体).
+pub const FORM_SHARE: f64 = 0.1;
+/// The ci a pattern other than the commonest must have to be a form.
+pub const MIN_FORM_CI: usize = 5;
+
 /// One tune of the 词谱.
 #[derive(Debug, Clone)]
 pub struct Tune {
@@ -133,8 +140,83 @@ pub struct Tune {
     pub ci: usize,
     /// Of those, the ones of [`Tune::pattern`].
     pub fitting: usize,
-    /// The most common pattern of its ci.
+    /// The most common pattern of its ci: its form 1.
     pub pattern: TunePattern,
+    /// Its other forms (又一体), forms 2, 3, …: each pattern with its ci, most ci first.
+    pub other_forms: Vec<(TunePattern, usize)>,
+}
+
+impl Tune {
+    /// Its forms: (number from 1, pattern, ci of it), the commonest first.
+    pub fn forms(&self) -> impl Iterator<Item = (usize, &TunePattern, usize)> {
+        let first = std::iter::once((&self.pattern, self.fitting));
+        let others = self.other_forms.iter().map(|(p, n)| (p, *n));
+        first
+            .chain(others)
+            .enumerate()
+            .map(|(i, (p, n))| (i + 1, p, n))
+    }
+
+    /// Its form `n` (from 1), or an error that lists its forms.
+    pub fn form(&self, n: usize) -> Result<&TunePattern, String> {
+        match self.forms().find(|f| f.0 == n) {
+            Some((_, pattern, _)) => Ok(pattern),
+            None => Err(format!(
+                "{} has {} in the 词谱 (data/cipu.tsv): {}; give a form from 1 to {}",
+                self.name,
+                match self.other_forms.len() {
+                    0 => "one form".to_string(),
+                    n => format!("{} forms", n + 1),
+                },
+                self.describe_forms(),
+                self.other_forms.len() + 1
+            )),
+        }
+    }
+
+    /// The form asked for by `asked`: its number, or its pattern as the 词谱 writes it (empty: the
+    /// commonest, 1); an error lists the forms.
+    pub fn choose_form(&self, asked: &str) -> Result<usize, String> {
+        let asked = asked.trim();
+        if asked.is_empty() {
+            return Ok(1);
+        }
+        let found = match (asked.parse::<usize>(), asked.parse::<TunePattern>()) {
+            (Ok(n), _) => self.form(n).map(|_| n),
+            (_, Ok(pattern)) => self
+                .forms()
+                .find(|f| *f.1 == pattern)
+                .map(|f| f.0)
+                .ok_or_else(|| format!("{asked} is none of {}'s forms", self.name)),
+            _ => Err(format!(
+                "the form {} is neither a number nor a pattern such as 7。7。7。7，7。7。",
+                crate::data::error::printable(asked)
+            )),
+        };
+        found.map_err(|why| match why.contains("give a form from") {
+            true => why,
+            false => format!(
+                "{why}: {} has {}; give a form's number",
+                self.name,
+                self.describe_forms()
+            ),
+        })
+    }
+
+    /// The number of the form `text` (a ci without its header) has, if it has one.
+    pub fn form_of(&self, text: &str) -> Option<usize> {
+        let found = TunePattern::of(text)?;
+        self.forms().find(|f| *f.1 == found).map(|f| f.0)
+    }
+
+    /// Its forms in words: `1: 5，5。6，5。… (227 ci), 2: …`.
+    pub fn describe_forms(&self) -> String {
+        let forms: Vec<String> = self
+            .forms()
+            .map(|(n, pattern, ci)| format!("{n}: {pattern} ({ci} ci)"))
+            .collect();
+        forms.join(", ")
+    }
 }
 
 /// The 词谱: every tune of the corpus, most ci first.
@@ -142,6 +224,9 @@ pub struct Tunes {
     tunes: Vec<Tune>,
     by_name: HashMap<String, usize>,
 }
+
+/// What joins a form's pattern and its count of ci in `cipu.tsv`.
+const FORM_COUNT: char = '×';
 
 /// The tune name of the corpus's ci whose tune is lost (失调名): not a tune.
 pub const TUNE_LOST: &str = "失调名";
@@ -174,15 +259,19 @@ impl Tunes {
         }
         let mut tunes: Vec<Tune> = counts
             .into_iter()
-            .filter_map(|(name, patterns)| {
-                let ci = patterns.iter().map(|(_, n)| n).sum();
-                // max_by_key keeps the last of equals: reversed, the first met.
-                let (pattern, fitting) = patterns.into_iter().rev().max_by_key(|(_, n)| *n)?;
+            .filter_map(|(name, mut patterns)| {
+                let ci: usize = patterns.iter().map(|(_, n)| n).sum();
+                // Most ci first; a stable sort keeps equals in the order first met.
+                patterns.sort_by(|a, b| b.1.cmp(&a.1));
+                let mut patterns = patterns.into_iter();
+                let (pattern, fitting) = patterns.next()?;
+                let is_form = |n: usize| n >= MIN_FORM_CI && n as f64 >= FORM_SHARE * ci as f64;
                 Some(Tune {
                     name: name.to_string(),
                     ci,
                     fitting,
                     pattern,
+                    other_forms: patterns.take_while(|(_, n)| is_form(*n)).collect(),
                 })
             })
             .collect();
@@ -199,11 +288,27 @@ impl Tunes {
         Tunes { tunes, by_name }
     }
 
-    /// The table's text: a comment line, then one tune per line: name, ci, fitting, pattern.
+    /// The table's text: a comment line, then one tune per line: name, ci, fitting, pattern,
+    /// and its other forms (又一体), each `pattern×ci`, space-separated.
     pub fn to_tsv(&self) -> String {
-        let mut text = String::from("# tune\tci\tci of the pattern\tpattern\n");
+        let mut text = format!(
+            "# tune\tci\tci of the pattern\tpattern\tother forms (又一体: at least {:.0} % of the tune's ci and {MIN_FORM_CI}), each pattern×ci\n",
+            FORM_SHARE * 100.0
+        );
         for t in &self.tunes {
-            text += &format!("{}\t{}\t{}\t{}\n", t.name, t.ci, t.fitting, t.pattern);
+            let others: Vec<String> = t
+                .other_forms
+                .iter()
+                .map(|(p, n)| format!("{p}{FORM_COUNT}{n}"))
+                .collect();
+            text += &format!(
+                "{}\t{}\t{}\t{}\t{}\n",
+                t.name,
+                t.ci,
+                t.fitting,
+                t.pattern,
+                others.join(" ")
+            );
         }
         text
     }
@@ -216,9 +321,9 @@ impl Tunes {
                 continue;
             }
             let fields: Vec<&str> = line.split('\t').collect();
-            let &[name, ci, fitting, pattern] = fields.as_slice() else {
+            let &[name, ci, fitting, pattern, others] = fields.as_slice() else {
                 return Err(format!(
-                    "cipu line {}: expected 4 tab-separated fields",
+                    "cipu line {}: expected 5 tab-separated fields",
                     i + 1
                 ));
             };
@@ -226,13 +331,26 @@ impl Tunes {
                 s.parse()
                     .map_err(|_| format!("cipu line {}: `{s}` is not a count", i + 1))
             };
+            let pattern_of = |s: &str| {
+                s.parse::<TunePattern>()
+                    .map_err(|e| format!("cipu line {}: {e}", i + 1))
+            };
+            let other_forms = others
+                .split_whitespace()
+                .map(|form| match form.split_once(FORM_COUNT) {
+                    Some((pattern, n)) => Ok((pattern_of(pattern)?, number(n)?)),
+                    None => Err(format!(
+                        "cipu line {}: `{form}` is not a pattern{FORM_COUNT}ci",
+                        i + 1
+                    )),
+                })
+                .collect::<Result<_, String>>()?;
             tunes.push(Tune {
                 name: name.to_string(),
                 ci: number(ci)?,
                 fitting: number(fitting)?,
-                pattern: pattern
-                    .parse()
-                    .map_err(|e| format!("cipu line {}: {e}", i + 1))?,
+                pattern: pattern_of(pattern)?,
+                other_forms,
             });
         }
         Ok(Tunes::from_list(tunes))
