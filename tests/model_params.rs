@@ -172,7 +172,14 @@ fn init_follows_gpt2() {
 /// (as its reader sizes it) counted apart.
 #[test]
 fn the_parameter_count_is_the_built_models_with_and_without_inputs() {
-    let all = ["sound", "verse_places", "rhyme_memory", "rhyme_bias"];
+    let all = [
+        "sound",
+        "verse_places",
+        "rhyme_memory",
+        "rhyme_bias",
+        "ci_places",
+        "ci_rhyme_bias",
+    ];
     let cases: [(bool, &[&str], Position); 4] = [
         (false, &[], Position::Learned),
         (true, &all, Position::Rope),

@@ -7,12 +7,16 @@
 //! - [`rhymes`] (`"rhyme_memory"`): before a rhyme, the characters that ended the poem's earlier
 //!   lines, a sequence input; (`"rhyme_bias"`) biases on the next token before a rhyme, for those
 //!   characters and, once two rhymes agree, for those that rhyme with them;
+//! - [`ci_places`] (`"ci_places"`): where each position of a ci stands in the tune its header
+//!   names, its rhymes' segments and classes, a sequence input; (`"ci_rhyme_bias"`) biases before
+//!   a ci's rhyme, for its segment's earlier rhymes and what shares their 部;
 //!
 //! all read the characters behind the token ids ([`vocabulary`]). Adding an input of a kind the
 //! model takes is its file here (what it reads, its rows, its tests) and its line in [`INPUTS`];
 //! the config names it, and the graph, the training step and the decoder take it as they take
 //! these.
 
+pub mod ci_places;
 pub mod places;
 pub mod rhymes;
 pub mod sound;
@@ -39,7 +43,7 @@ struct Known {
 }
 
 /// Every input, by config name.
-const INPUTS: [Known; 4] = [
+const INPUTS: [Known; 6] = [
     Known {
         name: "sound",
         tensor: "wse",
@@ -71,6 +75,22 @@ const INPUTS: [Known; 4] = [
         per_token: false,
         bias: true,
         reads: |vocabulary, _| rhymes::rhyme_bias(vocabulary),
+    },
+    Known {
+        name: "ci_places",
+        tensor: "wcp",
+        rows: |_| ci_places::ROWS,
+        per_token: false,
+        bias: false,
+        reads: |vocabulary, _| ci_places::reads(vocabulary),
+    },
+    Known {
+        name: "ci_rhyme_bias",
+        tensor: "bcr",
+        rows: |_| ci_places::BIASES,
+        per_token: false,
+        bias: true,
+        reads: |vocabulary, _| ci_places::rhyme_bias(vocabulary),
     },
 ];
 
@@ -179,7 +199,7 @@ mod tests {
         let err = check(&unknown).unwrap_err().to_string();
         assert!(
             err.contains("no input \"sounds\"")
-                && err.contains(r#""sound", "verse_places", "rhyme_memory", "rhyme_bias""#),
+                && err.contains(r#""sound", "verse_places", "rhyme_memory", "rhyme_bias", "ci_places", "ci_rhyme_bias""#),
             "{err}"
         );
         assert!(for_vocabulary(&unknown, &vocabulary).is_err());
