@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The regulated-verse figures of one run (docs/experiments.md, section 7; issue #46): 100 samples
-# per row at temperature 0.8, seed 7 (free, and each form without and with --meter), scored as
+# per row at temperature 0.8, seed 7 or $SEED (free, and each form without and with --meter), scored as
 # regulated verse with the run's likelihood; then the real held-out poems' row, the free samples'
 # well-formed rate, and the meter's cost per form (mean NLL per character of the --meter samples
 # against the form's free samples, both under the run's model).
-# Usage: bash bench/verse_eval.sh checkpoints/<run> [figures.json]   (after `cargo build --release`;
+# Usage: [SEED=8] bash bench/verse_eval.sh checkpoints/<run> [figures.json]   (after `cargo build --release`;
 # the figures also go to figures.json if given, for bench/record.py --extra)
 set -euo pipefail
 [[ $# -ge 1 && $# -le 2 ]] || { echo "error: usage: bash bench/verse_eval.sh checkpoints/<run> [figures.json]" >&2; exit 2; }
 run=$1
+seed=${SEED:-7}
+[[ "$seed" =~ ^[0-9]+$ ]] || { echo "error: SEED=$seed: give a whole number, e.g. SEED=8" >&2; exit 2; }
 bin=$(dirname "$0")/../target/release
 out=${2:-}
 # The figures file is written anew only where it is absent or one of this script's.
@@ -22,7 +24,7 @@ trap 'rm -rf "$tmp"' EXIT
 draw() { # name, extra sample flags...
   local name=$1
   shift
-  "$bin/sample" --checkpoint "$run" --num-samples 100 --seed 7 --temperature 0.8 --json "$@" \
+  "$bin/sample" --checkpoint "$run" --num-samples 100 --seed "$seed" --temperature 0.8 --json "$@" \
     >"$tmp/$name.jsonl" 2>"$tmp/$name.err" || { echo "error: $0: sample $*: $(tail -1 "$tmp/$name.err")" >&2; exit 1; }
   python3 -c 'import json,sys; [print(json.loads(l)["text"]) for l in sys.stdin]' \
     <"$tmp/$name.jsonl" >"$tmp/$name.txt"
@@ -38,10 +40,10 @@ done
 corpus=$(python3 -c 'import sys, tomllib; c = tomllib.load(open(sys.argv[1], "rb")); print(c.get("data", {}).get("corpus", "data/poems.txt"))' "$run/config.toml")
 "$bin/score" --val --corpus "$corpus" --checkpoint "$run" --json >"$tmp/real.score.json"
 
-python3 - "$tmp" "$run" "${2:-}" <<'EOF'
+python3 - "$tmp" "$run" "${2:-}" "$seed" <<'EOF'
 import json, sys
-tmp, run, out = sys.argv[1], sys.argv[2], sys.argv[3]
-figures = {"settings": {"samples_per_row": 100, "temperature": 0.8, "seed": 7}}
+tmp, run, out, seed = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+figures = {"settings": {"samples_per_row": 100, "temperature": 0.8, "seed": seed}}
 load = lambda name: json.load(open(f"{tmp}/{name}.score.json"))
 pct = lambda a, b: f"{100 * a / max(b, 1):.0f} %"
 print(f"run {run}\n")
