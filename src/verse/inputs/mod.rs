@@ -7,8 +7,6 @@
 //! - [`rhymes`] (`"rhyme_memory"`): before a rhyme, the characters that ended the poem's earlier
 //!   lines, a sequence input; (`"rhyme_bias"`) biases on the next token before a rhyme, for those
 //!   characters and, once two rhymes agree, for those that rhyme with them;
-//!   (`"second_rhyme_bias"`) a bias of its own at the poem's second rhyme, for what rhymes with the
-//!   first;
 //! - [`ci_places`] (`"ci_places"`): where each position of a ci stands in the tune its header
 //!   names, its rhymes' segments and classes, a sequence input; (`"ci_rhyme_bias"`) biases before
 //!   a ci's rhyme, for its segment's earlier rhymes and what shares their 部;
@@ -45,7 +43,7 @@ struct Known {
 }
 
 /// Every input, by config name.
-const INPUTS: [Known; 7] = [
+const INPUTS: [Known; 6] = [
     Known {
         name: "sound",
         tensor: "wse",
@@ -77,14 +75,6 @@ const INPUTS: [Known; 7] = [
         per_token: false,
         bias: true,
         reads: |vocabulary, _| rhymes::rhyme_bias(vocabulary),
-    },
-    Known {
-        name: "second_rhyme_bias",
-        tensor: "bsr",
-        rows: |_| 1,
-        per_token: false,
-        bias: true,
-        reads: |vocabulary, _| rhymes::second_rhyme_bias(vocabulary),
     },
     Known {
         name: "ci_places",
@@ -209,7 +199,7 @@ mod tests {
         let err = check(&unknown).unwrap_err().to_string();
         assert!(
             err.contains("no input \"sounds\"")
-                && err.contains(r#""sound", "verse_places", "rhyme_memory", "rhyme_bias", "second_rhyme_bias", "ci_places", "ci_rhyme_bias""#),
+                && err.contains(r#""sound", "verse_places", "rhyme_memory", "rhyme_bias", "ci_places", "ci_rhyme_bias""#),
             "{err}"
         );
         assert!(for_vocabulary(&unknown, &vocabulary).is_err());

@@ -12,11 +12,6 @@
 //! must rhyme), which the real poems mostly do. From the second rhyme on, the second bias made the
 //! loss worse (a poem whose first two rhymes do not agree is often one that does not rhyme);
 //! from the third, both biases make it better (docs/experiments.md, sections 14 and 17).
-//!
-//! The second rhyme's bias (`second_rhyme_bias`): at the poem's second rhyme, one learned bias of
-//! its own for the characters that share a 平声 rhyme group with its first, where the rhyme biases
-//! wait: a quatrain whose first line does not rhyme has no third rhyme (docs/experiments.md,
-//! section 19).
 
 use super::places::PoemReader;
 use super::vocabulary::{TokenKind, TokenKinds, Vocabulary};
@@ -47,12 +42,10 @@ const REPEATED: usize = 0;
 /// The bias of a character that rhymes with every earlier rhyme.
 const RHYMING: usize = 1;
 
-/// What each token is to a poem and its rhyme groups, by token id: for the rhyme biases (or, with
-/// `second`, the second rhyme's bias).
+/// What each token is to a poem and its rhyme groups, by token id: for the rhyme biases.
 struct RhymeBias {
     kinds: TokenKinds,
     rhymes: Arc<Rhymes>,
-    second: bool,
 }
 
 /// Each token's 平声 rhyme groups, and each group's tokens.
@@ -84,26 +77,19 @@ impl Rhymes {
 
 impl BiasInput for RhymeBias {
     fn biases(&self) -> usize {
-        match self.second {
-            true => 1,
-            false => 2,
-        }
+        2
     }
 
     fn reader(&self) -> Box<dyn BiasReader> {
         Box::new(RhymeBiasReader {
             lines: RhymeReader::new(&self.kinds),
             rhymes: self.rhymes.clone(),
-            second: self.second,
             shared: None,
             rhymes_read: 0,
             rhyme_next: false,
         })
     }
 }
-
-/// The second rhyme's one bias.
-const SECOND: usize = 0;
 
 /// Earlier rhymes of the poem that must share a group before the second bias applies: from the
 /// third rhyme on, where a poem that rhymes has shown its group twice.
@@ -113,8 +99,6 @@ const AGREEING: usize = 2;
 struct RhymeBiasReader {
     lines: RhymeReader,
     rhymes: Arc<Rhymes>,
-    /// Whether it gives the second rhyme's bias (else the rhyme biases).
-    second: bool,
     /// The groups shared by the poem's rhymes so far (`None` before its first).
     shared: Option<Vec<u16>>,
     /// The poem's rhymes so far.
@@ -143,31 +127,16 @@ impl BiasReader for RhymeBiasReader {
         let Some(finals) = finals else {
             return Vec::new();
         };
-        if self.second {
-            return match self.rhymes_read {
-                1 => self.rhyming(SECOND),
-                _ => Vec::new(),
-            };
-        }
         let mut biased: Biased = finals.iter().map(|&f| (f, REPEATED)).collect();
-        if self.rhymes_read >= AGREEING {
-            biased.extend(self.rhyming(RHYMING));
+        let agreed = self.shared.iter().filter(|_| self.rhymes_read >= AGREEING);
+        for &group in agreed.flatten() {
+            biased.extend(
+                self.rhymes.members[group as usize]
+                    .iter()
+                    .map(|&t| (t, RHYMING)),
+            );
         }
         biased
-    }
-}
-
-impl RhymeBiasReader {
-    /// The characters of the groups the poem's rhymes so far share, each with bias `bias`.
-    fn rhyming(&self, bias: usize) -> Biased {
-        let groups = self.shared.iter().flatten();
-        groups
-            .flat_map(|&g| {
-                self.rhymes.members[g as usize]
-                    .iter()
-                    .map(move |&t| (t, bias))
-            })
-            .collect()
     }
 }
 
@@ -231,16 +200,6 @@ pub fn rhyme_bias(vocabulary: &Vocabulary) -> Reads {
     Reads::Bias(Arc::new(RhymeBias {
         kinds: TokenKinds::of(vocabulary),
         rhymes: Arc::new(Rhymes::of(vocabulary)),
-        second: false,
-    }))
-}
-
-/// The second rhyme's bias for tokens that are `vocabulary`'s characters.
-pub fn second_rhyme_bias(vocabulary: &Vocabulary) -> Reads {
-    Reads::Bias(Arc::new(RhymeBias {
-        kinds: TokenKinds::of(vocabulary),
-        rhymes: Arc::new(Rhymes::of(vocabulary)),
-        second: true,
     }))
 }
 
@@ -309,31 +268,5 @@ mod tests {
             [10, 22, 34, 46],
             "nowhere else, and a new poem starts afresh"
         );
-    }
-
-    #[test]
-    fn the_second_rhymes_bias_raises_what_rhymes_with_the_first_at_the_second_alone() {
-        let text = "\n国破山河在，城春草木深。感时花溅泪，恨别鸟惊心。\
-                    烽火连三月，家书抵万金。\n";
-        let vocabulary = Vocabulary::new(text.chars().zip(0..));
-        let Reads::Bias(input) = second_rhyme_bias(&vocabulary) else {
-            panic!("a next-token bias")
-        };
-        assert_eq!(input.biases(), 1);
-        let mut reader = input.reader();
-        let biased: Vec<Biased> = (0..text.chars().count() as u32)
-            .map(|id| reader.read(id))
-            .collect();
-        let id = |c: char| text.chars().position(|x| x == c).unwrap() as u32;
-        // Before 心 (at 惊, 22), after 深 (侵): 深 心 金 share 侵 here.
-        let mut at_second = biased[22].clone();
-        at_second.sort_unstable();
-        let mut expected: Biased = "深心金".chars().map(|c| (id(c), SECOND)).collect();
-        expected.sort_unstable();
-        assert_eq!(at_second, expected);
-        let taken: Vec<usize> = (0..biased.len())
-            .filter(|&i| !biased[i].is_empty())
-            .collect();
-        assert_eq!(taken, [22], "not before the first rhyme nor the third");
     }
 }
