@@ -173,7 +173,11 @@ fn rebuild(args: &Args) -> Result<()> {
     let readme = data_readme(&stats, unigram_entropy(&poems), tiny.len(), &command)
         + &verse_readme(&tones, tone_poems, &rhymes, rhyme_groups)
         + &ci_readme(&ci_stats, &tunes)
-        + &cilin_readme(&cilin, cilin_groups, meters.all().len());
+        + &cilin_readme(
+            &cilin,
+            cilin_groups,
+            (meters.all().len(), meters.commonest().count()),
+        );
     files.push(("README.md", readme));
     // Nothing written over that holds something else (a corpus runs were trained on); each file
     // whole or not at all.

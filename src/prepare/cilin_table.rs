@@ -103,8 +103,9 @@ pub fn cilin_table(json: &Path, to_simplified: impl Fn(&str) -> String) -> Resul
     Ok((out, groups))
 }
 
-/// The section of `data/README.md` on `cilin.tsv` and `cipu_tones.tsv` (`meters` tunes).
-pub fn cilin_readme(table: &str, groups: usize, meters: usize) -> String {
+/// The section of `data/README.md` on `cilin.tsv` and `cipu_tones.tsv` (`forms` forms of `tunes`
+/// tunes).
+pub fn cilin_readme(table: &str, groups: usize, (forms, tunes): (usize, usize)) -> String {
     let chars = table.lines().filter(|l| !l.starts_with('#')).count();
     format!(
         "\n## Ci rhymes: `cilin.tsv`\n\n\
@@ -115,13 +116,15 @@ pub fn cilin_readme(table: &str, groups: usize, meters: usize) -> String {
          characters, each with its 部 and class (`1平`, `3上去`, `17入`). Where the book splits a group\n\
          between two 部 by its characters (灰 贿 队 泰 in 3 and 5, 佳 蟹 卦 in 5 and 10, 元 阮 愿 in 6\n\
          and 7), its characters are listed in both. Only ideographs are kept.\n\n\
-         `cipu_tones.tsv` is the 词谱 with tones and rhymes, learned from `ci.txt` for the {meters} tunes\n\
-         with at least {min_ci} ci of their most common pattern (`src/verse/tune_meters.rs`): per character,\n\
-         平 or 仄 where at least {sure:.0} % of those ci of known tone there agree (`tones.tsv`), else 中\n\
-         (either); 韵 after a sentence's mark where most of them rhyme there, each ci's rhyme being the 部\n\
-         its sentence ends share most; and the tune's rhyme class, that of most of its ci. A tune whose\n\
-         ci change rhyme (换韵, as 菩萨蛮) keeps few or no rhyme positions.\n",
+         `cipu_tones.tsv` is the 词谱 with tones and rhymes, learned from `ci.txt` for the {forms} forms\n\
+         (of {tunes} tunes) with at least {min_ci} ci (`src/verse/tune_meters.rs`): per character, 平 or 仄\n\
+         where at least {sure:.0} % of those ci of known tone there agree (`tones.tsv`), else 中 (either);\n\
+         and the rhyme segments: two sentence ends rhyme together where they share a 部 in at least\n\
+         {co:.0} % of those ci, a segment being the ends so linked (韵 after a rhyming sentence's mark, with\n\
+         its segment's number where there are more: a 菩萨蛮 changes rhyme in pairs, 换韵), each in the\n\
+         class of most of its ci.\n",
         min_ci = crate::verse::tune_meters::MIN_CI,
         sure = crate::verse::tune_meters::SURE_SHARE * 100.0,
+        co = crate::verse::tune_meters::CO_RHYME * 100.0,
     )
 }
