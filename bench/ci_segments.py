@@ -1,8 +1,9 @@
 """Rhyme segments read from the real Song ci, apart from the Rust 词谱 (issue #72's reading).
 
 For each tune, of its ci in data/ci.txt with the tune's commonest shape (each sentence's length
-and mark), two sentence ends rhyme together where they share a 部 of data/cilin.tsv (number and
-tone class) in at least 60 % of them; a segment is the ends so linked (two or more). A ci rhymes in
+and mark), two sentence ends rhyme together where they share a 部 of data/cilin.tsv (by its
+number: 平 and 仄 of one 部 rhyme together) in at least 60 % of them; a segment is the ends so
+linked (two or more). A ci rhymes in
 every segment where it has that shape and each segment's ends are distinct characters sharing one
 部. Used by bench/ci_eval.sh; run alone it prints the real ci's figures:
     python3 bench/ci_segments.py [tune ...]
@@ -21,7 +22,7 @@ def read_cilin(path=os.path.join(ROOT, "data", "cilin.tsv")):
         if line.startswith("#") or not line.strip():
             continue
         char, bu = line.rstrip("\n").split("\t")
-        cilin[char] = set(bu.split(","))
+        cilin[char] = {int("".join(d for d in b if d.isdigit())) for b in bu.split(",")}
     return cilin
 
 

@@ -543,6 +543,16 @@ fn bad_prompts_and_flags_are_refused() {
         ),
         ("no poem", vec!["--num-samples", "0"], &["--num-samples 0"]),
         (
+            "a tune's form without a tune, beside a form of verse",
+            vec!["--tune-form", "2", "--form", "wujue"],
+            &["--tune-form chooses a form of the tune --tune names"],
+        ),
+        (
+            "a blank tune form",
+            vec!["--tune", "水调歌头", "--tune-form", " "],
+            &["--tune-form is empty"],
+        ),
+        (
             "too few tokens for the form",
             vec!["--form", "qilv", "--max-new-tokens", "10"],
             &["raise it to 65"],

@@ -708,13 +708,13 @@ fn a_pasted_ci_is_judged_by_its_tune() {
         "the tune's five rhyme positions are marked: {scored}"
     );
     // 韦庄's 菩萨蛮 changes rhyme (换韵) in pairs: its four rhymes are marked, each pair's 部 of its
-    // own segment (好老 第八部 上去, 天眠 第七部 平, 月雪 入 off the segment's class, 乡肠 第二部 平).
+    // own segment (好老 第八部 上去, 天眠 第七部 平, 月雪 第十八部 入, 乡肠 第二部 平).
     let pusaman = "【菩萨蛮】人人尽说江南好。游人只合江南老。春水碧于天。画船听雨眠。\
                    垆边人似月。皓腕凝霜雪。未老莫还乡。还乡须断肠。";
     let scored = get(&base, &format!("/api/score?text={}", ureq_escape(pusaman))).1;
     assert_eq!(
         scored["said"],
-        "菩萨蛮: has the tune's pattern; 32/32 sure tones fit, 6/8 rhyme positions rhyme in their segment's 部",
+        "菩萨蛮: has the tune's pattern; 32/32 sure tones fit, 8/8 rhyme positions rhyme in their segment's 部",
         "{scored}"
     );
     let marked: Vec<String> = (0..8)
@@ -736,8 +736,8 @@ fn a_pasted_ci_is_judged_by_its_tune() {
             "第8部上去",
             "第7部平",
             "第7部平",
-            "",
-            "",
+            "第18部入",
+            "第18部入",
             "第2部平",
             "第2部平"
         ],

@@ -334,5 +334,46 @@ fn a_tunes_other_forms_are_learned_asked_for_by_number_or_pattern_and_written() 
     let err = tune_start(&tokenizer, (shuidiao, 9, None), "", 300)
         .err()
         .unwrap();
-    assert!(err.to_string().contains("give a form from 1 to"), "{err}");
+    assert!(err.to_string().contains("give a number from 1 to"), "{err}");
+}
+
+#[test]
+fn a_prompt_of_another_form_is_answered_with_that_form() {
+    use shige::config::{CorpusKind, DataConfig};
+    use shige::sample::ci_start;
+    let tokenizer = CharTokenizer::from_text(&common::root_file("data/ci.txt")).unwrap();
+    let data = DataConfig {
+        kind: CorpusKind::Lines,
+        ..DataConfig::default()
+    };
+    let start = |form: &str, prompt: &str| {
+        ci_start((&tokenizer, &data), ("水调歌头", form, false), prompt, 300)
+            .err()
+            .map(|e| e.to_string())
+    };
+    // 4，7 after 3，3，3 is forms 2 and 3, not 1: the commonest that fits is named.
+    let prompt = "明月几时有，把酒问青天。不知天上，";
+    let err = start("", prompt).expect("form 1 has 6 characters there");
+    assert!(
+        err.ends_with("the prompt fits form 2 of 水调歌头: add --tune-form 2"),
+        "{err}"
+    );
+    assert_eq!(start("2", prompt), None);
+    // A prompt no form fits keeps its message alone; one that fits but is too long for the
+    // characters asked for gets no hint.
+    let err = start("", "明月，").unwrap();
+    assert!(!err.contains("--tune-form"), "{err}");
+    let err = ci_start(
+        (&tokenizer, &data),
+        ("水调歌头", "", false),
+        "明月几时有，",
+        10,
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(
+        err.contains("--max-new-tokens") && !err.contains("--tune-form"),
+        "{err}"
+    );
 }

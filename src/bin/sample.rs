@@ -29,6 +29,7 @@ const MAX_NEW_TOKENS_LIMIT: usize = 100_000;
   cargo run --release --bin sample -- --checkpoint checkpoints/<run> --prompt 白日
   cargo run --release --bin sample -- --checkpoint checkpoints/<run> --form qijue --acrostic 春夏秋冬
   cargo run --release --bin sample -- --checkpoint checkpoints/<ci run> --tune 水调歌头
+  cargo run --release --bin sample -- --checkpoint checkpoints/<ci run> --tune 水调歌头 --tune-form 3 --meter
   cargo run --release --bin sample -- --checkpoint checkpoints/<titled run> --poet 李白 --title 秋夜"
 )]
 struct Args {
@@ -41,9 +42,9 @@ struct Args {
     /// Number of poems.
     #[arg(long, default_value_t = 3)]
     num_samples: usize,
-    /// Most characters generated per poem.
-    #[arg(long, default_value_t = 120)]
-    max_new_tokens: usize,
+    /// Most characters generated per poem [default: 120; with --tune, enough for the tune's form].
+    #[arg(long)]
+    max_new_tokens: Option<usize>,
     /// Sampling temperature (0 = always the most likely character).
     #[arg(long, default_value_t = 0.8)]
     temperature: f64,
@@ -81,7 +82,9 @@ struct Args {
     #[arg(long, conflicts_with_all = ["form", "acrostic", "poet", "title"])]
     tune: Option<String>,
     /// With --tune, the tune's form (又一体): 1, the commonest (the default), 2, 3 … its others
-    /// in data/cipu.tsv, or the form's pattern as written there (e.g. 5，5。4，7。…).
+    /// in data/cipu.tsv (5th column), or the form's pattern, each sentence's length and mark (e.g.
+    /// 7。7。7。7，7。7。). With --meter, a form whose tones were learned (20 ci of it:
+    /// data/cipu_tones.tsv).
     #[arg(long, requires = "tune")]
     tune_form: Option<String>,
     /// Write the poem as by this poet: the header 【poet·…】 before it (needs a run trained on
@@ -117,6 +120,9 @@ fn run() -> Result<()> {
     let args: Args = shige::cli::parse();
     shige::cli::stdout_is_the_product("the poems")?;
     let sampling = checked_request(&args)?;
+    let max_new_tokens = args
+        .max_new_tokens
+        .unwrap_or_else(|| default_max_new_tokens(&args));
     let device = shige::device::open(&args.device)?;
     let run = load_run_on(&args.checkpoint, &device)?;
     let kind = run.config.data.trained_kind();
@@ -136,7 +142,7 @@ fn run() -> Result<()> {
             (&run.tokenizer, &run.config.data),
             (name, args.tune_form.as_deref().unwrap_or(""), args.meter),
             &args.prompt,
-            args.max_new_tokens,
+            max_new_tokens,
         )
         .context("cannot start the ci")?,
         None => {
@@ -151,23 +157,13 @@ fn run() -> Result<()> {
                 .as_ref()
                 .and_then(|_| Poets::of_corpus_file(run.config.data.corpus.as_ref()));
             let header = header_request(&run.tokenizer, &run.config.data, asked, poets.as_ref())?;
-            poem_start(
-                &run.tokenizer,
-                &header,
-                &args.prompt,
-                rules,
-                args.max_new_tokens,
-            )
-            .context("cannot start the poem")?
+            poem_start(&run.tokenizer, &header, &args.prompt, rules, max_new_tokens)
+                .context("cannot start the poem")?
         }
     };
     let gen = Generation {
         use_cache: !args.no_cache,
-        ..Generation::new(
-            args.max_new_tokens,
-            sampling,
-            stops.then_some(start.opening[0]),
-        )
+        ..Generation::new(max_new_tokens, sampling, stops.then_some(start.opening[0]))
     };
     let poems = write_poems(&args, &run, &start, &gen)?;
     if !args.json && args.num_samples > 1 && args.tune.is_some() {
@@ -197,12 +193,23 @@ fn checked_request(args: &Args) -> Result<Sampling> {
     if args.num_samples == 0 {
         bail!("--num-samples 0 would write no poem: give 1 or more");
     }
-    if !(1..=MAX_NEW_TOKENS_LIMIT).contains(&args.max_new_tokens) {
+    if let Some(n) = args
+        .max_new_tokens
+        .filter(|n| !(1..=MAX_NEW_TOKENS_LIMIT).contains(n))
+    {
         bail!(
-            "--max-new-tokens {} must be 1 to {MAX_NEW_TOKENS_LIMIT}: a poem is under 100 characters; \
-             use --num-samples for more poems",
-            args.max_new_tokens
+            "--max-new-tokens {n} must be 1 to {MAX_NEW_TOKENS_LIMIT}: a regular poem is under 100 characters, \
+             a ci under 250; use --num-samples for more poems"
         );
+    }
+    match (&args.tune_form, &args.tune) {
+        (Some(_), None) => bail!(
+            "--tune-form chooses a form of the tune --tune names: give --tune too, or leave --tune-form out"
+        ),
+        (Some(form), Some(_)) if form.trim().is_empty() => bail!(
+            "--tune-form is empty: give a form's number (1 is the commonest) or its pattern, or leave it out"
+        ),
+        _ => {}
     }
     if args.acrostic.as_deref() == Some("") {
         bail!("--acrostic is empty: give the characters that begin the lines, e.g. 春夏秋冬, or leave it out");
@@ -215,6 +222,19 @@ fn checked_request(args: &Args) -> Result<Sampling> {
         );
     }
     Ok(sampling)
+}
+
+/// The most characters per poem when `--max-new-tokens` is not given: 120, or with `--tune` enough
+/// for the form asked for (a form that does not exist is refused later, with the forms).
+fn default_max_new_tokens(args: &Args) -> usize {
+    let form = args.tune.as_deref().and_then(|name| {
+        let tune = Tunes::shipped().get(name).ok()?;
+        let n = tune
+            .choose_form(args.tune_form.as_deref().unwrap_or(""))
+            .ok()?;
+        tune.form(n).ok().map(|pattern| pattern.len() + 1) // and the newline that ends it
+    });
+    form.map_or(120, |needed| needed.max(120))
 }
 
 /// Draws `--num-samples` poems from `start`, printing each character as it is drawn, or one JSON

@@ -1,6 +1,6 @@
 //! Score poems as regulated verse: `cargo run --release --bin score -- FILE` (one poem per line), or
 //! `--val` for the held-out real poems of the corpus; a Song ci (a line `【tune】text`) is scored
-//! by whether it has its tune's pattern.
+//! by the form of its tune it has, and that form's tones and rhymes.
 
 use anyhow::{bail, Context, Result};
 use clap::Parser;
@@ -21,7 +21,9 @@ use std::path::{Path, PathBuf};
 
 /// Score poems as regulated verse: form, best tonal template (平仄), the share of tones that fit,
 /// rhyme (平水韵), and how much is copied from the training poems. A line `【tune】text` is a
-/// Song ci: whether it has its tune's pattern (data/cipu.tsv).
+/// Song ci: which of its tune's forms it has (the commonest pattern, or a 又一体: data/cipu.tsv),
+/// and where that form's tones and rhymes were learned (data/cipu_tones.tsv), the share of its sure
+/// tones it keeps and whether each rhyme segment rhymes in one 部 (词林正韵).
 #[derive(Parser)]
 #[command(
     allow_negative_numbers = true,

@@ -3,9 +3,9 @@
 //!
 //! At a sure position, a character whose tone fits it (a character of both tones fits either; one
 //! of unknown tone only a free position). At the end of a rhyming sentence, a character with a 部
-//! of the 词林正韵 in its rhyme segment's class that every earlier rhyme of the segment shares,
-//! and that ended no earlier rhyme of the segment (no 重韵). So each segment's first rhyme chooses
-//! its 部: a 菩萨蛮 changes rhyme where its tune does (换韵).
+//! of the 词林正韵 in its rhyme segment's classes that every earlier rhyme of the segment shares,
+//! and that ended no earlier rhyme of the ci (no 重韵). So each segment's first rhyme chooses its
+//! 部: a 菩萨蛮 changes rhyme where its tune does (换韵), a 西江月 keeps one 部 in 平 and 仄.
 
 use super::meter::MeterRule;
 use crate::verse::cilin::Cilin;
@@ -18,13 +18,23 @@ pub struct CiMeter {
     sentences: Vec<(Vec<Slot>, Option<usize>)>,
     /// Each token's tone (`None`: not in the table, or not a character).
     tones: Vec<Option<Tone>>,
-    /// Per rhyme segment, each token's 部 in the segment's class.
+    /// Per rhyme segment, each token's 部 (their numbers) in the segment's classes.
     bu: Vec<Vec<Vec<u8>>>,
 }
+
+/// Before a rhyme: the ci's earlier rhymes, and the 部 its segment's earlier rhymes all share
+/// (`None` before the segment's first).
+type Before = (Vec<u32>, Option<Vec<u8>>);
 
 impl CiMeter {
     /// The meter of `meter`'s tune for a vocabulary whose token i is the character `names[i]`.
     pub fn new(meter: &TuneMeter, names: &[char], (tables, cilin): (&Tables, &Cilin)) -> Self {
+        let numbers_in = |c: char, classes: &[_]| {
+            let of = cilin.bu(c).iter().filter(|b| classes.contains(&b.1));
+            let mut numbers: Vec<u8> = of.map(|b| b.0).collect();
+            numbers.dedup();
+            numbers
+        };
         CiMeter {
             sentences: meter
                 .sentences
@@ -35,50 +45,38 @@ impl CiMeter {
             bu: meter
                 .segments
                 .iter()
-                .map(|&class| {
-                    names
-                        .iter()
-                        .map(|&c| cilin.bu_in(c, class).collect())
-                        .collect()
-                })
+                .map(|classes| names.iter().map(|&c| numbers_in(c, classes)).collect())
                 .collect(),
         }
     }
 
-    /// The tokens that end the sentences of `poem` (the ids after its header, marks included)
-    /// before `sentence` that rhyme in `sentence`'s segment (none where it does not rhyme).
-    fn rhymes_before(&self, poem: &[u32], sentence: usize) -> Vec<u32> {
+    /// What a rhyme at `sentence` of `poem` (the ids after its header, marks included) must
+    /// keep to: the ci's earlier rhymes, and the 部 the earlier rhymes of its segment share.
+    fn before(&self, poem: &[u32], sentence: usize) -> Before {
         let segment = self.sentences[sentence].1;
         let mut start = 0;
-        let mut finals = Vec::new();
+        let (mut all, mut shared): (Vec<u32>, Option<Vec<u8>>) = (Vec::new(), None);
         for (slots, s) in &self.sentences[..sentence] {
-            if segment.is_some() && *s == segment {
-                finals.push(poem[start + slots.len() - 1]);
-            }
+            let last = poem[start + slots.len() - 1];
             start += slots.len() + 1;
+            let Some(s) = s else { continue };
+            all.push(last);
+            if Some(*s) == segment {
+                let bu = &self.bu[*s][last as usize];
+                shared = Some(match shared {
+                    None => bu.clone(),
+                    Some(mut kept) => {
+                        kept.retain(|b| bu.contains(b));
+                        kept
+                    }
+                });
+            }
         }
-        finals
+        (all, shared)
     }
 
-    /// The 部 of `segment`'s class every one of `finals` has (`None` before its first rhyme, or
-    /// where the sentence does not rhyme).
-    fn shared(&self, segment: Option<usize>, finals: &[u32]) -> Option<Vec<u8>> {
-        let bu = &self.bu[segment?];
-        let mut finals = finals.iter();
-        let mut shared = bu[*finals.next()? as usize].clone();
-        for &f in finals {
-            shared.retain(|b| bu[f as usize].contains(b));
-        }
-        Some(shared)
-    }
-
-    /// Whether `next` fits (sentence, col), after the earlier rhymes `finals` sharing `shared`.
-    fn admits(
-        &self,
-        (sentence, col): (usize, usize),
-        (finals, shared): (&[u32], &Option<Vec<u8>>),
-        next: u32,
-    ) -> bool {
+    /// Whether `next` fits (sentence, col), after the rhymes `before`.
+    fn admits(&self, (sentence, col): (usize, usize), (all, shared): &Before, next: u32) -> bool {
         let (slots, segment) = &self.sentences[sentence];
         if !slots[col].admits(self.tones[next as usize]) {
             return false;
@@ -87,7 +85,7 @@ impl CiMeter {
             return true;
         };
         let bu = &self.bu[segment][next as usize];
-        !finals.contains(&next)
+        !all.contains(&next)
             && match shared {
                 None => !bu.is_empty(),
                 Some(shared) => bu.iter().any(|b| shared.contains(b)),
@@ -97,17 +95,14 @@ impl CiMeter {
 
 impl MeterRule for CiMeter {
     fn allowed(&self, poem: &[u32], position: (usize, usize)) -> Vec<bool> {
-        let finals = self.rhymes_before(poem, position.0);
-        let shared = self.shared(self.sentences[position.0].1, &finals);
+        let before = self.before(poem, position.0);
         (0..self.tones.len() as u32)
-            .map(|id| self.admits(position, (&finals, &shared), id))
+            .map(|id| self.admits(position, &before, id))
             .collect()
     }
 
     fn allows(&self, poem: &[u32], position: (usize, usize), next: u32) -> bool {
-        let finals = self.rhymes_before(poem, position.0);
-        let shared = self.shared(self.sentences[position.0].1, &finals);
-        self.admits(position, (&finals, &shared), next)
+        self.admits(position, &self.before(poem, position.0), next)
     }
 
     fn expected(&self, _poem: &[u32], (sentence, col): (usize, usize)) -> String {
@@ -119,7 +114,7 @@ impl MeterRule for CiMeter {
         };
         match segment.is_some() && col + 1 == slots.len() {
             true => format!(
-                "{tone} that rhymes (词林正韵) with the earlier rhymes of its segment and repeats none"
+                "{tone} that rhymes (词林正韵) with the earlier rhymes of its segment and repeats no rhyme of the ci"
             ),
             false => tone.to_string(),
         }

@@ -325,7 +325,32 @@ pub fn ci_start(
         ),
         false => None,
     };
-    tune_start(tokenizer, (tune, form, meter), prompt, max_new_tokens)
+    let start = tune_start(tokenizer, (tune, form, meter), prompt, max_new_tokens);
+    match start {
+        Err(e) if !prompt.is_empty() => Err(other_form_hint(tokenizer, (tune, form), prompt, e)),
+        start => start,
+    }
+}
+
+/// `e`, the error of a ci to `tune`'s form `form` after `prompt`, with the form the prompt fits
+/// where it fits another and not this one.
+fn other_form_hint(
+    tokenizer: &CharTokenizer,
+    (tune, form): (&Tune, usize),
+    prompt: &str,
+    e: SampleError,
+) -> SampleError {
+    let fits = |n: usize| tune_start(tokenizer, (tune, n, None), prompt, usize::MAX / 2).is_ok();
+    if fits(form) {
+        return e; // the prompt fits: something else is wrong
+    }
+    match tune.forms().map(|f| f.0).find(|&n| n != form && fits(n)) {
+        Some(n) => SampleError::Tune(format!(
+            "{e}; the prompt fits form {n} of {}: add --tune-form {n}",
+            tune.name
+        )),
+        None => e,
+    }
 }
 
 /// The start of a ci to `tune` in its form `form` (`--tune`, `--tune-form`): the newline, the

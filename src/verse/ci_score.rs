@@ -5,7 +5,7 @@
 use super::cilin::Cilin;
 use super::tables::Tables;
 use super::templates::Slot;
-use super::tune_meters::{sentences, shared_bu, TuneMeters};
+use super::tune_meters::{sentences, shared_number, TuneMeters};
 use super::tunes::{split_tune, Tunes};
 
 /// How one ci (a line `【tune】text`) fits its tune.
@@ -152,11 +152,11 @@ pub struct CiMeterScore {
     /// Sure positions whose character's tone is known, and of those the ones that fit.
     pub tones_checked: usize,
     pub tones_fitting: usize,
-    /// The tune's rhyme positions, and of those the ones whose end shares the 部 (of its
-    /// segment's class) that most of its segment share.
+    /// The tune's rhyme positions, and of those the ones whose end shares the 部 (in its
+    /// segment's classes) that most of its segment share.
     pub rhyme_positions: usize,
     pub rhyming: usize,
-    /// Whether two rhyme positions of one segment end on one character.
+    /// Whether two rhyme positions end on one character.
     pub repeated_rhyme: bool,
 }
 
@@ -198,14 +198,13 @@ pub fn score_ci_meter(
     let rhyming = segments
         .iter()
         .zip(&meter.segments)
-        .map(|(finals, &class)| shared_bu(finals, Some(class), cilin).map_or(0, |b| b.1))
+        .map(|(finals, classes)| shared_number(finals, Some(classes), cilin).map_or(0, |b| b.1))
         .sum();
-    let repeated_rhyme = segments.iter().any(|finals| {
-        let mut seen = finals.clone();
-        seen.sort_unstable();
-        seen.dedup();
-        seen.len() < finals.len()
-    });
+    let mut seen = segments.concat();
+    let rhymes = seen.len();
+    seen.sort_unstable();
+    seen.dedup();
+    let repeated_rhyme = seen.len() < rhymes;
     Some(CiMeterScore {
         tune: tune.to_string(),
         tones_checked: checked,

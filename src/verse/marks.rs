@@ -72,10 +72,12 @@ pub fn mark_poem(poem: &str, tables: &Tables) -> MarkedPoem {
         (None, None) => Vec::new(),
     };
     let rhyme_of = |sentence: usize, c: char| -> Vec<String> {
-        match meter.and_then(|m| m.rhyme_class(sentence)) {
-            Some(class) => Cilin::shipped()
-                .bu_in(c, class)
-                .map(|n| format!("第{n}部{}", class.name()))
+        match meter.and_then(|m| m.rhyme_classes(sentence)) {
+            Some(classes) => Cilin::shipped()
+                .bu(c)
+                .iter()
+                .filter(|b| classes.contains(&b.1))
+                .map(|(n, class)| format!("第{n}部{}", class.name()))
                 .collect(),
             None => tables
                 .rhyme_groups(c)

@@ -2,13 +2,15 @@
 //! `cipu.tsv`): for each form of a tune (its commonest pattern, and its 又一体) with at least
 //! [`MIN_CI`] ci, each
 //! position's tone where at least [`SURE_SHARE`] of those ci agree (平 or 仄; else either), and its
-//! rhyme segments: the sentence ends that rhyme together, each segment in its own 部 and tone class
-//! (平, 上去 or 入, by the 词林正韵: [`super::cilin`]). Most tunes keep one rhyme throughout; some
-//! change it (换韵): 菩萨蛮 rhymes 仄, 平, 仄, 平 in pairs, 清平乐 four 仄 then three 平. Two sentence
-//! ends rhyme together where they share a 部 in at least [`CO_RHYME`] of the ci; a segment is the
-//! ends linked so. A ci is scored against it in [`super::ci_score`].
+//! rhyme segments: the sentence ends that rhyme together, each segment in its own 部 of the 词林正韵
+//! ([`super::cilin`]) and in the tone classes (平, 上去, 入) its ci take. Most tunes keep one rhyme
+//! throughout; some change it (换韵): 菩萨蛮 rhymes 仄, 平, 仄, 平 in pairs, 清平乐 four 仄 then
+//! three 平; 西江月 rhymes 平 and 仄 in one 部 (平仄通叶). Two sentence ends rhyme together where
+//! they share a 部 (of any class) in at least [`CO_RHYME`] of the ci; a segment is the ends linked
+//! so, and its classes those at least [`CLASS_SHARE`] of its rhymes take. A ci is scored against it
+//! in [`super::ci_score`].
 
-use super::cilin::{Bu, Cilin, RhymeClass};
+use super::cilin::{Cilin, RhymeClass};
 use super::tables::{Tables, Tone};
 use super::templates::Slot;
 use super::tunes::{TunePattern, Tunes, CI_MARKS};
@@ -23,12 +25,17 @@ pub const SURE_SHARE: f64 = 0.8;
 
 /// The share of a tune's ci in which two sentence ends must share a 部 to rhyme together.
 pub const CO_RHYME: f64 = 0.6;
+/// The share of a segment's rhymes (those in the 部 its ci's ends share most) a tone class must
+/// take to be one of the segment's.
+pub const CLASS_SHARE: f64 = 0.1;
 
 /// The marker of a rhyming sentence end in `cipu_tones.tsv`, after its mark; the number of its
 /// segment follows where the tune has more than one.
 const RHYME: char = '韵';
 /// What joins the segments' classes in `cipu_tones.tsv`.
 const CLASS_JOIN: char = '、';
+/// What joins the classes of one segment there.
+const CLASS_OR: char = '/';
 
 /// One tune's tones and rhymes.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,9 +45,9 @@ pub struct TuneMeter {
     pub form: usize,
     /// Ci of its pattern it was learned from.
     pub ci: usize,
-    /// The tone class of each rhyme segment, in the order of their first sentences (one for a
-    /// tune that keeps its rhyme; none for a tune whose ends agree too seldom).
-    pub segments: Vec<RhymeClass>,
+    /// The tone classes of each rhyme segment, in the order of their first sentences (one segment
+    /// for a tune that keeps its rhyme; none for a tune whose ends agree too seldom).
+    pub segments: Vec<Vec<RhymeClass>>,
     /// Per sentence: each character's tone (free where unsure), its mark, and the segment its end
     /// rhymes in (`None`: it does not rhyme).
     pub sentences: Vec<(Vec<Slot>, char, Option<usize>)>,
@@ -58,15 +65,24 @@ impl TuneMeter {
         }
     }
 
-    /// The rhyme class of sentence `s`'s end, if it rhymes.
-    pub fn rhyme_class(&self, s: usize) -> Option<RhymeClass> {
-        self.sentences[s].2.map(|segment| self.segments[segment])
+    /// The rhyme classes of sentence `s`'s end, if it rhymes.
+    pub fn rhyme_classes(&self, s: usize) -> Option<&[RhymeClass]> {
+        self.sentences[s]
+            .2
+            .map(|segment| &self.segments[segment][..])
     }
 
-    /// The segments' classes as `cipu_tones.tsv` writes them: `平`, or `上去、平、上去、平`.
+    /// The segments' classes as `cipu_tones.tsv` writes them: `平`, or `上去/入、平、上去/入、平`.
     pub fn classes(&self) -> String {
-        let names: Vec<&str> = self.segments.iter().map(|c| c.name()).collect();
-        names.join(&CLASS_JOIN.to_string())
+        let segments: Vec<String> = self
+            .segments
+            .iter()
+            .map(|classes| {
+                let names: Vec<&str> = classes.iter().map(|c| c.name()).collect();
+                names.join(&CLASS_OR.to_string())
+            })
+            .collect();
+        segments.join(&CLASS_JOIN.to_string())
     }
 
     /// The tones and marks as one line of `cipu_tones.tsv`: 平, 仄 or 中 (either) per character,
@@ -284,12 +300,17 @@ impl TuneMeters {
                 "" => Vec::new(),
                 _ => class
                     .split(CLASS_JOIN)
-                    .map(|c| {
-                        RhymeClass::parse(c).ok_or_else(|| {
-                            what(format!(
-                                "{c} is not 平, 上去 or 入 (classes of segments are joined by {CLASS_JOIN})"
-                            ))
-                        })
+                    .map(|segment| {
+                        segment
+                            .split(CLASS_OR)
+                            .map(|c| {
+                                RhymeClass::parse(c).ok_or_else(|| {
+                                    what(format!(
+                                        "{c} is not 平, 上去 or 入 (a segment's classes are joined by {CLASS_OR}, the segments by {CLASS_JOIN})"
+                                    ))
+                                })
+                            })
+                            .collect::<Result<Vec<_>, String>>()
                     })
                     .collect::<Result<Vec<_>, String>>()?,
             };
@@ -319,21 +340,24 @@ pub fn sentences(text: &str) -> Vec<Vec<char>> {
         .collect()
 }
 
-/// The 部 of `class` that the most of `finals` share, and how many share it (the smallest
-/// number on a tie; `None` when none has a 部 of the class).
-pub(super) fn shared_bu(
+/// The 部 (its number) that the most of `finals` share in one of `classes` (any class where
+/// `None`), and how many share it (the smallest number on a tie; `None` when none has a 部 there).
+pub(super) fn shared_number(
     finals: &[char],
-    class: Option<RhymeClass>,
+    classes: Option<&[RhymeClass]>,
     cilin: &Cilin,
-) -> Option<(Bu, usize)> {
-    let mut counts: HashMap<Bu, usize> = HashMap::new();
+) -> Option<(u8, usize)> {
+    let mut counts: HashMap<u8, usize> = HashMap::new();
     for &c in finals {
-        for &bu in cilin
+        let mut numbers: Vec<u8> = cilin
             .bu(c)
             .iter()
-            .filter(|b| class.is_none_or(|k| b.1 == k))
-        {
-            *counts.entry(bu).or_default() += 1;
+            .filter(|b| classes.is_none_or(|k| k.contains(&b.1)))
+            .map(|b| b.0)
+            .collect();
+        numbers.dedup(); // a character of one number in two classes counts once
+        for n in numbers {
+            *counts.entry(n).or_default() += 1;
         }
     }
     counts
@@ -360,7 +384,7 @@ fn learn_one(
     let (of_sentence, members) = rhyme_segments(&finals, cilin);
     let segments = members
         .iter()
-        .map(|ends| segment_class(ends, &finals, cilin))
+        .map(|ends| segment_classes(ends, &finals, cilin))
         .collect();
     let sentences = pattern
         .sentences
@@ -384,11 +408,15 @@ fn learn_one(
 
 /// The rhyme segments of ci whose sentence ends are `finals` (one row per ci): each sentence's
 /// segment (`None`: its end rhymes with no other), and each segment's sentences. Two ends rhyme
-/// together where they share a 部 (of one class) in at least [`CO_RHYME`] of the ci; a segment is
-/// the ends so linked, numbered in the order of their first sentences.
+/// together where they share a 部 (by its number: 平仄通叶 is one rhyme) in at least
+/// [`CO_RHYME`] of the ci; a segment is the ends so linked, numbered in the order of their first
+/// sentences.
 fn rhyme_segments(finals: &[Vec<char>], cilin: &Cilin) -> (Vec<Option<usize>>, Vec<Vec<usize>>) {
     let n = finals.first().map_or(0, Vec::len);
-    let share = |a: char, b: char| cilin.bu(a).iter().any(|x| cilin.bu(b).contains(x));
+    let share = |a: char, b: char| {
+        let numbers = |c: char| cilin.bu(c).iter().map(|x| x.0).collect::<Vec<u8>>();
+        numbers(a).iter().any(|n| numbers(b).contains(n))
+    };
     let together = |i: usize, j: usize| {
         let shared = finals.iter().filter(|f| share(f[i], f[j])).count();
         shared as f64 >= CO_RHYME * finals.len() as f64
@@ -433,20 +461,37 @@ fn find(root: &[usize], mut i: usize) -> usize {
     i
 }
 
-/// The class most ci rhyme the segment of sentences `ends` in: per ci, the class of the 部 most
-/// of its ends there share (平 where none has one).
-fn segment_class(ends: &[usize], finals: &[Vec<char>], cilin: &Cilin) -> RhymeClass {
+/// The classes the segment of sentences `ends` rhymes in: per ci, the class of each end in the 部
+/// most of its ends share (where it has one); those of at least [`CLASS_SHARE`] of them, in [`RhymeClass::ALL`]'s
+/// order (平 where none has a 部).
+fn segment_classes(ends: &[usize], finals: &[Vec<char>], cilin: &Cilin) -> Vec<RhymeClass> {
     let mut classes: HashMap<RhymeClass, usize> = HashMap::new();
     for f in finals {
         let chars: Vec<char> = ends.iter().map(|&s| f[s]).collect();
-        if let Some((bu, _)) = shared_bu(&chars, None, cilin) {
-            *classes.entry(bu.1).or_default() += 1;
+        let Some((number, _)) = shared_number(&chars, None, cilin) else {
+            continue;
+        };
+        for c in chars {
+            // An end read in two classes of the 部 (a character of two tones) says neither.
+            let mut of_number = cilin.bu(c).iter().filter(|b| b.0 == number);
+            if let (Some(bu), None) = (of_number.next(), of_number.next()) {
+                *classes.entry(bu.1).or_default() += 1;
+            }
         }
     }
-    classes
+    let rhymes: usize = classes.values().sum();
+    let kept: Vec<RhymeClass> = RhymeClass::ALL
         .into_iter()
-        .max_by(|a, b| a.1.cmp(&b.1).then(b.0.cmp(&a.0)))
-        .map_or(RhymeClass::Ping, |c| c.0)
+        .filter(|c| {
+            classes
+                .get(c)
+                .is_some_and(|&n| n as f64 >= CLASS_SHARE * rhymes as f64)
+        })
+        .collect();
+    match kept.is_empty() {
+        true => vec![RhymeClass::Ping],
+        false => kept,
+    }
 }
 
 /// The tone most of `chars` (one position of every ci) agree on, if at least [`SURE_SHARE`] of

@@ -162,45 +162,66 @@ impl Tune {
         match self.forms().find(|f| f.0 == n) {
             Some((_, pattern, _)) => Ok(pattern),
             None => Err(format!(
-                "{} has {} in the 词谱 (data/cipu.tsv): {}; give a form from 1 to {}",
+                "{n} is not a form of {}: {}",
                 self.name,
-                match self.other_forms.len() {
-                    0 => "one form".to_string(),
-                    n => format!("{} forms", n + 1),
-                },
-                self.describe_forms(),
-                self.other_forms.len() + 1
+                self.forms_in_words()
             )),
         }
     }
 
-    /// The form asked for by `asked`: its number, or its pattern as the 词谱 writes it (empty: the
-    /// commonest, 1); an error lists the forms.
+    /// The form asked for by `asked`: its number, or its pattern as the 词谱 writes it (with or
+    /// without its `×ci`); empty: the commonest, 1. An error lists the forms.
     pub fn choose_form(&self, asked: &str) -> Result<usize, String> {
         let asked = asked.trim();
         if asked.is_empty() {
             return Ok(1);
         }
-        let found = match (asked.parse::<usize>(), asked.parse::<TunePattern>()) {
-            (Ok(n), _) => self.form(n).map(|_| n),
-            (_, Ok(pattern)) => self
-                .forms()
-                .find(|f| *f.1 == pattern)
-                .map(|f| f.0)
-                .ok_or_else(|| format!("{asked} is none of {}'s forms", self.name)),
-            _ => Err(format!(
-                "the form {} is neither a number nor a pattern such as 7。7。7。7，7。7。",
-                crate::data::error::printable(asked)
-            )),
+        let shown: String = match asked.chars().count() > 24 {
+            true => asked.chars().take(24).chain(['…']).collect(),
+            false => asked.to_string(),
         };
-        found.map_err(|why| match why.contains("give a form from") {
-            true => why,
-            false => format!(
-                "{why}: {} has {}; give a form's number",
-                self.name,
-                self.describe_forms()
+        let shown = crate::data::error::printable(&shown);
+        let unsigned = asked.trim_start_matches(['+', '-']);
+        if !unsigned.is_empty() && unsigned.chars().all(|c| c.is_ascii_digit()) {
+            let n = asked
+                .parse::<usize>()
+                .ok()
+                .filter(|&n| self.form(n).is_ok());
+            return n.ok_or_else(|| {
+                format!(
+                    "{shown} is not a form of {}: {}",
+                    self.name,
+                    self.forms_in_words()
+                )
+            });
+        }
+        let pattern = asked.split(FORM_COUNT).next().unwrap_or(asked);
+        match pattern.parse::<TunePattern>() {
+            Ok(pattern) => self.forms().find(|f| *f.1 == pattern).map(|f| f.0).ok_or_else(|| {
+                format!("{shown} is not a form of {}: {}", self.name, self.forms_in_words())
+            }),
+            Err(_) => Err(format!(
+                "the form {shown} is neither a number nor a pattern (each sentence's length and mark, e.g. 7。7。7。7，7。7。): {}",
+                self.forms_in_words()
+            )),
+        }
+    }
+
+    /// Its forms, and what to give, in words.
+    fn forms_in_words(&self) -> String {
+        match self.other_forms.len() {
+            0 => format!(
+                "{} has one form in the 词谱 (data/cipu.tsv), {} ({} ci): give 1 or leave the form out",
+                self.name, self.pattern, self.fitting
             ),
-        })
+            n => format!(
+                "{} has {} forms in the 词谱 (data/cipu.tsv): {}; give a number from 1 to {} or a form's pattern",
+                self.name,
+                n + 1,
+                self.describe_forms(),
+                n + 1
+            ),
+        }
     }
 
     /// The number of the form `text` (a ci without its header) has, if it has one.

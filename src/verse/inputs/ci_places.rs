@@ -9,14 +9,14 @@
 //!   beyond: 7), "unknown" before a header or newline says where a ci begins;
 //! - where the ci keeps its tune's sentences: how far the next character is from the sentence's
 //!   end (0: the next is its mark, 1: the next ends it, … 8 and beyond: 8);
-//! - where the next character ends a rhyming sentence: its segment's tone class (平, 上去, 入), and
-//!   whether it is the segment's first rhyme (where a ci chooses its 部, or changes it: 换韵).
+//! - where the next character ends a rhyming sentence: its segment's tone classes (平, 上去, 入),
+//!   and whether it is the segment's first rhyme (where a ci chooses its 部, or changes it: 换韵).
 //!
 //! Ci rhyme biases (`"ci_rhyme_bias"`): at the same positions, learned biases on next-token logits
 //! (`transformer.bcr.weight`): at a segment's first rhyme, one for the characters with a 部 of its
-//! class; after it, one for the characters that ended the segment's earlier rhymes (which poets do
+//! classes; after it, one for the characters that ended the ci's earlier rhymes (which poets do
 //! not rhyme on again), and for the other characters that share a 部 with every earlier rhyme of
-//! the segment (of its class; of any, where they share none of it: a ci follows the rhyme it
+//! the segment (in its classes; in any, where they share none there: a ci follows the rhyme it
 //! began), one after its first rhyme and one after two or more.
 
 use super::vocabulary::{TokenKind, TokenKinds, Vocabulary};
@@ -111,7 +111,7 @@ enum Standing {
 /// it ends a rhyming sentence.
 struct Next {
     rows: Shares,
-    rhyme: Option<(usize, RhymeClass)>,
+    rhyme: Option<(usize, &'static [RhymeClass])>,
 }
 
 /// A ci read token by token: its tune's form, its sentences so far, and its place.
@@ -168,11 +168,12 @@ impl CiReader {
         self.next()
     }
 
-    /// The characters that ended the sentences so far of `meter`'s rhyme segment `segment`.
-    fn finals(&self, meter: &TuneMeter, segment: usize) -> Vec<u32> {
+    /// The characters that ended the rhyming sentences so far of `meter`'s rhyme segment
+    /// `segment` (of every segment where `None`).
+    fn finals(&self, meter: &TuneMeter, segment: Option<usize>) -> Vec<u32> {
         let of_segment = self.sentences.iter().zip(&meter.sentences);
         of_segment
-            .filter(|(_, m)| m.2 == Some(segment))
+            .filter(|(_, m)| m.2.is_some() && segment.is_none_or(|s| m.2 == Some(s)))
             .filter_map(|(s, _)| s.1)
             .collect()
     }
@@ -197,11 +198,14 @@ impl CiReader {
         rows.push((PLACE_ROWS + to_end.min(END_ROWS - 1), 1.0));
         let rhyme = segment
             .filter(|_| to_end == 1)
-            .map(|s| (s, meter.segments[s]));
-        if let Some((segment, class)) = rhyme {
-            let index = RhymeClass::ALL.iter().position(|&k| k == class);
-            rows.push((RHYME_CLASS + index.expect("a class of ALL"), 1.0));
-            if self.finals(meter, segment).is_empty() {
+            .map(|s| (s, &meter.segments[s][..]));
+        if let Some((segment, classes)) = rhyme {
+            for (index, class) in RhymeClass::ALL.iter().enumerate() {
+                if classes.contains(class) {
+                    rows.push((RHYME_CLASS + index, 1.0));
+                }
+            }
+            if self.finals(meter, Some(segment)).is_empty() {
                 rows.push((FIRST_RHYME, 1.0));
             }
         }
@@ -210,49 +214,65 @@ impl CiReader {
 
     /// The biases before the next character, where it ends a rhyming sentence.
     fn biases(&self, next: &Next) -> Biased {
-        let (Some((segment, class)), Standing::Poem(Some(meter))) = (next.rhyme, &self.standing)
+        let (Some((segment, classes)), Standing::Poem(Some(meter))) = (next.rhyme, &self.standing)
         else {
             return Vec::new();
         };
-        let finals = &self.finals(meter, segment);
+        let finals = &self.finals(meter, Some(segment));
         if finals.is_empty() {
-            let index = RhymeClass::ALL.iter().position(|&k| k == class);
-            let of_class = &self.vocabulary.of_class[index.expect("a class of ALL")];
-            return of_class.iter().map(|&t| (t, IN_CLASS)).collect();
+            let of_classes = RhymeClass::ALL
+                .iter()
+                .zip(&self.vocabulary.of_class)
+                .filter(|(class, _)| classes.contains(class))
+                .flat_map(|(_, ids)| ids);
+            return distinct(of_classes.map(|&t| (t, IN_CLASS)));
         }
-        let mut biased: Biased = finals.iter().map(|&f| (f, REPEATED)).collect();
+        // The ci's earlier rhymes (of any segment) take their own bias alone: raised with what
+        // rhymes, it would have to learn to undo that rise.
+        let earlier = self.finals(meter, None);
+        let mut biased: Biased = earlier.iter().map(|&f| (f, REPEATED)).collect();
         let bias = match finals.len() {
             1 => RHYMING_AFTER_ONE,
             _ => RHYMING_AFTER_MORE,
         };
-        let in_class = self.shared(finals, Some(class));
-        let shared = match in_class.is_empty() {
-            true => self.shared(finals, None),
-            false => in_class,
+        let in_classes = self.shared(finals, Some(classes));
+        let (shared, classes) = match in_classes.is_empty() {
+            true => (self.shared(finals, None), &RhymeClass::ALL[..]),
+            false => (in_classes, classes),
         };
-        // An earlier rhyme takes its own bias alone: raised with what rhymes, it would have to
-        // learn to undo that rise.
-        for bu in shared {
-            let members = self.vocabulary.members.get(&bu).into_iter().flatten();
-            let fresh = members.filter(|t| !finals.contains(t));
-            biased.extend(fresh.map(|&t| (t, bias)));
-        }
+        let members = shared.iter().flat_map(|&n| {
+            let of = classes
+                .iter()
+                .filter_map(move |&class| self.vocabulary.members.get(&(n, class)));
+            of.flatten()
+        });
+        let fresh = members.filter(|t| !earlier.contains(t));
+        biased.extend(distinct(fresh.map(|&t| (t, bias))));
         biased
     }
 
-    /// The 部 (of `class`, or of any) every one of `finals` has.
-    fn shared(&self, finals: &[u32], class: Option<RhymeClass>) -> Vec<Bu> {
-        let of = |f: &u32| -> Vec<Bu> {
+    /// The 部 (their numbers, in `classes`, or in any) every one of `finals` has.
+    fn shared(&self, finals: &[u32], classes: Option<&[RhymeClass]>) -> Vec<u8> {
+        let of = |f: &u32| -> Vec<u8> {
             let bu = &self.vocabulary.bu[*f as usize];
-            bu.iter()
-                .copied()
-                .filter(|b| class.is_none_or(|k| b.1 == k))
-                .collect()
+            let kept = bu
+                .iter()
+                .filter(|b| classes.is_none_or(|k| k.contains(&b.1)));
+            kept.map(|b| b.0).collect()
         };
         let all = finals.iter().map(of);
         all.reduce(|a, b| a.into_iter().filter(|x| b.contains(x)).collect())
             .unwrap_or_default()
     }
+}
+
+/// `entries` in token order, each token once (a token of one 部 in two classes would otherwise
+/// take its bias twice).
+fn distinct(entries: impl Iterator<Item = (u32, usize)>) -> Biased {
+    let mut entries: Biased = entries.collect();
+    entries.sort_unstable();
+    entries.dedup();
+    entries
 }
 
 /// `meter`, or another form of its tune, whose sentences begin with the lengths of `sentences`
@@ -365,37 +385,46 @@ mod tests {
         );
         // 】 (5): place 0, and the sentence's end 7 characters after the next.
         assert_eq!((chars[5], rows(&read[5])), ('】', vec![0, PLACE_ROWS + 7]));
-        // 如 (11): the next (织) ends sentence 1, the first rhyme of a 上去 segment.
-        let shang_qu = RHYME_CLASS + 1;
+        // 如 (11): the next (织) ends sentence 1, the first rhyme of a segment of 上去 or 入.
+        let (shang_qu, ru) = (RHYME_CLASS + 1, RHYME_CLASS + 2);
         assert_eq!(chars[11], '如');
-        assert_eq!(rows(&read[11]), [6, PLACE_ROWS + 1, shang_qu, FIRST_RHYME]);
-        // No earlier rhyme in the segment: the characters of its class (上声 and 去声): 织 (第三部
-        // 上去 as well as 第十七部 入) and 处, not 碧 (入 alone).
+        assert_eq!(
+            rows(&read[11]),
+            [6, PLACE_ROWS + 1, shang_qu, ru, FIRST_RHYME]
+        );
+        // No earlier rhyme in the segment: the characters of its classes, each once: 织 (第三部
+        // 上去 and 第十七部 入), 碧 (入) and 处 (上去); not 楼 (平).
         let vocabulary = Vocabulary::new(chars.iter().copied().chain("处".chars()).zip(0..));
-        let shang_qu_class = &CiVocabulary::of(&vocabulary).of_class[1];
-        assert!(shang_qu_class.contains(&(chars.len() as u32)), "处 is 上去");
+        let of_class = &CiVocabulary::of(&vocabulary).of_class;
+        assert!(of_class[1].contains(&(chars.len() as u32)), "处 is 上去");
         let first: Vec<u32> = biases[11].iter().map(|b| b.0).collect();
         assert!(biases[11].iter().all(|b| b.1 == IN_CLASS));
-        assert_eq!(first, shang_qu_class[..shang_qu_class.len() - 1]);
-        assert!(first.contains(&id('织')) && !first.contains(&id('碧')));
+        let mut expected: Vec<u32> = [&of_class[1][..], &of_class[2][..]].concat();
+        expected.retain(|&t| t < chars.len() as u32);
+        expected.sort_unstable();
+        expected.dedup();
+        assert_eq!(first, expected);
+        assert!(
+            first.contains(&id('织')) && first.contains(&id('碧')) && !first.contains(&id('楼'))
+        );
         // 心 (19): the next (碧) rhymes after 织, which is not to end it again (its own bias alone);
-        // what else shares 织's 部 of the class (第三部 上去) is raised, not 碧 (入 alone).
+        // what else shares 织's 部 in the classes (第三部 上去, 第十七部 入) is raised, 碧 among them.
         assert_eq!(chars[19], '心');
-        assert_eq!(rows(&read[19]), [6, PLACE_ROWS + 1, shang_qu]);
+        assert_eq!(rows(&read[19]), [6, PLACE_ROWS + 1, shang_qu, ru]);
         let zhi_biases: Vec<usize> = biases[19]
             .iter()
             .filter(|b| b.0 == id('织'))
             .map(|b| b.1)
             .collect();
         assert_eq!(zhi_biases, [REPEATED]);
-        assert!(!biases[19].contains(&(id('碧'), RHYMING_AFTER_ONE)));
-        // A segment that begins off its class follows the rhyme it began: after 碧 (入 alone),
-        // what shares 第十七部 入, 织 among them.
-        let swapped = "\n【菩萨蛮】寒山一带伤心碧，平林漠漠烟如织。";
-        let swapped_chars: Vec<char> = swapped.chars().collect();
-        let (_, swapped_biases) = read_all(swapped);
-        let zhi = swapped_chars.iter().position(|&c| c == '织').unwrap();
-        assert!(swapped_biases[zhi - 1].contains(&(zhi as u32, RHYMING_AFTER_ONE)));
+        assert!(biases[19].contains(&(id('碧'), RHYMING_AFTER_ONE)));
+        // A segment that begins off its classes follows the rhyme it began: the 平 segment begun
+        // on 处 (第四部 上去) raises what shares 第四部, 去 among them.
+        let off = "\n【菩萨蛮】平林漠漠烟如织，寒山一带伤心碧。暝色入高处，有人楼上去。";
+        let off_chars: Vec<char> = off.chars().collect();
+        let (_, off_biases) = read_all(off);
+        let qu = off_chars.iter().rposition(|&c| c == '去').unwrap();
+        assert!(off_biases[qu - 1].contains(&(qu as u32, RHYMING_AFTER_ONE)));
         // 碧 (20): the next is its mark; after the mark the next sentence starts at place 0.
         assert_eq!(rows(&read[20]), [7, PLACE_ROWS]);
         assert_eq!(rows(&read[21]), [0, PLACE_ROWS + 5]);
@@ -405,8 +434,8 @@ mod tests {
             rows(&read[25]),
             [4, PLACE_ROWS + 1, RHYME_CLASS, FIRST_RHYME]
         );
-        // 上 (31): 愁 follows 楼 (both 第十二部 平): 楼 repeated; 愁 (and the 楼 of 楼上, another
-        // token here) rhyme after one.
+        // 上 (31): 愁 follows 楼 (both 第十二部 平): the ci's earlier rhymes (织 碧 楼) repeated; 愁
+        // (and the 楼 of 楼上, another token here) rhyme after one.
         assert_eq!(chars[31], '上');
         assert_eq!(rows(&read[31]), [4, PLACE_ROWS + 1, RHYME_CLASS]);
         assert!(!biases[31].contains(&(id('楼'), RHYMING_AFTER_ONE)));
@@ -422,8 +451,8 @@ mod tests {
             );
         }
         assert!(
-            !biases[31].contains(&(id('织'), REPEATED)),
-            "another segment's rhyme"
+            biases[31].contains(&(id('织'), REPEATED)),
+            "another segment's rhyme is not to be rhymed on again either"
         );
         // Biases before each rhyme, nowhere else.
         let biased: Vec<char> = (0..biases.len())
