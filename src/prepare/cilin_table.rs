@@ -119,12 +119,13 @@ pub fn cilin_readme(table: &str, groups: usize, (forms, tunes): (usize, usize)) 
          `cipu_tones.tsv` is the 词谱 with tones and rhymes, learned from `ci.txt` for the {forms} forms\n\
          (of {tunes} tunes) with at least {min_ci} ci (`src/verse/tune_meters.rs`): per character, 平 or 仄\n\
          where at least {sure:.0} % of those ci of known tone there agree (`tones.tsv`), else 中 (either);\n\
-         and the rhyme segments: two sentence ends rhyme together where they share a 部 in at least\n\
-         {co:.0} % of those ci, a segment being the ends so linked (韵 after a rhyming sentence's mark, with\n\
-         its segment's number where there are more: a 菩萨蛮 changes rhyme in pairs, 换韵), each in the\n\
-         class of most of its ci.\n",
+         and the rhyme segments: two sentence ends rhyme together where they share a 部 (by number: 平\n\
+         and 仄 of one 部 rhyme together) in at least {co:.0} % of those ci, a segment being the ends so\n\
+         linked (韵 after a rhyming sentence's mark, with its segment's number where there are more: a\n\
+         菩萨蛮 changes rhyme in pairs, 换韵), in the classes at least {share:.0} % of its rhymes take.\n",
         min_ci = crate::verse::tune_meters::MIN_CI,
         sure = crate::verse::tune_meters::SURE_SHARE * 100.0,
         co = crate::verse::tune_meters::CO_RHYME * 100.0,
+        share = crate::verse::tune_meters::CLASS_SHARE * 100.0,
     )
 }
