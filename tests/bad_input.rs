@@ -1685,10 +1685,12 @@ fn closed_pipes_end_output_quietly_and_training_goes_on() {
     let (status, _) = run_into_closed_pipe(ABLATE, &args, true);
     assert!(status.success(), "ablate into closed pipes: {status:?}");
     assert!(ablation.join("results.md").exists(), "no results.md");
-    // `sample | head -1`, `score | head -1`: ended by SIGPIPE, as `cat` is, not by a panic.
+    // `sample | head -1`, `score | head -1`: ended by SIGPIPE, as `cat` is, not by a panic. Each
+    // writes more than a pipe holds (64 KiB: 300 poems, data/poems.txt's held-out poems scored),
+    // so it cannot finish before the pipe is closed, however slowly this test closes it.
     let cases: [(&str, &[&str]); 2] = [
-        (SAMPLE, &["--checkpoint", run_arg, "--num-samples", "50"]),
-        (SCORE, &["--val", "--corpus", "data/tiny.txt"]),
+        (SAMPLE, &["--checkpoint", run_arg, "--num-samples", "300"]),
+        (SCORE, &["--val", "--corpus", "data/poems.txt"]),
     ];
     for (bin, args) in cases {
         let (status, stderr) = run_into_closed_pipe(bin, args, false);

@@ -291,7 +291,8 @@ fn a_tunes_other_forms_are_learned_asked_for_by_number_or_pattern_and_written() 
     assert_eq!(tune.choose_form(""), Ok(1));
     assert_eq!(tune.choose_form("2"), Ok(2));
     assert_eq!(tune.choose_form("3。2。"), Ok(2));
-    for bad in ["0", "3", "3，3。", "二", "-1"] {
+    assert_eq!(tune.choose_form("3。2。×6"), Ok(2), "as cipu.tsv writes it");
+    for bad in ["0", "3", "3，3。", "二", "-1", "3。2。×abc", "3。2。×"] {
         let err = tune.choose_form(bad).unwrap_err();
         assert!(
             err.contains("1: 3，2。 (10 ci), 2: 3。2。 (6 ci)"),
@@ -359,6 +360,23 @@ fn a_prompt_of_another_form_is_answered_with_that_form() {
         "{err}"
     );
     assert_eq!(start("2", prompt), None);
+    // Asked for another form than the one it fits: "give", not "add".
+    let err = start("2", "明月几时有，把酒问青天。不知天上宫阙，").unwrap();
+    assert!(
+        err.ends_with("fits form 1 of 水调歌头: give --tune-form 1"),
+        "{err}"
+    );
+    // With --meter, a form whose tones were not learned (少年游's form 2) is named as such.
+    let shaonianyou =
+        "春风吹雨过江城。春风吹雨过。春风吹雨，春风吹雨，春风吹雨过。春风吹雨过江城，春风吹、";
+    let err = ci_start((&tokenizer, &data), ("少年游", "", true), shaonianyou, 300)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.ends_with("give --tune-form 2 without --meter (its tones were not learned)"),
+        "{err}"
+    );
     // A prompt no form fits keeps its message alone; one that fits but is too long for the
     // characters asked for gets no hint.
     let err = start("", "明月，").unwrap();

@@ -9,8 +9,8 @@ use shige::data::poem::Form;
 use shige::data::tokenizer::NEWLINE;
 use shige::ops::WeightFormat;
 use shige::sample::{
-    check_trained_on_verse, ci_start, header_request, is_well_formed, poem_start, Generation,
-    Generator, PoemStart, Sampling, MAX_POEM_CHARS,
+    check_trained_on_verse, ci_start, default_max_new_tokens, header_request, is_well_formed,
+    poem_start, Generation, Generator, PoemStart, Sampling, MAX_POEM_CHARS,
 };
 use shige::train::load::load_run_on;
 use shige::verse::ci_score::{score_ci, CiSummary};
@@ -120,9 +120,11 @@ fn run() -> Result<()> {
     let args: Args = shige::cli::parse();
     shige::cli::stdout_is_the_product("the poems")?;
     let sampling = checked_request(&args)?;
+    let tune = args.tune.as_deref();
+    let tune = tune.map(|name| (name, args.tune_form.as_deref().unwrap_or("")));
     let max_new_tokens = args
         .max_new_tokens
-        .unwrap_or_else(|| default_max_new_tokens(&args));
+        .unwrap_or_else(|| default_max_new_tokens(tune));
     let device = shige::device::open(&args.device)?;
     let run = load_run_on(&args.checkpoint, &device)?;
     let kind = run.config.data.trained_kind();
@@ -222,19 +224,6 @@ fn checked_request(args: &Args) -> Result<Sampling> {
         );
     }
     Ok(sampling)
-}
-
-/// The most characters per poem when `--max-new-tokens` is not given: 120, or with `--tune` enough
-/// for the form asked for (a form that does not exist is refused later, with the forms).
-fn default_max_new_tokens(args: &Args) -> usize {
-    let form = args.tune.as_deref().and_then(|name| {
-        let tune = Tunes::shipped().get(name).ok()?;
-        let n = tune
-            .choose_form(args.tune_form.as_deref().unwrap_or(""))
-            .ok()?;
-        tune.form(n).ok().map(|pattern| pattern.len() + 1) // and the newline that ends it
-    });
-    form.map_or(120, |needed| needed.max(120))
 }
 
 /// Draws `--num-samples` poems from `start`, printing each character as it is drawn, or one JSON

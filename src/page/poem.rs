@@ -7,8 +7,8 @@ use crate::data::header::Poets;
 use crate::data::poem::Form;
 use crate::data::tokenizer::NEWLINE;
 use crate::sample::{
-    check_trained_on_verse, ci_start, header_request, poem_start, Generation, Generator, PoemStart,
-    Sampling,
+    check_trained_on_verse, ci_start, default_max_new_tokens, header_request, poem_start,
+    Generation, Generator, PoemStart, Sampling,
 };
 use crate::train::load::LoadedRun;
 use crate::verse::ci_score::score_ci;
@@ -55,16 +55,12 @@ pub struct PoemParams {
     seed: u64,
     #[serde(default, deserialize_with = "yes_or_no")]
     meter: bool,
-    #[serde(default = "default_max_new_tokens")]
-    max_new_tokens: usize,
+    /// Absent: 120, or what the tune's form needs ([`default_max_new_tokens`]).
+    max_new_tokens: Option<usize>,
 }
 
 fn default_temperature() -> f64 {
     0.8
-}
-
-fn default_max_new_tokens() -> usize {
-    120
 }
 
 /// A poem checked and ready to be drawn.
@@ -85,9 +81,13 @@ impl PoemRequest {
             top_p: p.top_p,
         };
         sampling.validate().map_err(Refusal::parameters)?;
-        if !(1..=MAX_NEW_TOKENS).contains(&p.max_new_tokens) {
+        let tune = (!p.tune.is_empty()).then(|| (p.tune.as_str(), p.tune_form.as_str()));
+        let max_new_tokens = p
+            .max_new_tokens
+            .unwrap_or_else(|| default_max_new_tokens(tune));
+        if !(1..=MAX_NEW_TOKENS).contains(&max_new_tokens) {
             return Err(Refusal::bad(format!(
-                "max_new_tokens must be 1 to {MAX_NEW_TOKENS} (a poem is under 100 characters)"
+                "max_new_tokens must be 1 to {MAX_NEW_TOKENS} (a regular poem is under 100 characters, a ci under 250)"
             )));
         }
         if p.prompt.chars().count() > MAX_TEXT_CHARS {
@@ -96,14 +96,14 @@ impl PoemRequest {
             )));
         }
         let start = match p.tune.is_empty() {
-            true => poem_start_of(run, poets, &p)?,
-            false => ci_start_of(run, &p)?,
+            true => poem_start_of(run, poets, &p, max_new_tokens)?,
+            false => ci_start_of(run, &p, max_new_tokens)?,
         };
         Ok(PoemRequest {
             start,
             sampling,
             seed: p.seed,
-            max_new_tokens: p.max_new_tokens,
+            max_new_tokens,
         })
     }
 }
@@ -114,6 +114,7 @@ fn poem_start_of(
     run: &LoadedRun,
     poets: Option<&Poets>,
     p: &PoemParams,
+    max_new_tokens: usize,
 ) -> Result<PoemStart, Refusal> {
     let form = match p.form.as_str() {
         "" => None,
@@ -136,13 +137,17 @@ fn poem_start_of(
         poets,
     )
     .map_err(Refusal::parameters)?;
-    poem_start(&run.tokenizer, &header, &p.prompt, rules, p.max_new_tokens)
+    poem_start(&run.tokenizer, &header, &p.prompt, rules, max_new_tokens)
         .map_err(Refusal::parameters)
 }
 
 /// The start of the ci to `p.tune` (with its tones and rhymes where `p.meter`), checked as
 /// `sample --tune` checks it; form, acrostic and header are not for a ci.
-fn ci_start_of(run: &LoadedRun, p: &PoemParams) -> Result<PoemStart, Refusal> {
+fn ci_start_of(
+    run: &LoadedRun,
+    p: &PoemParams,
+    max_new_tokens: usize,
+) -> Result<PoemStart, Refusal> {
     if !(p.form.is_empty() && p.acrostic.is_empty() && p.poet.is_empty() && p.title.is_empty()) {
         return Err(Refusal::bad(
             "a ci takes its tune's shape: leave form, acrostic, poet and title empty",
@@ -152,7 +157,7 @@ fn ci_start_of(run: &LoadedRun, p: &PoemParams) -> Result<PoemStart, Refusal> {
         (&run.tokenizer, &run.config.data),
         (&p.tune, &p.tune_form, p.meter),
         &p.prompt,
-        p.max_new_tokens,
+        max_new_tokens,
     )
     .map_err(Refusal::parameters)
 }
@@ -238,4 +243,26 @@ pub fn write_poem(
         Ok(done) => PoemEvent::Done(done),
         Err(message) => PoemEvent::Error(message),
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::page::parse_query;
+
+    #[test]
+    fn the_tune_form_and_an_absent_max_new_tokens_are_read_from_the_query() {
+        let p: PoemParams = parse_query("tune=水调歌头&tune_form=3").unwrap();
+        assert_eq!((p.tune.as_str(), p.tune_form.as_str()), ("水调歌头", "3"));
+        assert_eq!(p.max_new_tokens, None);
+        let tune = Some((p.tune.as_str(), p.tune_form.as_str()));
+        assert_eq!(
+            default_max_new_tokens(tune),
+            120,
+            "95 characters, 19 marks, a newline"
+        );
+        assert_eq!(default_max_new_tokens(Some(("沁园春", ""))), 140);
+        assert_eq!(default_max_new_tokens(None), 120);
+        assert_eq!(default_max_new_tokens(Some(("无此调", ""))), 120);
+    }
 }

@@ -301,6 +301,19 @@ pub fn poem_start(
     Ok(start)
 }
 
+/// The most characters per poem where none is asked for: 120 (a regular poem is under 100), or for
+/// a ci to the tune `name` in the form `form` asks for (`--tune-form`), what that form needs (its
+/// characters and marks, and the newline that ends it) where that is more. A tune or form that does
+/// not exist is refused later, with the names.
+pub fn default_max_new_tokens(tune: Option<(&str, &str)>) -> usize {
+    let needed = tune.and_then(|(name, form)| {
+        let tune = Tunes::shipped().get(name).ok()?;
+        let pattern = tune.form(tune.choose_form(form).ok()?).ok()?;
+        Some(pattern.len() + 1)
+    });
+    needed.map_or(120, |needed| needed.max(120))
+}
+
 /// The start of a ci to the tune named `name` (`--tune`, the page's tune box) in the form `form`
 /// asks for (`--tune-form`: a number or a pattern; empty: the commonest) for a run with this
 /// vocabulary, trained on `data`, with the form's tones and rhymes if `meter`: [`tune_start`] once
@@ -327,16 +340,19 @@ pub fn ci_start(
     };
     let start = tune_start(tokenizer, (tune, form, meter), prompt, max_new_tokens);
     match start {
-        Err(e) if !prompt.is_empty() => Err(other_form_hint(tokenizer, (tune, form), prompt, e)),
+        Err(e) if !prompt.is_empty() => {
+            let asked = (tune, form, meter.is_some());
+            Err(other_form_hint(tokenizer, asked, prompt, e))
+        }
         start => start,
     }
 }
 
-/// `e`, the error of a ci to `tune`'s form `form` after `prompt`, with the form the prompt fits
-/// where it fits another and not this one.
+/// `e`, the error of a ci to `tune`'s form `form` (with its meter where `meter`) after `prompt`,
+/// with the form the prompt fits where it fits another and not this one.
 fn other_form_hint(
     tokenizer: &CharTokenizer,
-    (tune, form): (&Tune, usize),
+    (tune, form, meter): (&Tune, usize, bool),
     prompt: &str,
     e: SampleError,
 ) -> SampleError {
@@ -344,13 +360,19 @@ fn other_form_hint(
     if fits(form) {
         return e; // the prompt fits: something else is wrong
     }
-    match tune.forms().map(|f| f.0).find(|&n| n != form && fits(n)) {
-        Some(n) => SampleError::Tune(format!(
-            "{e}; the prompt fits form {n} of {}: add --tune-form {n}",
-            tune.name
-        )),
-        None => e,
-    }
+    let Some(n) = tune.forms().map(|f| f.0).find(|&n| n != form && fits(n)) else {
+        return e;
+    };
+    let toned = TuneMeters::shipped().get_form(&tune.name, n).is_some();
+    let what = match (meter && !toned, form) {
+        (true, _) => format!("give --tune-form {n} without --meter (its tones were not learned)"),
+        (false, 1) => format!("add --tune-form {n}"),
+        (false, _) => format!("give --tune-form {n}"),
+    };
+    SampleError::Tune(format!(
+        "{e}; the prompt fits form {n} of {}: {what}",
+        tune.name
+    ))
 }
 
 /// The start of a ci to `tune` in its form `form` (`--tune`, `--tune-form`): the newline, the

@@ -195,7 +195,15 @@ impl Tune {
                 )
             });
         }
-        let pattern = asked.split(FORM_COUNT).next().unwrap_or(asked);
+        let pattern = match asked.split_once(FORM_COUNT) {
+            Some((pattern, count))
+                if !count.is_empty() && count.chars().all(|c| c.is_ascii_digit()) =>
+            {
+                pattern
+            }
+            Some(_) => "",
+            None => asked,
+        };
         match pattern.parse::<TunePattern>() {
             Ok(pattern) => self.forms().find(|f| *f.1 == pattern).map(|f| f.0).ok_or_else(|| {
                 format!("{shown} is not a form of {}: {}", self.name, self.forms_in_words())
