@@ -29,12 +29,6 @@ type Before = (Vec<u32>, Option<Vec<u8>>);
 impl CiMeter {
     /// The meter of `meter`'s tune for a vocabulary whose token i is the character `names[i]`.
     pub fn new(meter: &TuneMeter, names: &[char], (tables, cilin): (&Tables, &Cilin)) -> Self {
-        let numbers_in = |c: char, classes: &[_]| {
-            let of = cilin.bu(c).iter().filter(|b| classes.contains(&b.1));
-            let mut numbers: Vec<u8> = of.map(|b| b.0).collect();
-            numbers.dedup();
-            numbers
-        };
         CiMeter {
             sentences: meter
                 .sentences
@@ -45,7 +39,12 @@ impl CiMeter {
             bu: meter
                 .segments
                 .iter()
-                .map(|classes| names.iter().map(|&c| numbers_in(c, classes)).collect())
+                .map(|classes| {
+                    names
+                        .iter()
+                        .map(|&c| cilin.numbers_in(c, classes))
+                        .collect()
+                })
                 .collect(),
         }
     }

@@ -85,8 +85,16 @@ impl Cilin {
         self.bu.get(&c).map_or(&[], Vec::as_slice)
     }
 
-    /// The 部 of `c` in `class`.
-    pub fn bu_in(&self, c: char, class: RhymeClass) -> impl Iterator<Item = u8> + '_ {
-        self.bu(c).iter().filter(move |b| b.1 == class).map(|b| b.0)
+    /// The numbers of the 部 `c` has in one of `classes`, each once.
+    pub fn numbers_in(&self, c: char, classes: &[RhymeClass]) -> Vec<u8> {
+        let mut numbers: Vec<u8> = self
+            .bu(c)
+            .iter()
+            .filter(|b| classes.contains(&b.1))
+            .map(|b| b.0)
+            .collect();
+        numbers.sort_unstable();
+        numbers.dedup();
+        numbers
     }
 }
