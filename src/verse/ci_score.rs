@@ -44,9 +44,7 @@ impl CiScore {
             (Some(why), _) => why.clone(),
         }
     }
-}
 
-impl CiScore {
     /// `pattern`, or `form 2 (又一体)`.
     fn form_words(&self) -> String {
         match self.form {

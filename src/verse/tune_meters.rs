@@ -200,10 +200,9 @@ impl TuneMeters {
     }
 
     /// The meter of the form of the tune `name` that `text` (a ci without its header) has.
-    pub fn for_text(&self, name: &str, text: &str) -> Option<&TuneMeter> {
+    pub fn for_text<'a>(&'a self, name: &'a str, text: &str) -> Option<&'a TuneMeter> {
         let pattern = TunePattern::of(text)?;
-        let mut forms = self.meters.iter().filter(|m| m.name == name);
-        forms.find(|m| m.pattern() == pattern)
+        self.forms_of(name).find(|m| m.pattern() == pattern)
     }
 
     /// The meters of the tune `name`'s forms, in order.
@@ -349,14 +348,8 @@ pub(super) fn shared_number(
 ) -> Option<(u8, usize)> {
     let mut counts: HashMap<u8, usize> = HashMap::new();
     for &c in finals {
-        let mut numbers: Vec<u8> = cilin
-            .bu(c)
-            .iter()
-            .filter(|b| classes.is_none_or(|k| k.contains(&b.1)))
-            .map(|b| b.0)
-            .collect();
-        numbers.dedup(); // a character of one number in two classes counts once
-        for n in numbers {
+        // A character of one number in two classes counts once.
+        for n in cilin.numbers_in(c, classes.unwrap_or(&RhymeClass::ALL)) {
             *counts.entry(n).or_default() += 1;
         }
     }
@@ -414,7 +407,7 @@ fn learn_one(
 fn rhyme_segments(finals: &[Vec<char>], cilin: &Cilin) -> (Vec<Option<usize>>, Vec<Vec<usize>>) {
     let n = finals.first().map_or(0, Vec::len);
     let share = |a: char, b: char| {
-        let numbers = |c: char| cilin.bu(c).iter().map(|x| x.0).collect::<Vec<u8>>();
+        let numbers = |c: char| cilin.numbers_in(c, &RhymeClass::ALL);
         numbers(a).iter().any(|n| numbers(b).contains(n))
     };
     let together = |i: usize, j: usize| {

@@ -176,43 +176,31 @@ impl Tune {
         if asked.is_empty() {
             return Ok(1);
         }
-        let shown: String = match asked.chars().count() > 24 {
-            true => asked.chars().take(24).chain(['…']).collect(),
-            false => asked.to_string(),
-        };
-        let shown = crate::data::error::printable(&shown);
         let unsigned = asked.trim_start_matches(['+', '-']);
-        if !unsigned.is_empty() && unsigned.chars().all(|c| c.is_ascii_digit()) {
-            let n = asked
-                .parse::<usize>()
-                .ok()
-                .filter(|&n| self.form(n).is_ok());
-            return n.ok_or_else(|| {
-                format!(
-                    "{shown} is not a form of {}: {}",
-                    self.name,
+        let found = if !unsigned.is_empty() && unsigned.chars().all(|c| c.is_ascii_digit()) {
+            let forms = 1..=self.other_forms.len() + 1;
+            asked.parse::<usize>().ok().filter(|n| forms.contains(n))
+        } else {
+            let pattern = match asked.split_once(FORM_COUNT) {
+                None => asked,
+                Some((pattern, n)) if !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()) => {
+                    pattern
+                }
+                Some(_) => "",
+            };
+            let Ok(pattern) = pattern.parse::<TunePattern>() else {
+                return Err(format!(
+                    "the form {} is neither a number nor a pattern (each sentence's length and mark, e.g. 7。7。7。7，7。7。): {}",
+                    shown(asked),
                     self.forms_in_words()
-                )
-            });
-        }
-        let pattern = match asked.split_once(FORM_COUNT) {
-            Some((pattern, count))
-                if !count.is_empty() && count.chars().all(|c| c.is_ascii_digit()) =>
-            {
-                pattern
-            }
-            Some(_) => "",
-            None => asked,
+                ));
+            };
+            self.forms().find(|f| *f.1 == pattern).map(|f| f.0)
         };
-        match pattern.parse::<TunePattern>() {
-            Ok(pattern) => self.forms().find(|f| *f.1 == pattern).map(|f| f.0).ok_or_else(|| {
-                format!("{shown} is not a form of {}: {}", self.name, self.forms_in_words())
-            }),
-            Err(_) => Err(format!(
-                "the form {shown} is neither a number nor a pattern (each sentence's length and mark, e.g. 7。7。7。7，7。7。): {}",
-                self.forms_in_words()
-            )),
-        }
+        found.ok_or_else(|| {
+            let (asked, name) = (shown(asked), &self.name);
+            format!("{asked} is not a form of {name}: {}", self.forms_in_words())
+        })
     }
 
     /// Its forms, and what to give, in words.
@@ -252,6 +240,15 @@ impl Tune {
 pub struct Tunes {
     tunes: Vec<Tune>,
     by_name: HashMap<String, usize>,
+}
+
+/// `text` as an error shows it: at most 24 characters, invisible ones named.
+fn shown(text: &str) -> String {
+    let short: String = match text.chars().count() > 24 {
+        true => text.chars().take(24).chain(['…']).collect(),
+        false => text.to_string(),
+    };
+    crate::data::error::printable(&short)
 }
 
 /// What joins a form's pattern and its count of ci in `cipu.tsv`.

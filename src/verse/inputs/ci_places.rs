@@ -51,12 +51,11 @@ const IN_CLASS: usize = 3;
 /// Biases of `ci_rhyme_bias`.
 pub const BIASES: usize = 4;
 
-/// What a ci reader needs of each token id: its kind, its character, its 部; each 部's tokens, and
+/// What a ci reader needs of each token id: its kind and its character; and each 部's tokens, and
 /// each class's (in [`RhymeClass::ALL`]'s order).
 struct CiVocabulary {
     kinds: TokenKinds,
     chars: Vec<Option<char>>,
-    bu: Vec<Vec<Bu>>,
     members: HashMap<Bu, Vec<u32>>,
     of_class: Vec<Vec<u32>>,
 }
@@ -88,7 +87,6 @@ impl CiVocabulary {
         CiVocabulary {
             kinds: TokenKinds::of(vocabulary),
             chars,
-            bu,
             members,
             of_class,
         }
@@ -254,11 +252,9 @@ impl CiReader {
     /// The 部 (their numbers, in `classes`, or in any) every one of `finals` has.
     fn shared(&self, finals: &[u32], classes: Option<&[RhymeClass]>) -> Vec<u8> {
         let of = |f: &u32| -> Vec<u8> {
-            let bu = &self.vocabulary.bu[*f as usize];
-            let kept = bu
-                .iter()
-                .filter(|b| classes.is_none_or(|k| k.contains(&b.1)));
-            kept.map(|b| b.0).collect()
+            let c = self.vocabulary.chars.get(*f as usize).copied().flatten();
+            let classes = classes.unwrap_or(&RhymeClass::ALL);
+            c.map_or(Vec::new(), |c| Cilin::shipped().numbers_in(c, classes))
         };
         let all = finals.iter().map(of);
         all.reduce(|a, b| a.into_iter().filter(|x| b.contains(x)).collect())
