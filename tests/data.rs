@@ -335,3 +335,37 @@ fn one_poets_corpus_writes_over_nothing_and_keeps_the_forms_asked() {
     );
     assert_eq!(read("杜甫.txt"), "mine\n");
 }
+
+/// `prepare_data --song` builds the larger corpus from the package's folder alone (none of the
+/// rebuild's other sources), and says what it needs: the folder, and a build with OpenCC.
+#[test]
+fn the_larger_corpus_asks_for_the_package_and_opencc() {
+    let prepare = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_prepare_data"))
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, err) = prepare(&["--song"]);
+    assert!(!ok && err.contains("--source"), "{err}");
+    let (ok, err) = prepare(&["--song", "--source", "x", "--poet", "杜甫"]);
+    assert!(!ok && err.contains("cannot be used with"), "{err}");
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().to_str().unwrap();
+    let (ok, err) = prepare(&["--song", "--source", "no/such/folder", "--out", out]);
+    assert!(!ok, "{err}");
+    match cfg!(feature = "prepare") {
+        true => assert!(err.contains("no/such/folder"), "{err}"),
+        false => assert!(err.contains("--features prepare"), "{err}"),
+    }
+    assert_eq!(
+        std::fs::read_dir(tmp.path()).unwrap().count(),
+        0,
+        "nothing written"
+    );
+}

@@ -73,7 +73,7 @@ fn a_run_in_memory_trains_what_train_trains() {
 }
 
 /// What a run in memory (the browser tab) cannot honour is refused in one line, not silently
-/// ignored: a corpus file and a plan by minutes; a model too large for the memory at hand is
+/// ignored: a corpus file, a plan by minutes and a validation file; a model too large for the memory at hand is
 /// refused with its estimate before anything is allocated, as `train` refuses it.
 #[test]
 fn a_run_in_memory_refuses_what_it_cannot_honour() {
@@ -87,6 +87,10 @@ fn a_run_in_memory_refuses_what_it_cannot_honour() {
         (
             "train.minutes=0.05",
             "train.minutes: not possible for a run trained in memory",
+        ),
+        (
+            "data.validation=data/poems.txt",
+            "data.validation: not possible for a run trained in memory",
         ),
     ] {
         let err = Session::check_settings(&[set("train.max_iters=9"), set(setting)])
@@ -106,6 +110,13 @@ fn a_run_in_memory_refuses_what_it_cannot_honour() {
         .unwrap()
         .to_string();
     assert!(err.contains("train.minutes: not possible"), "{err}");
+    let mut validated = tiny_config();
+    validated.data.validation = Some("data/poems.txt".into());
+    let err = Session::new(validated, &text, "tiny")
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("data.validation: not possible"), "{err}");
     let huge: [(fn(&mut shige::config::RunConfig), &str); 2] = [
         (|c| c.model.n_layer = 10_000_000, "weights alone take"),
         (

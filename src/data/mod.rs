@@ -6,6 +6,7 @@ pub mod error;
 pub mod header;
 pub mod poem;
 pub mod tokenizer;
+pub mod validation;
 
 pub use batches::{Split, Splits};
 pub use corpus::{Corpus, CorpusKind};
@@ -14,6 +15,10 @@ pub use tokenizer::CharTokenizer;
 
 /// The shipped corpus.
 pub const DEFAULT_CORPUS: &str = "data/poems.txt";
+/// The larger corpus, Tang and Song regular verse (`prepare_data --song`), built, not shipped.
+pub const TANG_SONG_CORPUS: &str = "data/tang_song.txt";
+/// How to build [`TANG_SONG_CORPUS`].
+pub const TANG_SONG_BUILD: &str = "npm pack chinese-poetry@2.0.1 && tar xzf chinese-poetry-2.0.1.tgz && cargo run --release --features prepare --bin prepare_data -- --song --source package/dist/quantangshi";
 /// The shipped corpus's poems after their headers `【poet·title】`.
 pub const TITLED_CORPUS: &str = "data/titled.txt";
 

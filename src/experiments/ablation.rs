@@ -483,7 +483,8 @@ fn measure(spec: &Spec, variant: &Variant, label: String, dir: &Path) -> Result<
         .map(|(_, t)| t.elem_count())
         .sum();
     let cfg = &loaded.config;
-    let corpus = Corpus::load(Path::new(&cfg.data.corpus), cfg.data.kind)?;
+    let data = &cfg.data;
+    let corpus = Corpus::load_with(&data.corpus, data.kind, data.others())?;
     let longest = spec
         .contexts
         .iter()

@@ -8,4 +8,5 @@ pub mod cilin_table;
 pub mod one_poet;
 pub mod package;
 pub mod poems;
+pub mod song;
 pub mod tone_tables;

@@ -61,3 +61,8 @@ pub fn read_tang_files<T: for<'de> Deserialize<'de>>(dir: &Path) -> Result<Vec<T
         "dist/quantangshi to --source, dist/strains/json to --strains",
     )
 }
+
+/// Every item of `dir`'s `poet.song.N.json` files, in file order.
+pub fn read_song_files<T: for<'de> Deserialize<'de>>(dir: &Path) -> Result<Vec<T>> {
+    read_numbered_files(dir, "poet.song.", "dist/quantangshi to --source")
+}

@@ -1,7 +1,7 @@
 //! The regular Tang poems of the `chinese-poetry` package (`dist/quantangshi/poet.tang.*.json`),
 //! built into data/poems.txt, tiny.txt and titled.txt, and their part of data/README.md.
 
-use super::package::read_tang_files;
+use super::package::{read_song_files, read_tang_files};
 use crate::data::header::{header, CLOSE, OPEN, SEPARATOR};
 use crate::data::poem::{regular_form, Form};
 use anyhow::{bail, Result};
@@ -64,10 +64,30 @@ pub fn build_corpus(
     forms: &[Form],
     to_simplified: impl Fn(&str) -> String,
 ) -> Result<(Vec<Kept>, PrepareStats)> {
+    keep_regular(read_tang_files::<RawPoem>(dir)?, dir, forms, to_simplified)
+}
+
+/// [`build_corpus`] of the Song poems under `dir` (`poet.song.N.json`).
+pub fn build_song_corpus(
+    dir: &Path,
+    forms: &[Form],
+    to_simplified: impl Fn(&str) -> String,
+) -> Result<(Vec<Kept>, PrepareStats)> {
+    keep_regular(read_song_files::<RawPoem>(dir)?, dir, forms, to_simplified)
+}
+
+/// The regular-form poems of `forms` among `read` (read from `dir`), simplified, without
+/// duplicates, in order, each with its header.
+fn keep_regular(
+    read: Vec<RawPoem>,
+    dir: &Path,
+    forms: &[Form],
+    to_simplified: impl Fn(&str) -> String,
+) -> Result<(Vec<Kept>, PrepareStats)> {
     let mut stats = PrepareStats::default();
     let mut seen = HashSet::new();
     let mut poems = Vec::new();
-    for poem in read_tang_files::<RawPoem>(dir)? {
+    for poem in read {
         stats.read += 1;
         let simplified = to_simplified(&poem.paragraphs.concat());
         let Some(form) = regular_form(&simplified).filter(|f| forms.contains(f)) else {

@@ -286,12 +286,18 @@ impl Trainer {
             ));
         }
         let saved = RunConfig::load(&dir.join(CONFIG_FILE)).map_err(ApiError::bad)?;
-        check_corpus(&saved.data.corpus, &self.root).map_err(|_| {
-            ApiError::bad(format!(
-                "run {run} trains on {}, which is neither in {CORPORA_DIR}/ nor under the folder of runs: the page trains on no other file; resume it from a terminal",
-                crate::data::error::printable(&saved.data.corpus)
-            ))
-        })?;
+        let files = std::iter::once(&saved.data.corpus)
+            .chain(&saved.data.validation)
+            .chain(&saved.data.decay_corpus);
+        if let Some(file) = files
+            .into_iter()
+            .find(|f| check_corpus("data.corpus", f, &self.root).is_err())
+        {
+            return Err(ApiError::bad(format!(
+                "run {run} reads {}, which is neither in {CORPORA_DIR}/ nor under the folder of runs: the page trains on no other file; resume it from a terminal",
+                crate::data::error::printable(file)
+            )));
+        }
         if RunDir::new(&dir).is_locked() == Some(true) {
             return Err(ApiError(
                 StatusCode::CONFLICT,
@@ -556,7 +562,13 @@ fn check_overrides(
             .map_err(|e| ApiError::bad(format!("{e:#}")))?,
         None => RunConfig::load_with(path, &overrides).map_err(ApiError::bad)?,
     };
-    check_corpus(&config.data.corpus, root)?;
+    check_corpus("data.corpus", &config.data.corpus, root)?;
+    if let Some(validation) = &config.data.validation {
+        check_corpus("data.validation", validation, root)?;
+    }
+    if let Some(decay) = &config.data.decay_corpus {
+        check_corpus("data.decay_corpus", decay, root)?;
+    }
     // The corpus decides the vocabulary when the run starts; any size checks the rest.
     config.model.vocab_size = config.model.vocab_size.max(1);
     config.validate().map_err(ApiError::bad)?;
@@ -569,10 +581,11 @@ fn check_overrides(
         .map_err(ApiError::bad)
 }
 
-/// Refuses a corpus the page does not offer: the page trains on the corpora of data/ and on
-/// files under the folder of runs `root`, each a real file there (a symbolic link that leads
-/// elsewhere does not count), so that no page can make the server read any other file.
-fn check_corpus(corpus: &str, root: &Path) -> Result<(), ApiError> {
+/// Refuses a corpus (or validation file, `key`) the page does not offer: the page trains on the
+/// corpora of data/ and on files under the folder of runs `root`, each a real file there (a
+/// symbolic link that leads elsewhere does not count), so that no page can make the server read
+/// any other file.
+fn check_corpus(key: &str, corpus: &str, root: &Path) -> Result<(), ApiError> {
     let inside = |dir: &Path| {
         let (file, dir) = (Path::new(corpus).canonicalize(), dir.canonicalize());
         matches!((file, dir), (Ok(f), Ok(d)) if f.starts_with(&d) && f.is_file())
@@ -582,13 +595,13 @@ fn check_corpus(corpus: &str, root: &Path) -> Result<(), ApiError> {
     }
     if !Path::new(corpus).exists() {
         return Err(ApiError::bad(format!(
-            "data.corpus: there is no file {}{}: give one of {CORPORA_DIR}/, e.g. data/tiny.txt",
+            "{key}: there is no file {}{}: give one of {CORPORA_DIR}/, e.g. data/tiny.txt",
             crate::data::error::printable(corpus),
             crate::files::where_missing(Path::new(corpus))
         )));
     }
     Err(ApiError::bad(format!(
-        "data.corpus: the page trains on the corpora of {CORPORA_DIR}/ and on files under the folder of runs ({}); {} is neither: copy it there",
+        "{key}: the page trains on the corpora of {CORPORA_DIR}/ and on files under the folder of runs ({}); {} is neither: copy it there",
         root.display(),
         crate::data::error::printable(corpus)
     )))
@@ -620,7 +633,10 @@ mod tests {
         std::fs::write(&own, "白日依山尽，黄河入海流。欲穷千里目，更上一层楼。\n").unwrap();
         let shown = |p: &Path| p.display().to_string();
         for offered in ["data/tiny.txt", "data/./poems.txt", &shown(&own)] {
-            assert!(check_corpus(offered, root.path()).is_ok(), "{offered}");
+            assert!(
+                check_corpus("data.corpus", offered, root.path()).is_ok(),
+                "{offered}"
+            );
         }
         let refused = [
             "/etc/passwd".to_string(),
@@ -629,7 +645,7 @@ mod tests {
             link_to_passwd(&root.path().join("mine/link.txt")),
         ];
         for other in refused {
-            let err = check_corpus(&other, root.path()).unwrap_err();
+            let err = check_corpus("data.corpus", &other, root.path()).unwrap_err();
             assert!(err.1.contains("is neither"), "{other}: {}", err.1);
         }
     }

@@ -180,8 +180,18 @@ pub fn time_step(rung: &Rung, device: &Device, kernels: Kernels) -> Result<Optio
 /// [`time_step`], its errors not yet naming the rung.
 fn time_step_of(rung: &Rung, device: &Device, kernels: Kernels) -> Result<Option<f64>> {
     let cfg = RunConfig::load(Path::new(rung.config))?;
-    let corpus = Corpus::load(Path::new(&cfg.data.corpus), cfg.data.kind)?;
-    let tokenizer = CharTokenizer::from_text(&corpus.text())?;
+    if cfg.data.corpus == crate::data::TANG_SONG_CORPUS && !Path::new(&cfg.data.corpus).exists() {
+        crate::note!(
+            "{}: not here: it trains on {}, which is built, not shipped ({}; data/README.md); a smaller recipe instead",
+            rung.config,
+            cfg.data.corpus,
+            crate::data::TANG_SONG_BUILD
+        );
+        return Ok(None);
+    }
+    let data = &cfg.data;
+    let corpus = Corpus::load_with(&data.corpus, data.kind, data.others())?;
+    let tokenizer = CharTokenizer::from_text(&corpus.vocabulary_text())?;
     let cfg = complete_config(cfg, &corpus, &tokenizer)?;
     let mut s = match Setup::new(cfg, &corpus, tokenizer, None, (device, kernels)) {
         Ok(s) => s,

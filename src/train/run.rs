@@ -15,7 +15,7 @@ use crate::train::setup::{complete_config, Setup};
 use crate::train::state::Progress;
 use anyhow::{bail, Result};
 use candle_core::Device;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// How a run is started.
 pub struct TrainOptions {
@@ -114,7 +114,8 @@ fn set_up(opts: &TrainOptions) -> Result<(Setup, Progress, Vec<String>)> {
         false => run.check_fresh()?,
     }
     run.remove_temporary_files();
-    let corpus = Corpus::load(Path::new(&opts.config.data.corpus), opts.config.data.kind)?;
+    let data = &opts.config.data;
+    let corpus = Corpus::load_with(&data.corpus, data.kind, data.others())?;
     let mut notes = corpus_notes(&corpus, &opts.config.data.corpus);
     let tokenizer = tokenizer_for(opts, &corpus)?;
     let cfg = complete_config(opts.config.clone(), &corpus, &tokenizer)?;
@@ -165,8 +166,8 @@ fn corpus_notes(corpus: &Corpus, path: &str) -> Vec<String> {
 fn tokenizer_for(opts: &TrainOptions, corpus: &Corpus) -> Result<CharTokenizer> {
     match (opts.resume, &opts.parent) {
         (true, _) => Ok(CharTokenizer::load(&opts.run.file(TOKENIZER_FILE))?),
-        (false, Some(parent)) => parent.tokenizer_for(&corpus.text()),
-        (false, None) => Ok(CharTokenizer::from_text(&corpus.text())?),
+        (false, Some(parent)) => parent.tokenizer_for(&corpus.vocabulary_text()),
+        (false, None) => Ok(CharTokenizer::from_text(&corpus.vocabulary_text())?),
     }
 }
 

@@ -14,7 +14,7 @@ use std::path::Path;
 
 /// Settings a run trained in memory cannot honour, each with why: it trains the text it is given,
 /// not a file, and its caller times its steps.
-const NOT_IN_MEMORY: [(&str, &str); 2] = [
+const NOT_IN_MEMORY: [(&str, &str); 4] = [
     (
         "data.corpus",
         "it trains the text given to it (in the browser: data/tiny.txt, or a text pasted in the form), not a file",
@@ -22,6 +22,14 @@ const NOT_IN_MEMORY: [(&str, &str); 2] = [
     (
         "train.minutes",
         "it cannot plan its steps by the clock: give train.max_iters",
+    ),
+    (
+        "data.validation",
+        "it is measured on its own text's held-out part, not on a file",
+    ),
+    (
+        "data.decay_corpus",
+        "it trains the text given to it throughout, not a file",
     ),
 ];
 
@@ -53,6 +61,12 @@ impl Session {
     pub fn new(config: RunConfig, text: &str, origin: &str) -> Result<Session> {
         if config.train.minutes.is_some() {
             return Err(not_in_memory(NOT_IN_MEMORY[1]));
+        }
+        if config.data.validation.is_some() {
+            return Err(not_in_memory(NOT_IN_MEMORY[2]));
+        }
+        if config.data.decay_corpus.is_some() {
+            return Err(not_in_memory(NOT_IN_MEMORY[3]));
         }
         let corpus = Corpus::parse(text, Path::new(origin), config.data.kind)?;
         let tokenizer = CharTokenizer::from_text(&corpus.text())?;

@@ -2,7 +2,7 @@
 //! evaluation, progress, and the step count planned for `--minutes`. The run it trains is opened
 //! (set up, restored, locked) and saved by [`super::run`].
 
-use crate::config::CorpusKind;
+use crate::config::{CorpusKind, RunConfig, ScheduleKind};
 use crate::data::{tokenizer::NEWLINE, Split, Splits};
 use crate::files::atomic_write;
 use crate::model::Gpt;
@@ -16,7 +16,7 @@ use crate::train::optim::{clip_scale, Rates};
 use crate::train::plan::{Budget, Planner};
 use crate::train::run::{OpenRun, TrainOptions};
 use crate::train::run_dir::{RunDir, SUMMARY_FILE};
-use crate::train::schedule::rate_at;
+use crate::train::schedule::{decay_start, rate_at};
 use crate::train::setup::Setup;
 use crate::train::shards::{Shards, UNIT_ROWS};
 use crate::train::state::{Interval, Progress};
@@ -119,6 +119,18 @@ pub(super) struct LossNotFinite {
     step: usize,
 }
 
+/// What step `step` trains on: the decay's text from WSD's first step of decay (the training
+/// text where the run has none of its own).
+fn training_split(cfg: &RunConfig, step: usize) -> Split {
+    let s = &cfg.schedule;
+    let decays = s.kind == ScheduleKind::Wsd
+        && step >= decay_start(cfg.train.max_iters, s.warmup_iters, s.decay_fraction());
+    match decays {
+        true => Split::Decay,
+        false => Split::Train,
+    }
+}
+
 /// One optimiser step, counted in the evaluation interval; returns its training loss.
 pub(super) fn train_step(s: &mut Setup, p: &mut Progress) -> Result<f64> {
     let (cfg, t) = (&s.cfg, &s.cfg.train);
@@ -127,7 +139,7 @@ pub(super) fn train_step(s: &mut Setup, p: &mut Progress) -> Result<f64> {
         muon: rate_at(cfg, p.step, cfg.optimizer.muon_learning_rate()),
     };
     let (x, y) = s.splits.batch(
-        Split::Train,
+        training_split(cfg, p.step),
         t.batch_size,
         s.cfg.model.block_size,
         &mut p.batch_rng,

@@ -1,0 +1,208 @@
+//! A corpus trained whole and measured on another file's held-out items (`[data] validation`):
+//! runs on any corpus are then measured on the same text (the default's 1,815 held-out Tang
+//! poems, every character of them), so corpora and recipes compare. None of that text may be
+//! trained on: a corpus that holds a held-out poem, or a poem sharing a line with one, is refused.
+//! And the schedule's decay trained on another file (`[data] decay_corpus`: Song and Tang first,
+//! Tang last), its items that share a line with the held-out text left out.
+
+use crate::data::corpus::{join_items, text_lines, Corpus, CorpusKind};
+use crate::data::error::DataError;
+use crate::data::header::without_header;
+use std::collections::HashSet;
+use std::path::Path;
+
+/// Lines shorter than this are not compared (a ci's 三字句 such as 君不见 recurs in many poems).
+pub const SHORTEST_LINE: usize = 4;
+
+/// The files a corpus is read with besides itself: the held-out text it is measured on, what its
+/// decay trains on (a run's `[data] validation` and `decay_corpus`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Others<'a> {
+    pub validation: Option<&'a str>,
+    pub decay: Option<&'a str>,
+}
+
+/// What the schedule's decay trains on, from another file.
+#[derive(Debug, Clone)]
+pub struct DecayText {
+    /// The file, as the config names it.
+    pub path: String,
+    /// Its items that share no line with the run's held-out text, as the model reads them.
+    pub text: String,
+    /// How many items that is, and how many were left out.
+    pub items: usize,
+    pub left_out: usize,
+}
+
+impl DecayText {
+    /// The items of `path` (read as its kind is chosen from the file; running text is one item)
+    /// that share no line with `held_out`, the run's held-out text.
+    pub fn load(path: &str, held_out: &str) -> Result<DecayText, DataError> {
+        let file = Corpus::load(Path::new(path), CorpusKind::Auto)?;
+        let held = lines_of(held_out).collect();
+        let (kept, left): (Vec<&String>, Vec<&String>) = file
+            .items
+            .iter()
+            .partition(|item| !shares_a_line(item, &held));
+        let text = match file.kind {
+            CorpusKind::Text => kept.iter().map(|s| s.as_str()).collect(),
+            _ => join_items(kept.iter().copied()),
+        };
+        Ok(DecayText {
+            path: path.to_string(),
+            text,
+            items: kept.len(),
+            left_out: left.len(),
+        })
+    }
+}
+
+/// The validation text a corpus is measured on, from another file.
+#[derive(Debug, Clone)]
+pub struct HeldOut {
+    /// The file, as the config names it.
+    pub path: String,
+    /// Its held-out text, as the model reads it (`Corpus::split_text`'s second half).
+    pub text: String,
+    /// Its whole text: every character of it is in the run's vocabulary, so that every
+    /// character of the held-out text is scored.
+    pub whole: String,
+}
+
+impl HeldOut {
+    /// The held-out text of `path` (read as its kind is chosen from the file), checked against
+    /// `corpus`: no line of it may be in the corpus.
+    pub fn load(path: &str, corpus: &Corpus, corpus_path: &str) -> Result<HeldOut, DataError> {
+        let file = Corpus::load(Path::new(path), CorpusKind::Auto)?;
+        let (_, text) = file.split_text();
+        let held_out = HeldOut {
+            path: path.to_string(),
+            text,
+            whole: file.text(),
+        };
+        held_out.check_unseen(corpus, corpus_path)?;
+        Ok(held_out)
+    }
+
+    /// Refuses a corpus that holds a line of the held-out text: its poems, and any poem that
+    /// shares a line with one, would be trained on and then measured.
+    fn check_unseen(&self, corpus: &Corpus, corpus_path: &str) -> Result<(), DataError> {
+        let held = lines_of(&self.text).collect();
+        let mut leaks = corpus
+            .items
+            .iter()
+            .filter(|item| shares_a_line(item, &held));
+        let Some(first) = leaks.next() else {
+            return Ok(());
+        };
+        Err(DataError::Leak {
+            corpus: corpus_path.to_string(),
+            validation: self.path.clone(),
+            items: 1 + leaks.count(),
+            example: first.chars().take(40).collect(),
+        })
+    }
+}
+
+/// Whether `item` has a line of `held` (a set of [`lines_of`]).
+pub fn shares_a_line(item: &str, held: &HashSet<&str>) -> bool {
+    lines_of(item).any(|line| held.contains(line))
+}
+
+/// The lines (sentences) of a text's items, their headers left out: the runs of characters
+/// between ，。？！；, line ends and spaces, of at least [`SHORTEST_LINE`] characters.
+pub fn lines_of(text: &str) -> impl Iterator<Item = &str> {
+    text_lines(text).flat_map(|item| {
+        without_header(item)
+            .split(|c: char| "，。？！；".contains(c) || c.is_whitespace())
+            .filter(|line| line.chars().count() >= SHORTEST_LINE)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::corpus::VAL_EVERY;
+    use crate::data::{CharTokenizer, Splits};
+
+    /// The `n`th poem of four lines of five characters, its characters its own.
+    fn poem_of(n: u32) -> String {
+        let line = |l: u32| -> String {
+            (0..5)
+                .map(|k| char::from_u32(0x4E00 + n * 20 + l * 5 + k).unwrap())
+                .collect()
+        };
+        format!("{}，{}。{}，{}。", line(0), line(1), line(2), line(3))
+    }
+
+    /// `poems` one per line, written to `name` in `dir`; its path.
+    fn write(dir: &Path, name: &str, poems: &[String]) -> String {
+        let path = dir.join(name);
+        let text: String = poems.iter().map(|p| format!("{p}\n")).collect();
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_string()
+    }
+
+    #[test]
+    fn a_corpus_measured_on_another_file_trains_whole_on_the_vocabulary_of_both() {
+        let dir = tempfile::tempdir().unwrap();
+        let held: Vec<String> = (0..2 * VAL_EVERY as u32).map(poem_of).collect();
+        let validation = write(dir.path(), "val.txt", &held);
+        let own: Vec<String> = (100..130).map(poem_of).collect();
+        let corpus_path = write(dir.path(), "corpus.txt", &own);
+        let others = Others {
+            validation: Some(&validation),
+            decay: None,
+        };
+        let corpus = Corpus::load_with(&corpus_path, CorpusKind::Auto, others).unwrap();
+        let (train, val) = corpus.split_text();
+        // Every item trains; the held-out text is the validation file's 20th and 40th poems.
+        assert_eq!(
+            train,
+            own.iter().map(|p| format!("{p}\n")).collect::<String>()
+        );
+        assert_eq!(
+            val,
+            format!("{}\n{}\n", held[VAL_EVERY - 1], held[2 * VAL_EVERY - 1])
+        );
+        // Every character of the validation file is in the vocabulary, its held-out ones too.
+        let tokenizer = CharTokenizer::from_text(&corpus.vocabulary_text()).unwrap();
+        let splits = Splits::new(&corpus, &tokenizer, 8).unwrap();
+        assert_eq!(splits.val, tokenizer.encode(&val).unwrap());
+        assert!(tokenizer.encode(&held.concat()).is_ok());
+        // Measured on another text, it is another corpus to a resume.
+        let alone = Corpus::load(Path::new(&corpus_path), CorpusKind::Auto).unwrap();
+        assert_ne!(alone.fingerprint(), corpus.fingerprint());
+        assert!(corpus
+            .describe("c")
+            .contains(&format!("held-out text of {validation}")));
+    }
+
+    #[test]
+    fn a_corpus_holding_a_line_of_the_held_out_poems_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let held: Vec<String> = (0..VAL_EVERY as u32).map(poem_of).collect();
+        let validation = write(dir.path(), "val.txt", &held);
+        let held_line: String = held[VAL_EVERY - 1].chars().skip(12).take(5).collect();
+        let mut own: Vec<String> = (100..130).map(poem_of).collect();
+        own[7] = own[7].replacen(&own[7].chars().take(5).collect::<String>(), &held_line, 1);
+        own[9] = held[VAL_EVERY - 1].clone();
+        own[11] = held[3].clone(); // a training poem of the validation file may be trained on
+        let corpus_path = write(dir.path(), "corpus.txt", &own);
+        let others = Others {
+            validation: Some(&validation),
+            decay: None,
+        };
+        let err = Corpus::load_with(&corpus_path, CorpusKind::Auto, others)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("holds 2 items that share a line"), "{err}");
+        assert!(
+            err.contains(&own[7].chars().take(10).collect::<String>()),
+            "{err}"
+        );
+        // A line shorter than SHORTEST_LINE characters is not compared.
+        let short = lines_of("君不见，黄河之水天上来。").collect::<Vec<_>>();
+        assert_eq!(short, ["黄河之水天上来"]);
+    }
+}

@@ -1,0 +1,131 @@
+//! The larger corpus of the ladder (#71): the Tang training poems of data/poems.txt and the
+//! package's regular Song poems (`dist/quantangshi/poet.song.N.json`, built as data/poems.txt is),
+//! none of them a Tang poem again nor sharing a line with a held-out one, so that a run on it
+//! measured on data/poems.txt's held-out poems (`[data] validation`) never read them.
+
+use super::poems::{Kept, PrepareStats};
+use crate::data::validation::{lines_of, shares_a_line};
+use crate::data::Corpus;
+use std::collections::HashSet;
+
+/// What the larger corpus holds and left out.
+#[derive(Debug, Default)]
+pub struct TangSong {
+    /// The poems, one per line: the Tang training poems, then the Song poems kept.
+    pub poems: Vec<String>,
+    /// Tang training poems (those of data/poems.txt that it does not hold out) kept.
+    pub tang: usize,
+    /// Tang training poems left out for sharing a line with a held-out one.
+    pub tang_sharing: usize,
+    /// Song poems kept.
+    pub song: usize,
+    /// Song poems left out for being a Tang poem (of either side of the split) again.
+    pub repeats: usize,
+    /// Song poems left out for sharing a line with a held-out Tang poem.
+    pub sharing: usize,
+}
+
+/// The Tang training poems of `tang` (data/poems.txt, its own split) and the poems of `song`
+/// that are no Tang poem, none sharing a line with a held-out one.
+pub fn tang_song(tang: &Corpus, song: &[Kept]) -> TangSong {
+    let (train, held_out) = tang.split();
+    let held_text: String = held_out.iter().map(|p| format!("{p}\n")).collect();
+    let held = lines_of(&held_text).collect::<HashSet<_>>();
+    let every_tang: HashSet<&str> = tang.items.iter().map(String::as_str).collect();
+    let mut corpus = TangSong::default();
+    for poem in train {
+        match shares_a_line(poem, &held) {
+            true => corpus.tang_sharing += 1,
+            false => corpus.poems.push(poem.to_string()),
+        }
+    }
+    corpus.tang = corpus.poems.len();
+    for kept in song {
+        if every_tang.contains(kept.poem.as_str()) {
+            corpus.repeats += 1;
+        } else if shares_a_line(&kept.poem, &held) {
+            corpus.sharing += 1;
+        } else {
+            corpus.poems.push(kept.poem.clone());
+            corpus.song += 1;
+        }
+    }
+    corpus
+}
+
+/// The part of data/README.md on the larger corpus, built from `stats` (the Song poems read) by
+/// `command`.
+pub fn tang_song_readme(corpus: &TangSong, stats: &PrepareStats, command: &str) -> String {
+    let characters: usize = corpus.poems.iter().map(|p| p.chars().count()).sum();
+    format!(
+        "\n# The larger corpus: Tang and Song regular verse (tang_song.txt)\n\n\
+         `tang_song.txt` holds {total} poems, one per line: the {tang} Tang training poems of `poems.txt`\n\
+         (the poems it does not hold out, in order, but {tang_sharing} that share a line with a held-out\n\
+         one), then {song} regular-form Song poems of the same\n\
+         package (`dist/quantangshi/poet.song.*.json`, {read} read, {irregular} not regular verse, {dup}\n\
+         duplicates), filtered as `poems.txt` is. Left out: {repeats} Song poems that are a Tang poem again,\n\
+         {sharing} that share a line (a sentence of at least 4 characters) with a held-out Tang poem.\n\
+         {characters} characters. A run on it is measured on the held-out poems of `poems.txt`\n\
+         (`validation = \"data/poems.txt\"` in [data]), which `train` checks it does not hold.\n\n\
+         ```\n{command}\n```\n",
+        total = corpus.poems.len(),
+        tang = corpus.tang,
+        tang_sharing = corpus.tang_sharing,
+        song = corpus.song,
+        read = stats.read,
+        irregular = stats.irregular,
+        dup = stats.duplicates,
+        repeats = corpus.repeats,
+        sharing = corpus.sharing,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::CorpusKind;
+    use std::path::Path;
+
+    fn kept(poem: &str) -> Kept {
+        Kept {
+            poem: poem.to_string(),
+            header: String::new(),
+        }
+    }
+
+    /// The `n`th poem of four lines of five characters, its characters its own (no two of them
+    /// share a line).
+    fn poem_of(n: u32) -> String {
+        let line = |l: u32| -> String {
+            (0..5)
+                .map(|k| char::from_u32(0x4E00 + n * 20 + l * 5 + k).unwrap())
+                .collect()
+        };
+        format!("{}，{}。{}，{}。", line(0), line(1), line(2), line(3))
+    }
+
+    #[test]
+    fn poems_that_repeat_or_share_a_held_out_line_are_left_out() {
+        // 40 Tang poems: the 20th and 40th are held out.
+        let mut tang: Vec<String> = (0..40).map(poem_of).collect();
+        let held_out = tang[19].clone();
+        let held_line: String = held_out.chars().skip(6).take(5).collect();
+        let sharing = |n: u32| poem_of(n).replacen(&poem_of(n)[..15], &held_line, 1);
+        tang[5] = sharing(100); // a Tang training poem with the held-out poem's second line
+        let text: String = tang.iter().map(|p| format!("{p}\n")).collect();
+        let corpus = Corpus::parse(&text, Path::new("t"), CorpusKind::Verse).unwrap();
+        let song = [
+            kept(&tang[3]),
+            kept(&held_out),
+            kept(&sharing(101)),
+            kept(&poem_of(102)),
+        ];
+        let built = tang_song(&corpus, &song);
+        let counts = (built.tang, built.tang_sharing, built.song);
+        assert_eq!(counts, (37, 1, 1));
+        assert_eq!((built.repeats, built.sharing), (2, 1));
+        assert_eq!(built.poems.len(), 38);
+        assert!(!built.poems.contains(&held_out) && !built.poems.contains(&tang[5]));
+        assert_eq!(built.poems.last().unwrap(), &poem_of(102));
+    }
+}
