@@ -539,3 +539,48 @@ fn the_same_run_writes_the_same_bytes_in_two_processes() {
     );
     assert!(a.1 == b.1, "the state's tensors");
 }
+
+/// `[data] decay_corpus`: WSD's decay trains on another file's poems. On the corpus itself it
+/// trains bit for bit as without one (its held-out poems, and any poem sharing a line with them,
+/// left out: data/tiny.txt has none of the latter); on other poems the run is the same up to the
+/// decay's first step and differs after it, and a resume inside the decay trains as an
+/// uninterrupted run.
+#[test]
+fn the_decay_trains_on_its_own_poems_from_its_first_step() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cfg = tiny_config();
+    cfg.schedule.kind = ScheduleKind::Wsd;
+    cfg.schedule.decay_fraction = Some(0.5); // the decay from step 30 of 60; evaluations at 20, 40, 60
+    let weights = |dir: &PathBuf| std::fs::read(dir.join(MODEL_FILE)).unwrap();
+    let plain = tmp.path().join("plain");
+    run(&cfg, &plain, false, None).unwrap();
+    let mut itself = cfg.clone();
+    itself.data.decay_corpus = Some(cfg.data.corpus.clone());
+    let on_itself = tmp.path().join("itself");
+    run(&itself, &on_itself, false, None).unwrap();
+    assert!(
+        weights(&plain) == weights(&on_itself),
+        "a decay on the corpus's own training poems"
+    );
+    // The decay on the first 100 poems of data/tiny.txt (characters of its vocabulary alone).
+    let text = std::fs::read_to_string(&cfg.data.corpus).unwrap();
+    let first: String = text.lines().take(100).map(|l| format!("{l}\n")).collect();
+    let decay_file = tmp.path().join("first.txt");
+    std::fs::write(&decay_file, first).unwrap();
+    let mut other = cfg.clone();
+    other.data.decay_corpus = Some(decay_file.display().to_string());
+    let (whole, resumed) = (tmp.path().join("whole"), tmp.path().join("resumed"));
+    run(&other, &whole, false, None).unwrap();
+    let (before, after) = (curve(&plain), curve(&whole));
+    assert_eq!(before[0], after[0], "step 20, before the decay");
+    assert!(
+        before[1].1 != after[1].1 && before[2].1 != after[2].1,
+        "{before:?} {after:?}"
+    );
+    run(&other, &resumed, false, Some(45)).unwrap();
+    run(&other, &resumed, true, None).unwrap();
+    assert!(
+        weights(&whole) == weights(&resumed),
+        "a resume inside the decay"
+    );
+}

@@ -177,16 +177,27 @@ pub fn time_step(rung: &Rung, device: &Device, kernels: Kernels) -> Result<Optio
         .map_err(|e| anyhow::anyhow!("the ladder's recipe {}: {e}", rung.config))
 }
 
+/// Why a rung of `cfg` cannot run here for want of its corpus (data/tang_song.txt is built, not
+/// shipped): None where the corpus is here.
+fn corpus_missing(cfg: &RunConfig) -> Option<String> {
+    let corpus = &cfg.data.corpus;
+    if Path::new(corpus).exists() {
+        return None;
+    }
+    Some(match corpus == crate::data::TANG_SONG_CORPUS {
+        true => format!(
+            "it trains on {corpus}, which is built, not shipped ({}; data/README.md)",
+            crate::data::TANG_SONG_BUILD
+        ),
+        false => format!("it trains on {corpus}, which is not here"),
+    })
+}
+
 /// [`time_step`], its errors not yet naming the rung.
 fn time_step_of(rung: &Rung, device: &Device, kernels: Kernels) -> Result<Option<f64>> {
     let cfg = RunConfig::load(Path::new(rung.config))?;
-    if cfg.data.corpus == crate::data::TANG_SONG_CORPUS && !Path::new(&cfg.data.corpus).exists() {
-        crate::note!(
-            "{}: not here: it trains on {}, which is built, not shipped ({}; data/README.md); a smaller recipe instead",
-            rung.config,
-            cfg.data.corpus,
-            crate::data::TANG_SONG_BUILD
-        );
+    if let Some(why) = corpus_missing(&cfg) {
+        crate::note!("{}: not here: {why}; a smaller recipe instead", rung.config);
         return Ok(None);
     }
     let data = &cfg.data;
@@ -219,6 +230,19 @@ fn time_step_of(rung: &Rung, device: &Device, kernels: Kernels) -> Result<Option
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_rung_whose_corpus_is_not_here_is_passed_over_with_the_reason() {
+        let mut cfg = RunConfig::default();
+        cfg.data.corpus = "data/poems.txt".into();
+        assert_eq!(corpus_missing(&cfg), None);
+        cfg.data.corpus = "no/such/corpus.txt".into();
+        let why = corpus_missing(&cfg).unwrap();
+        assert!(
+            why.contains("no/such/corpus.txt, which is not here"),
+            "{why}"
+        );
+    }
 
     /// A machine `speed` times as fast as the reference: each rung's step at its reference pace
     /// divided by `speed`.
