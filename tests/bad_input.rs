@@ -2209,3 +2209,33 @@ fn a_refusal_after_reading_the_corpus_is_one_line() {
         assert!(stderr.starts_with("error: "), "{set}: {stderr}");
     }
 }
+
+/// A run measured on another file's held-out poems (`[data] validation`) trained on every poem of
+/// its corpus: `score --val` on that corpus would score training poems as held out, and is
+/// refused; on the validation file it scores the poems the run held out.
+#[test]
+fn score_refuses_held_out_poems_of_a_corpus_trained_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tiny = std::fs::read_to_string(root().join("data/tiny.txt")).unwrap();
+    let training: String = tiny
+        .lines()
+        .enumerate()
+        .filter(|(i, _)| i % 20 != 19)
+        .map(|(_, l)| format!("{l}\n"))
+        .collect();
+    let corpus = tmp.path().join("train.txt");
+    std::fs::write(&corpus, training).unwrap();
+    let (run, corpus) = (tmp.path().join("run"), corpus.to_str().unwrap());
+    let validation = ["--corpus", corpus, "--set", "data.validation=data/tiny.txt"];
+    tiny_run(&run, &validation);
+    let run = run.to_str().unwrap();
+    fails(
+        "score --val on the corpus trained whole",
+        SCORE,
+        &["--val", "--checkpoint", run, "--corpus", corpus],
+        &["trained on every poem of", "give --corpus data/tiny.txt"],
+    );
+    let args = ["--val", "--checkpoint", run, "--corpus", "data/tiny.txt"];
+    let (ok, err) = run_bin("score --val on the validation file", SCORE, &args);
+    assert!(ok, "{err}");
+}

@@ -47,7 +47,7 @@ struct Args {
     poet: Option<String>,
     /// With --poet: keep each poem's header 【poet·title】 (to fine-tune a run trained on
     /// data/titled.txt), in OUT/POET.titled.txt.
-    #[arg(long, requires = "poet")]
+    #[arg(long, requires = "poet", conflicts_with = "song")]
     headers: bool,
     /// Where to write poems.txt, tiny.txt and README.md (or POET.txt). A file there that holds
     /// something else than what would be written is refused, never written over.
@@ -134,24 +134,26 @@ fn write_tang_song(args: &Args) -> Result<()> {
         .source
         .as_deref()
         .expect("clap requires --source with --song");
-    let (text, _) = tang_song_files(source, &args.forms, &tang, |t| opencc.convert(t))?;
-    write_files(&args.out, &[("tang_song.txt", text)])
+    let (text, _, said) = tang_song_files(source, &args.forms, &tang, |t| opencc.convert(t))?;
+    write_files(&args.out, &[("tang_song.txt", text)])?;
+    shige::say!("{said}, written to {}", args.out.display());
+    Ok(())
 }
 
-/// The text of tang_song.txt and its part of data/README.md, from the Song poems of `source`
-/// and the Tang poems `tang`.
+/// The text of tang_song.txt, its part of data/README.md and what to say of it, from the Song
+/// poems of `source` and the Tang poems `tang`.
 #[cfg(feature = "prepare")]
 fn tang_song_files(
     source: &std::path::Path,
     forms: &[Form],
     tang: &shige::data::Corpus,
     to_simplified: impl Fn(&str) -> String,
-) -> Result<(String, String)> {
+) -> Result<(String, String, String)> {
     use shige::prepare::poems::build_song_corpus;
     use shige::prepare::song::{tang_song, tang_song_readme};
     let (song, stats) = build_song_corpus(source, forms, to_simplified)?;
-    let corpus = tang_song(tang, &song);
-    shige::say!(
+    let corpus = tang_song(tang, &song, forms);
+    let said = format!(
         "tang_song.txt: {} Tang training poems ({} sharing a line with a held-out one left out), {} Song poems ({} again a Tang poem, {} sharing a line with a held-out one left out)",
         corpus.tang,
         corpus.tang_sharing,
@@ -160,10 +162,8 @@ fn tang_song_files(
         corpus.sharing
     );
     let text = corpus.poems.iter().map(|p| format!("{p}\n")).collect();
-    Ok((
-        text,
-        tang_song_readme(&corpus, &stats, shige::data::TANG_SONG_BUILD),
-    ))
+    let readme = tang_song_readme(&corpus, &stats, shige::data::TANG_SONG_BUILD);
+    Ok((text, readme, said))
 }
 
 #[cfg(feature = "prepare")]
@@ -248,7 +248,7 @@ fn rebuild(args: &Args) -> Result<()> {
         std::path::Path::new("poems.txt"),
         shige::data::CorpusKind::Verse,
     )?;
-    let (tang_song, tang_song_part) =
+    let (tang_song, tang_song_part, tang_song_said) =
         tang_song_files(&source, &args.forms, &tang, |t| opencc.convert(t))?;
     files.push(("tang_song.txt", tang_song));
     let readme = data_readme(&stats, unigram_entropy(&poems), tiny.len(), &command)
@@ -278,5 +278,6 @@ fn rebuild(args: &Args) -> Result<()> {
         tunes.all().len(),
         args.out.display()
     );
+    shige::say!("{tang_song_said}, written to {}", args.out.display());
     Ok(())
 }

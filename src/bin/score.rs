@@ -123,6 +123,22 @@ fn weighing_run(dir: &Path) -> Result<LoadedRun> {
     Ok(run)
 }
 
+/// Refuses `--val` on a corpus whose every poem `run` trained on: one measured on another
+/// file's held-out poems (`[data] validation`) holds none of its own corpus out.
+fn check_held_out(run: &LoadedRun, corpus: &Path) -> Result<()> {
+    let data = &run.config.data;
+    let same = |a: &Path, b: &Path| {
+        a == b || matches!((a.canonicalize(), b.canonicalize()), (Ok(a), Ok(b)) if a == b)
+    };
+    match &data.validation {
+        Some(validation) if same(Path::new(&data.corpus), corpus) => bail!(
+            "the run trained on every poem of {} and is measured on the held-out poems of {validation}: give --corpus {validation}",
+            data.corpus
+        ),
+        _ => Ok(()),
+    }
+}
+
 /// The text of `file`, or of standard input for `-`.
 fn read_poems(file: &Path) -> Result<String> {
     let text = match file == Path::new("-") {
@@ -190,6 +206,9 @@ fn run() -> Result<()> {
     let novelty = Novelty::new(train);
     let (summary, scores) = Summary::of(&poems, Tables::shipped(), Some(&novelty));
     let run = args.checkpoint.as_deref().map(weighing_run).transpose()?;
+    if let (Some(run), true) = (&run, args.val) {
+        check_held_out(run, &args.corpus)?;
+    }
     let nll = run
         .as_ref()
         .map(|run| likelihoods(run, &poems))

@@ -65,7 +65,7 @@ pub enum DataError {
         needed: usize,
     },
     /// A corpus holds poems of the held-out text it is to be measured on.
-    #[error("corpus {corpus} holds {items} items that share a line with the held-out poems of {validation} (the first: {example}…): a run would be measured on what it trained on; leave them out of the corpus (prepare_data --song does), or measure it on its own split (no data.validation)")]
+    #[error("corpus {corpus} holds {items} item{} that share{} a line with the held-out poems of {validation} (the first: {example}…): a run would be measured on what it trained on; leave them out of the corpus (prepare_data --song does), or measure it on its own split (no data.validation)", if *.items == 1 { "" } else { "s" }, if *.items == 1 { "s" } else { "" })]
     Leak {
         /// The corpus file.
         corpus: String,
@@ -75,6 +75,24 @@ pub enum DataError {
         items: usize,
         /// The first of them, its start.
         example: String,
+    },
+    /// Every item of the decay's file shares a line with the held-out text.
+    #[error("data.decay_corpus {path}: all {left_out} of its items (read as {kind}) share a line with the held-out text, so the decay would train on nothing: give a file of other poems")]
+    DecayEmpty {
+        /// The file.
+        path: String,
+        /// Its items, all left out.
+        left_out: usize,
+        /// The kind it was read as.
+        kind: String,
+    },
+    /// A file a run reads besides its corpus (`key`: data.validation, data.decay_corpus) failed.
+    #[error("{key}: {source}")]
+    OtherFile {
+        /// The config key that names it.
+        key: &'static str,
+        /// What went wrong.
+        source: Box<DataError>,
     },
     /// Text holds characters the tokenizer does not know.
     #[error("{} not in the vocabulary: {}; use only characters of the training corpus", if .0.len() == 1 { "this character is".to_string() } else { format!("these {} characters are", .0.len()) }, describe(.0))]

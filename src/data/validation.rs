@@ -38,12 +38,23 @@ impl DecayText {
     /// The items of `path` (read as its kind is chosen from the file; running text is one item)
     /// that share no line with `held_out`, the run's held-out text.
     pub fn load(path: &str, held_out: &str) -> Result<DecayText, DataError> {
-        let file = Corpus::load(Path::new(path), CorpusKind::Auto)?;
+        let file =
+            Corpus::load(Path::new(path), CorpusKind::Auto).map_err(|e| DataError::OtherFile {
+                key: "data.decay_corpus",
+                source: Box::new(e),
+            })?;
         let held = lines_of(held_out).collect();
         let (kept, left): (Vec<&String>, Vec<&String>) = file
             .items
             .iter()
             .partition(|item| !shares_a_line(item, &held));
+        if kept.is_empty() {
+            return Err(DataError::DecayEmpty {
+                path: path.to_string(),
+                left_out: left.len(),
+                kind: file.kind.to_string(),
+            });
+        }
         let text = match file.kind {
             CorpusKind::Text => kept.iter().map(|s| s.as_str()).collect(),
             _ => join_items(kept.iter().copied()),
@@ -73,7 +84,11 @@ impl HeldOut {
     /// The held-out text of `path` (read as its kind is chosen from the file), checked against
     /// `corpus`: no line of it may be in the corpus.
     pub fn load(path: &str, corpus: &Corpus, corpus_path: &str) -> Result<HeldOut, DataError> {
-        let file = Corpus::load(Path::new(path), CorpusKind::Auto)?;
+        let file =
+            Corpus::load(Path::new(path), CorpusKind::Auto).map_err(|e| DataError::OtherFile {
+                key: "data.validation",
+                source: Box::new(e),
+            })?;
         let (_, text) = file.split_text();
         let held_out = HeldOut {
             path: path.to_string(),
@@ -199,6 +214,24 @@ mod tests {
         assert!(err.contains("holds 2 items that share a line"), "{err}");
         assert!(
             err.contains(&own[7].chars().take(10).collect::<String>()),
+            "{err}"
+        );
+        // A decay of held-out poems alone would train on nothing; a missing file is named by its key.
+        let decay = write(dir.path(), "decay.txt", &held[VAL_EVERY - 1..]);
+        let corpus_path = write(dir.path(), "fine.txt", &own[12..]);
+        let others = |decay| Others {
+            validation: Some(&validation),
+            decay: Some(decay),
+        };
+        let load = |decay| Corpus::load_with(&corpus_path, CorpusKind::Auto, others(decay));
+        let err = load(&decay).unwrap_err().to_string();
+        assert!(
+            err.contains("all 1 of its items (read as") && err.contains("share a line"),
+            "{err}"
+        );
+        let err = load("no/such.txt").unwrap_err().to_string();
+        assert!(
+            err.starts_with("data.decay_corpus: cannot read corpus no/such.txt"),
             "{err}"
         );
         // A line shorter than SHORTEST_LINE characters is not compared.

@@ -4,6 +4,7 @@
 //! measured on data/poems.txt's held-out poems (`[data] validation`) never read them.
 
 use super::poems::{Kept, PrepareStats};
+use crate::data::poem::{regular_form, Form};
 use crate::data::validation::{lines_of, shares_a_line};
 use crate::data::Corpus;
 use std::collections::HashSet;
@@ -25,15 +26,16 @@ pub struct TangSong {
     pub sharing: usize,
 }
 
-/// The Tang training poems of `tang` (data/poems.txt, its own split) and the poems of `song`
-/// that are no Tang poem, none sharing a line with a held-out one.
-pub fn tang_song(tang: &Corpus, song: &[Kept]) -> TangSong {
+/// The Tang training poems of `tang` (data/poems.txt, its own split) of `forms` and the poems of
+/// `song` that are no Tang poem, none sharing a line with a held-out one.
+pub fn tang_song(tang: &Corpus, song: &[Kept], forms: &[Form]) -> TangSong {
     let (train, held_out) = tang.split();
     let held_text: String = held_out.iter().map(|p| format!("{p}\n")).collect();
     let held = lines_of(&held_text).collect::<HashSet<_>>();
     let every_tang: HashSet<&str> = tang.items.iter().map(String::as_str).collect();
     let mut corpus = TangSong::default();
-    for poem in train {
+    let asked = |poem: &str| regular_form(poem).is_some_and(|f| forms.contains(&f));
+    for poem in train.into_iter().filter(|p| asked(p)) {
         match shares_a_line(poem, &held) {
             true => corpus.tang_sharing += 1,
             false => corpus.poems.push(poem.to_string()),
@@ -58,15 +60,16 @@ pub fn tang_song(tang: &Corpus, song: &[Kept]) -> TangSong {
 pub fn tang_song_readme(corpus: &TangSong, stats: &PrepareStats, command: &str) -> String {
     let characters: usize = corpus.poems.iter().map(|p| p.chars().count()).sum();
     format!(
-        "\n# The larger corpus: Tang and Song regular verse (tang_song.txt)\n\n\
+        "\n# The larger corpus: Tang and Song regular verse (tang_song.txt, built, not shipped)\n\n\
          `tang_song.txt` holds {total} poems, one per line: the {tang} Tang training poems of `poems.txt`\n\
-         (the poems it does not hold out, in order, but {tang_sharing} that share a line with a held-out\n\
-         one), then {song} regular-form Song poems of the same\n\
-         package (`dist/quantangshi/poet.song.*.json`, {read} read, {irregular} not regular verse, {dup}\n\
-         duplicates), filtered as `poems.txt` is. Left out: {repeats} Song poems that are a Tang poem again,\n\
-         {sharing} that share a line (a sentence of at least 4 characters) with a held-out Tang poem.\n\
-         {characters} characters. A run on it is measured on the held-out poems of `poems.txt`\n\
-         (`validation = \"data/poems.txt\"` in [data]), which `train` checks it does not hold.\n\n\
+         (those it does not hold out, in order, less {tang_sharing} that share a line with a held-out one),\n\
+         then {song} regular-form Song poems of the same package (`dist/quantangshi/poet.song.*.json`:\n\
+         {read} read, {irregular} not regular verse, {dup} duplicates), filtered as `poems.txt` is. Left out:\n\
+         {repeats} Song poems that are a Tang poem again, {sharing} that share a line (a sentence of at least 4\n\
+         characters) with a held-out Tang poem. {characters} characters ({mb:.0} MB): built by the command\n\
+         below, not shipped. A run on it is measured on the held-out poems of `poems.txt` (`validation =\n\
+         \"data/poems.txt\"` in [data], which `train` checks it does not hold) and may end on the Tang poems\n\
+         (`decay_corpus = \"data/poems.txt\"`: the schedule's decay trains on them).\n\n\
          ```\n{command}\n```\n",
         total = corpus.poems.len(),
         tang = corpus.tang,
@@ -77,6 +80,7 @@ pub fn tang_song_readme(corpus: &TangSong, stats: &PrepareStats, command: &str) 
         dup = stats.duplicates,
         repeats = corpus.repeats,
         sharing = corpus.sharing,
+        mb = characters as f64 * 3.0 / 1e6,
     )
 }
 
@@ -120,12 +124,15 @@ mod tests {
             kept(&sharing(101)),
             kept(&poem_of(102)),
         ];
-        let built = tang_song(&corpus, &song);
+        let built = tang_song(&corpus, &song, &Form::ALL);
         let counts = (built.tang, built.tang_sharing, built.song);
         assert_eq!(counts, (37, 1, 1));
         assert_eq!((built.repeats, built.sharing), (2, 1));
         assert_eq!(built.poems.len(), 38);
         assert!(!built.poems.contains(&held_out) && !built.poems.contains(&tang[5]));
         assert_eq!(built.poems.last().unwrap(), &poem_of(102));
+        // Only the forms asked, Tang and Song alike (these are all 五绝).
+        let qijue = tang_song(&corpus, &song, &[Form::Qijue]);
+        assert_eq!((qijue.tang, qijue.song), (0, 1), "the Song poems come filtered");
     }
 }
