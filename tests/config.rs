@@ -177,7 +177,10 @@ fn every_shipped_config_loads_and_its_files_ship_or_are_built() {
         let built = cfg.data.corpus == shige::data::TANG_SONG_CORPUS;
         let data = &cfg.data;
         let others = data.validation.iter().chain(&data.decay_corpus);
-        for file in std::iter::once(&data.corpus).filter(|_| !built).chain(others) {
+        for file in std::iter::once(&data.corpus)
+            .filter(|_| !built)
+            .chain(others)
+        {
             assert!(
                 root.join(file).is_file(),
                 "{}: {file} is in the repository",

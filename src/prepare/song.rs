@@ -133,6 +133,10 @@ mod tests {
         assert_eq!(built.poems.last().unwrap(), &poem_of(102));
         // Only the forms asked, Tang and Song alike (these are all 五绝).
         let qijue = tang_song(&corpus, &song, &[Form::Qijue]);
-        assert_eq!((qijue.tang, qijue.song), (0, 1), "the Song poems come filtered");
+        assert_eq!(
+            (qijue.tang, qijue.song),
+            (0, 1),
+            "the Song poems come filtered"
+        );
     }
 }

@@ -42,8 +42,9 @@ impl Rung {
 /// The machine the ladder was measured on.
 pub const REFERENCE: &str = "Intel Xeon (family 6, model 207), 2 cores, AVX-512";
 
-/// The rungs, smallest first (each below the loss of the one before it).
-pub const LADDER: [Rung; 4] = [
+/// The rungs, smallest first (each below the loss of the one before it). The largest trains on
+/// data/tang_song.txt, which is built, not shipped: where it is not here, it is passed over.
+pub const LADDER: [Rung; 5] = [
     Rung {
         minutes: 1.0,
         config: "configs/ladder/1min.toml",
@@ -75,6 +76,14 @@ pub const LADDER: [Rung; 4] = [
         steps: 12607,
         loss: 4.2168,
         step_s: 0.120,
+    },
+    Rung {
+        minutes: 60.0,
+        config: "configs/ladder/60min.toml",
+        record: "docs/results/ladder_60min.json",
+        steps: 26634,
+        loss: 4.0668,
+        step_s: 0.160,
     },
 ];
 
@@ -281,7 +290,7 @@ mod tests {
     #[test]
     fn a_rung_that_cannot_run_here_is_passed_over() {
         let mut fast = at_speed(100.0);
-        let choice = choose(30.0, |r: &Rung| match r.minutes == 30.0 {
+        let choice = choose(30.0, |r: &Rung| match r.minutes >= 30.0 {
             true => Ok(None),
             false => fast(r),
         })
