@@ -135,13 +135,14 @@ pub fn lines_of(text: &str) -> impl Iterator<Item = &str> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::data::corpus::VAL_EVERY;
     use crate::data::{CharTokenizer, Splits};
 
-    /// The `n`th poem of four lines of five characters, its characters its own.
-    fn poem_of(n: u32) -> String {
+    /// The `n`th poem of four lines of five characters, its characters its own (no two of them
+    /// share a line): for the tests of the held-out lines here and in `prepare::song`.
+    pub(crate) fn poem_of(n: u32) -> String {
         let line = |l: u32| -> String {
             (0..5)
                 .map(|k| char::from_u32(0x4E00 + n * 20 + l * 5 + k).unwrap())

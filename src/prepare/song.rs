@@ -87,6 +87,7 @@ pub fn tang_song_readme(corpus: &TangSong, stats: &PrepareStats, command: &str) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::data::validation::tests::poem_of;
     use crate::data::CorpusKind;
     use std::path::Path;
 
@@ -95,17 +96,6 @@ mod tests {
             poem: poem.to_string(),
             header: String::new(),
         }
-    }
-
-    /// The `n`th poem of four lines of five characters, its characters its own (no two of them
-    /// share a line).
-    fn poem_of(n: u32) -> String {
-        let line = |l: u32| -> String {
-            (0..5)
-                .map(|k| char::from_u32(0x4E00 + n * 20 + l * 5 + k).unwrap())
-                .collect()
-        };
-        format!("{}，{}。{}，{}。", line(0), line(1), line(2), line(3))
     }
 
     #[test]
