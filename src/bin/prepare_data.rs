@@ -154,12 +154,13 @@ fn tang_song_files(
     let (song, stats) = build_song_corpus(source, forms, to_simplified)?;
     let corpus = tang_song(tang, &song, forms);
     let said = format!(
-        "tang_song.txt: {} Tang training poems ({} sharing a line with a held-out one left out), {} Song poems ({} again a Tang poem, {} sharing a line with a held-out one left out)",
+        "tang_song.txt: {} Tang training poems ({} sharing a line with a held-out one left out), {} Song poems (left out: {} again a Tang poem, {} sharing a line with a held-out one, {} holding a character no Tang poem holds)",
         corpus.tang,
         corpus.tang_sharing,
         corpus.song,
         corpus.repeats,
-        corpus.sharing
+        corpus.sharing,
+        corpus.new_characters
     );
     let text = corpus.poems.iter().map(|p| format!("{p}\n")).collect();
     let readme = tang_song_readme(&corpus, &stats, shige::data::TANG_SONG_BUILD);
