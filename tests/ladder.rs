@@ -46,6 +46,7 @@ fn each_rung_is_the_run_its_record_keeps() {
             rung.config
         );
         assert_eq!(config.train.max_iters, rung.steps, "{}", rung.config);
+        assert_eq!(ran.model.vocab_size, rung.vocab_size, "{}", rung.config);
     }
 }
 
