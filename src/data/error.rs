@@ -105,11 +105,8 @@ pub enum DataError {
 /// Names the shipped corpus after an error about another one, or how to build the larger one.
 fn shipped_corpus_hint(path: &std::path::Path) -> String {
     let shipped = super::DEFAULT_CORPUS;
-    if path == std::path::Path::new(super::TANG_SONG_CORPUS) && !path.exists() {
-        return format!(
-            " (it is built, not shipped: {}; data/README.md)",
-            super::TANG_SONG_BUILD
-        );
+    if let Some(how) = super::how_to_build(path).filter(|_| !path.exists()) {
+        return format!(" (it is built, not shipped: {how})");
     }
     match path == std::path::Path::new(shipped) {
         true => String::new(),

@@ -19,6 +19,13 @@ pub const DEFAULT_CORPUS: &str = "data/poems.txt";
 pub const TANG_SONG_CORPUS: &str = "data/tang_song.txt";
 /// How to build [`TANG_SONG_CORPUS`].
 pub const TANG_SONG_BUILD: &str = "npm pack chinese-poetry@2.0.1 && tar xzf chinese-poetry-2.0.1.tgz && cargo run --release --features prepare --bin prepare_data -- --song --source package/dist/quantangshi";
+/// How to build `path` where it is a corpus that is built, not shipped ([`TANG_SONG_CORPUS`]): its
+/// command and where it is explained.
+pub fn how_to_build(path: &std::path::Path) -> Option<String> {
+    (path == std::path::Path::new(TANG_SONG_CORPUS))
+        .then(|| format!("{TANG_SONG_BUILD}; data/README.md"))
+}
+
 /// The shipped corpus's poems after their headers `【poet·title】`.
 pub const TITLED_CORPUS: &str = "data/titled.txt";
 

@@ -199,7 +199,8 @@ const MAX_TIMED_STEPS: usize = 50;
 
 /// The seconds a training step of `rung` takes on `device`: a few steps of a model drawn for the
 /// purpose (the run itself starts afresh). None, with the reason on stderr, where the rung cannot
-/// be set up here (its memory).
+/// run here: its corpus is not here or was built otherwise, or it cannot be set up (its memory,
+/// a precision this CPU lacks).
 pub fn time_step(rung: &Rung, device: &Device, kernels: Kernels) -> Result<Option<f64>> {
     time_step_of(rung, device, kernels)
         .map_err(|e| anyhow::anyhow!("the ladder's recipe {}: {e}", rung.config))
@@ -212,12 +213,9 @@ fn corpus_missing(cfg: &RunConfig) -> Option<String> {
     if Path::new(corpus).exists() {
         return None;
     }
-    Some(match corpus == crate::data::TANG_SONG_CORPUS {
-        true => format!(
-            "it trains on {corpus}, which is built, not shipped ({}; data/README.md)",
-            crate::data::TANG_SONG_BUILD
-        ),
-        false => format!("it trains on {corpus}, which is not here"),
+    Some(match crate::data::how_to_build(Path::new(corpus)) {
+        Some(how) => format!("it trains on {corpus}, which is built, not shipped ({how})"),
+        None => format!("it trains on {corpus}, which is not here"),
     })
 }
 
@@ -228,13 +226,9 @@ fn other_corpus(rung: &Rung, cfg: &RunConfig) -> Option<String> {
     let (here, there) = (cfg.model.vocab_size, rung.vocab_size);
     (here != there).then(|| {
         let corpus = &cfg.data.corpus;
-        let rebuild = match corpus == crate::data::TANG_SONG_CORPUS {
-            true => format!(
-                ": move it away and build it again ({}; data/README.md)",
-                crate::data::TANG_SONG_BUILD
-            ),
-            false => String::new(),
-        };
+        let rebuild = crate::data::how_to_build(Path::new(corpus))
+            .map(|how| format!(": move it away and build it again ({how})"))
+            .unwrap_or_default();
         format!(
             "{corpus} and the files read with it hold {here} characters, not the {there} of the corpus it was measured on{rebuild}"
         )
