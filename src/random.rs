@@ -19,6 +19,8 @@ pub enum Stream {
     FinalSamples = 4,
     /// The poem of an evaluation, from the seed plus its step.
     EvalSample = 5,
+    /// The training batches that fitted biases are fitted on (`train::fit`).
+    Fit = 6,
 }
 
 /// The random stream `stream` of `seed`.

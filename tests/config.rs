@@ -210,7 +210,10 @@ fn the_code_defaults_and_the_default_config_are_pinned() {
     let file = RunConfig::load(std::path::Path::new(path)).unwrap();
     assert_eq!(file.schedule.kind, ScheduleKind::Wsd);
     assert_eq!(file.optimizer.kind, OptimizerKind::Adamw);
-    assert_eq!(file.model.inputs(), ["verse_places", "rhyme_bias"]);
+    assert_eq!(
+        file.model.inputs(),
+        ["verse_places", "rhyme_bias", "lead_rhymes"]
+    );
     assert_eq!((file.train.max_iters, file.train.batch_size), (12_000, 8));
 }
 
@@ -352,7 +355,10 @@ fn configs_of_the_old_layout_read_as_they_were_meant() {
         eval_iters = 20\nlearning_rate = 2e-3\nwarmup_iters = 30\nschedule = \"wsd\"\nbeta2 = 0.999\n";
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/configs/default.toml");
     let mut today = RunConfig::load(std::path::Path::new(path)).unwrap();
-    today.model.inputs.retain(|name| name != "rhyme_bias"); // added to the default since
+    today
+        .model
+        .inputs
+        .retain(|name| !["rhyme_bias", "lead_rhymes"].contains(&name.as_str())); // added since
     let old = RunConfig::from_toml_str(old_default, "old").unwrap();
     assert_eq!(
         old.spelled_out(),

@@ -177,6 +177,7 @@ fn the_parameter_count_is_the_built_models_with_and_without_inputs() {
         "verse_places",
         "rhyme_memory",
         "rhyme_bias",
+        "lead_rhymes",
         "ci_places",
         "ci_rhyme_bias",
     ];

@@ -226,7 +226,8 @@ fn bad_training_input_gets_clear_errors() {
 
 /// Setting up the shipped corpus once took 700 MB (its 1.6 M characters went through
 /// `tokenizers`' pipeline, hundreds of bytes each): the default model's run now peaks near
-/// 260 MB on 2 cores, and must stay well under the old figure.
+/// 320 MB on 2 cores (260 MB before the lead rhymes' biases), and must stay well under the old
+/// figure.
 #[test]
 fn a_run_on_the_shipped_corpus_needs_no_memory_per_character_of_it() {
     let tmp = tempfile::tempdir().unwrap();
@@ -370,6 +371,68 @@ fn a_run_with_sounds_and_verse_places_learns_them_resumes_exactly_and_loads() {
         curve(&whole),
         "sounds and places change the run"
     );
+}
+
+/// A fitted input (the lead rhymes) leaves the training as it is, step for step, and is fitted
+/// after the last step, before its evaluation: its biases saved with the model; a run stopped
+/// before the end and resumed fits them the same.
+#[test]
+fn fitted_biases_leave_the_training_as_it_is_and_are_fitted_after_the_last_step() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cfg = tiny_config();
+    cfg.model.inputs = vec!["verse_places".into(), "rhyme_bias".into()];
+    let plain = tmp.path().join("plain");
+    run(&cfg, &plain, false, None).unwrap();
+    cfg.model.inputs.push("lead_rhymes".into());
+    let (whole, half) = (tmp.path().join("whole"), tmp.path().join("half"));
+    run(&cfg, &whole, false, None).unwrap();
+    run(&cfg, &half, false, Some(30)).unwrap();
+    run(&cfg, &half, true, None).unwrap();
+    let (without, with) = (curve(&plain), curve(&whole));
+    let last = with.len() - 1;
+    assert_eq!(
+        without[..last],
+        with[..last],
+        "the same evaluations until the last step"
+    );
+    assert_eq!(without[last].1, with[last].1, "the same training loss");
+    assert_ne!(
+        without[last].2, with[last].2,
+        "the last evaluation with the fit"
+    );
+    assert_eq!(
+        curve(&half),
+        with,
+        "a resumed run fits as an uninterrupted one"
+    );
+    let biases = |dir: &std::path::Path| -> Vec<f32> {
+        let (tensors, _) = read_safetensors(&dir.join(MODEL_FILE)).unwrap();
+        tensors["transformer.blr.weight"].to_vec1().unwrap()
+    };
+    let fitted = biases(&whole);
+    assert_eq!(fitted.len(), 3);
+    assert!(
+        fitted.iter().all(|b| b.is_finite()) && fitted.iter().any(|&b| b.abs() > 0.1),
+        "fitted: {fitted:?}"
+    );
+    assert_eq!(biases(&half), fitted);
+    // A finished run given more steps trains them without its fitted biases (as the run without
+    // the input does) and fits them again at its new end.
+    let mut longer = cfg.clone();
+    longer.train.max_iters = cfg.train.max_iters * 2;
+    run(&longer, &whole, true, None).unwrap();
+    let mut plain_longer = longer.clone();
+    plain_longer.model.inputs.pop();
+    run(&plain_longer, &plain, true, None).unwrap();
+    let (extended, without) = (curve(&whole), curve(&plain));
+    let rows = extended.len();
+    for (i, (with, without)) in extended.iter().zip(&without).enumerate() {
+        match i == last || i == rows - 1 {
+            true => assert_eq!(with.1, without.1, "the same training loss"),
+            false => assert_eq!(with, without, "row {i}: trained as without the input"),
+        }
+    }
+    assert_ne!(biases(&whole), fitted, "fitted again at the new end");
 }
 
 /// The resume of a run refuses what would change its course silently or lose what it saved: a

@@ -86,7 +86,7 @@ pub struct ModelConfig {
     /// embeddings' scale (docs/experiments.md, section 2).
     pub sinusoidal_scale: f64,
     /// The inputs the text gives the model besides its tokens, by name, in the order the model
-    /// takes them: `["verse_places", "rhyme_bias"]` in the default (what each one is, and the
+    /// takes them: `["verse_places", "rhyme_bias", "lead_rhymes"]` in the default (what each one is, and the
     /// names known: `verse::inputs`); empty for a plain GPT.
     pub inputs: Vec<String>,
 }

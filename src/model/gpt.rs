@@ -191,6 +191,15 @@ impl Gpt {
         self.inputs.add_to_logits(logits, idx, false) // (B, T, V)
     }
 
+    /// Logits (R, vocab) without the next-token biases at the positions `rows` of token ids idx
+    /// (B, T), counted along the batch (b · T + t): the output layer runs on those rows alone.
+    pub fn unbiased_logits_at(&self, idx: &Tensor, rows: &[u32]) -> Result<Tensor> {
+        let hidden = self.hidden(idx, &mut Mode::Eval)?; // (B, T, C)
+        let rows = Tensor::new(rows, hidden.device())?; // (R)
+        let hidden = hidden.flatten_to(1)?.index_select(&rows, 0)?; // (R, C)
+        self.output_layer()?.forward(&hidden, self.kernels) // (R, V)
+    }
+
     /// Logits (B, vocab) of the token after idx (B, T) alone: the output layer runs on the last
     /// position only, as in nanoGPT's `generate`.
     pub fn forward_last(&self, idx: &Tensor) -> Result<Tensor> {

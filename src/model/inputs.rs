@@ -262,20 +262,29 @@ impl NextTokenBias {
             .collect()
     }
 
-    /// logits (N, V) plus the biases of `entries` (N), as a graph of differentiable ops.
+    /// logits (N, V) plus the biases of `entries` (N), as a graph of differentiable ops: each
+    /// bias added to the rows that take it alone (index_add of mask · b, (R, V)).
     fn add_to_logits(&self, logits: &Tensor, entries: &[Biased]) -> Result<Tensor> {
-        let (n, v) = logits.dims2()?;
+        let v = logits.dim(1)?;
         let mut sum = logits.clone();
         for bias in 0..self.input.biases() {
-            let mut mask = vec![0f32; n * v]; // (N, V)
-            for (row, entries) in entries.iter().enumerate() {
-                for &(token, _) in entries.iter().filter(|(_, b)| *b == bias) {
-                    mask[row * v + token as usize] += 1.0;
+            let rows: Vec<u32> = (0..entries.len() as u32)
+                .filter(|&row| entries[row as usize].iter().any(|(_, b)| *b == bias))
+                .collect();
+            if rows.is_empty() {
+                continue;
+            }
+            let mut mask = vec![0f32; rows.len() * v]; // (R, V)
+            for (i, &row) in rows.iter().enumerate() {
+                let taken = entries[row as usize].iter().filter(|(_, b)| *b == bias);
+                for &(token, _) in taken {
+                    mask[i * v + token as usize] += 1.0;
                 }
             }
-            let mask = Tensor::from_vec(mask, (n, v), logits.device())?;
-            sum = (sum + mask.broadcast_mul(&self.weight.narrow(0, bias, 1)?)?)?;
-            // (N, V)
+            let mask = Tensor::from_vec(mask, (rows.len(), v), logits.device())?;
+            let delta = mask.broadcast_mul(&self.weight.narrow(0, bias, 1)?)?; // (R, V)
+            let rows = Tensor::new(rows.as_slice(), logits.device())?; // (R)
+            sum = sum.index_add(&rows, &delta, 0)?; // (N, V)
         }
         Ok(sum)
     }

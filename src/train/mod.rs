@@ -6,6 +6,7 @@
 //! tab trains one in memory ([`session`]).
 
 pub mod checkpoint;
+pub mod fit;
 pub mod interrupt;
 pub mod ladder;
 pub mod load;

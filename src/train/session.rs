@@ -92,9 +92,12 @@ impl Session {
         self.p.step >= self.s.cfg.train.max_iters
     }
 
-    /// One optimiser step; its training loss.
+    /// One optimiser step (after the last, the fitted biases fitted, as `train` does); its
+    /// training loss.
     pub fn train_step(&mut self) -> Result<f64> {
-        train_step(&mut self.s, &mut self.p)
+        let loss = train_step(&mut self.s, &mut self.p)?;
+        crate::train::fit::fit_after_last_step(&self.s, self.p.step)?;
+        Ok(loss)
     }
 
     /// Whether the step just done is one the run evaluates after.

@@ -129,7 +129,11 @@ fn optimizer(cfg: &RunConfig, varmap: &candle_nn::VarMap) -> Result<Optimizer> {
     let muon = (o.kind == OptimizerKind::Muon).then_some(MuonParams {
         momentum: o.muon_momentum(),
     });
-    let vars = varmap.data().lock().expect("parameter map").clone();
+    let mut vars = varmap.data().lock().expect("parameter map").clone();
+    // Fitted biases are set after the last step, not trained (`train::fit`).
+    for name in crate::verse::inputs::fitted_tensors(&cfg.model)? {
+        vars.remove(&name);
+    }
     Ok(Optimizer::new(vars, params, muon)?)
 }
 

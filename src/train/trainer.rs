@@ -330,6 +330,9 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
     if evaluation_pending(s, p) {
         evaluate_and_save(dir, s, p, &bar)?;
     }
+    if p.step < end {
+        crate::train::fit::reset(s)?; // the model trains as without its fitted biases
+    }
     let tokens_per_step = (s.cfg.train.batch_size * s.cfg.model.block_size) as f64;
     let (mut run_tokens, mut run_time) = (0.0, 0.0);
     let mut planner = s.cfg.train.minutes.map(|minutes| {
@@ -358,6 +361,7 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
                 bar.set_length(plan.steps as u64);
             }
         }
+        say_fitted(crate::train::fit::fit_after_last_step(s, p.step)?, &bar);
         bar.set_position(p.step as u64);
         bar.set_message(format!(
             "loss {loss:.3} | {:.0} tok/s",
@@ -418,6 +422,22 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
     }
     write_summary(dir, &summary)?;
     Ok(summary)
+}
+
+/// Says what the biases fitted after the last step ([`crate::train::fit`]) became.
+fn say_fitted(fitted: Vec<crate::train::fit::Fitted>, bar: &ProgressBar) {
+    for fitted in fitted {
+        let biases: Vec<String> = fitted.biases.iter().map(|b| format!("{b:.3}")).collect();
+        let positions: Vec<String> = fitted.positions.iter().map(|n| n.to_string()).collect();
+        bar.suspend(|| {
+            crate::note!(
+                "fitted {} to the final weights: [{}] (on {} positions of training batches)",
+                fitted.tensor,
+                biases.join(", "),
+                positions.join(", ")
+            )
+        });
+    }
 }
 
 /// Writes `summary` as the run's summary.json.

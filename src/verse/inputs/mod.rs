@@ -7,6 +7,8 @@
 //! - [`rhymes`] (`"rhyme_memory"`): before a rhyme, the characters that ended the poem's earlier
 //!   lines, a sequence input; (`"rhyme_bias"`) biases on the next token before a rhyme, for those
 //!   characters and, once two rhymes agree, for those that rhyme with them;
+//! - [`lead_rhymes`] (`"lead_rhymes"`): biases at a poem's first two rhymes, fitted to the trained
+//!   model;
 //! - [`ci_places`] (`"ci_places"`): where each position of a ci stands in the tune its header
 //!   names, its rhymes' segments and classes, a sequence input; (`"ci_rhyme_bias"`) biases before
 //!   a ci's rhyme, for its segment's earlier rhymes and what shares their 部;
@@ -17,6 +19,7 @@
 //! these.
 
 pub mod ci_places;
+pub mod lead_rhymes;
 pub mod places;
 pub mod rhymes;
 pub mod sound;
@@ -38,18 +41,22 @@ struct Known {
     per_token: bool,
     /// Whether it is a next-token bias, whose rows are single numbers (else rows of n_embd).
     bias: bool,
+    /// Whether its biases are fitted to the trained model after the last step
+    /// ([`crate::train::fit`]) instead of trained with it.
+    fitted: bool,
     /// What it reads, for a vocabulary and a model of this many tokens.
     reads: fn(&Vocabulary, usize) -> Reads,
 }
 
 /// Every input, by config name.
-const INPUTS: [Known; 6] = [
+const INPUTS: [Known; 7] = [
     Known {
         name: "sound",
         tensor: "wse",
         rows: |_| sound::rows(),
         per_token: false,
         bias: false,
+        fitted: false,
         reads: |vocabulary, _| sound::reads(vocabulary),
     },
     Known {
@@ -58,6 +65,7 @@ const INPUTS: [Known; 6] = [
         rows: |_| places::ROWS,
         per_token: false,
         bias: false,
+        fitted: false,
         reads: |vocabulary, _| places::reads(vocabulary),
     },
     Known {
@@ -66,6 +74,7 @@ const INPUTS: [Known; 6] = [
         rows: |vocab_size| vocab_size,
         per_token: true,
         bias: false,
+        fitted: false,
         reads: rhymes::reads,
     },
     Known {
@@ -74,7 +83,17 @@ const INPUTS: [Known; 6] = [
         rows: |_| 2,
         per_token: false,
         bias: true,
+        fitted: false,
         reads: |vocabulary, _| rhymes::rhyme_bias(vocabulary),
+    },
+    Known {
+        name: "lead_rhymes",
+        tensor: "blr",
+        rows: |_| lead_rhymes::BIASES,
+        per_token: false,
+        bias: true,
+        fitted: true,
+        reads: |vocabulary, _| lead_rhymes::reads(vocabulary),
     },
     Known {
         name: "ci_places",
@@ -82,6 +101,7 @@ const INPUTS: [Known; 6] = [
         rows: |_| ci_places::ROWS,
         per_token: false,
         bias: false,
+        fitted: false,
         reads: |vocabulary, _| ci_places::reads(vocabulary),
     },
     Known {
@@ -90,6 +110,7 @@ const INPUTS: [Known; 6] = [
         rows: |_| ci_places::BIASES,
         per_token: false,
         bias: true,
+        fitted: false,
         reads: |vocabulary, _| ci_places::rhyme_bias(vocabulary),
     },
 ];
@@ -132,10 +153,20 @@ pub fn parameters(cfg: &ModelConfig) -> Result<usize> {
 /// The parameters of the inputs `cfg` switches on whose rows are the tokens': a model with a
 /// larger vocabulary (a fine-tune on new characters) has more of them.
 pub fn per_token_tensors(cfg: &ModelConfig) -> Result<Vec<String>> {
+    tensors_where(cfg, |known| known.per_token)
+}
+
+/// The parameters of the inputs `cfg` names whose biases are fitted after training, not trained.
+pub fn fitted_tensors(cfg: &ModelConfig) -> Result<Vec<String>> {
+    tensors_where(cfg, |known| known.fitted)
+}
+
+/// The parameters of the inputs `cfg` names that are `what`.
+fn tensors_where(cfg: &ModelConfig, what: fn(&Known) -> bool) -> Result<Vec<String>> {
     let mut names = Vec::new();
     for name in cfg.inputs() {
         let known = known(name)?;
-        if known.per_token {
+        if what(known) {
             names.push(format!("transformer.{}.weight", known.tensor));
         }
     }
@@ -199,7 +230,7 @@ mod tests {
         let err = check(&unknown).unwrap_err().to_string();
         assert!(
             err.contains("no input \"sounds\"")
-                && err.contains(r#""sound", "verse_places", "rhyme_memory", "rhyme_bias", "ci_places", "ci_rhyme_bias""#),
+                && err.contains(r#""sound", "verse_places", "rhyme_memory", "rhyme_bias", "lead_rhymes", "ci_places", "ci_rhyme_bias""#),
             "{err}"
         );
         assert!(for_vocabulary(&unknown, &vocabulary).is_err());

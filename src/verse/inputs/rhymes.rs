@@ -49,14 +49,14 @@ struct RhymeBias {
 }
 
 /// Each token's 平声 rhyme groups, and each group's tokens.
-struct Rhymes {
-    groups: Vec<Vec<u16>>,
+pub(super) struct Rhymes {
+    pub(super) groups: Vec<Vec<u16>>,
     members: Vec<Vec<u32>>,
 }
 
 impl Rhymes {
     /// The rhyme groups of `vocabulary`'s characters (the shipped tables).
-    fn of(vocabulary: &Vocabulary) -> Self {
+    pub(super) fn of(vocabulary: &Vocabulary) -> Self {
         let tables = Tables::shipped();
         let groups: Vec<Vec<u16>> = (0..vocabulary.len())
             .map(|id| {
@@ -72,6 +72,17 @@ impl Rhymes {
             }
         }
         Rhymes { groups, members }
+    }
+
+    /// The tokens of `groups`, each once (a character of two of them too), in id order.
+    pub(super) fn tokens_of(&self, groups: &[u16]) -> Vec<u32> {
+        let mut tokens: Vec<u32> = groups
+            .iter()
+            .flat_map(|&g| self.members[g as usize].iter().copied())
+            .collect();
+        tokens.sort_unstable();
+        tokens.dedup();
+        tokens
     }
 }
 
@@ -141,7 +152,7 @@ impl BiasReader for RhymeBiasReader {
 }
 
 /// A [`PoemReader`] that keeps the characters that ended the poem's lines.
-struct RhymeReader {
+pub(super) struct RhymeReader {
     kinds: TokenKinds,
     poem: PoemReader,
     /// The last character read, if the last token was one.
@@ -151,7 +162,7 @@ struct RhymeReader {
 }
 
 impl RhymeReader {
-    fn new(kinds: &TokenKinds) -> Self {
+    pub(super) fn new(kinds: &TokenKinds) -> Self {
         RhymeReader {
             kinds: kinds.clone(),
             poem: PoemReader::default(),
@@ -162,7 +173,7 @@ impl RhymeReader {
 
     /// Reads the next token: the characters that ended the poem's earlier lines where the next
     /// character ends a line that must rhyme, else `None`.
-    fn finals_before_rhyme(&mut self, id: u32) -> Option<&[u32]> {
+    pub(super) fn finals_before_rhyme(&mut self, id: u32) -> Option<&[u32]> {
         let kind = self.kinds.get(id);
         match kind {
             TokenKind::PoemEnd | TokenKind::HeaderStart | TokenKind::HeaderEnd => {

@@ -1,0 +1,259 @@
+//! Fitted biases: the next-token biases of an input that is fitted (`verse::inputs`, the lead
+//! rhymes) are left out of the optimiser and held at zero while the run trains, so that the model
+//! learns as without them, and are set after the last step, before its evaluation, to the values
+//! that fit the trained model best on training batches. The saved model holds them where that
+//! evaluation is the run's best (an earlier best keeps its weights as they were, unfitted).
+//!
+//! Each position takes at most one bias of such an input, on a set S of next tokens, each named
+//! once. With z the position's logits without it, the loss there is
+//! log(e^b Σ_S e^z + Σ_rest e^z) − b·[y ∈ S] − z_y; over the positions of one bias it is least
+//! where the model's probabilities of S sum to the count of positions whose next token is in S:
+//! Σ σ(b + ℓ) = hits, with ℓ the log-odds of S without the bias. The left side grows with b, so
+//! bisection finds it.
+
+use crate::data::Split;
+use crate::model::inputs::{Biased, NextTokenBias};
+use crate::random::{rng, Stream};
+use crate::train::setup::Setup;
+use anyhow::{bail, Result};
+use candle_core::{Tensor, Var};
+
+/// Training batches the biases are fitted on: 128 of 8 windows (131,072 positions at the default's
+/// block of 128: 2,650 first rhymes and 2,152 second rhymes of its corpus).
+const BATCHES: usize = 128;
+/// Windows per batch.
+const WINDOWS: usize = 8;
+
+/// One fitted input's parameter and its biases after the fit.
+pub struct Fitted {
+    /// The parameter, `transformer.<tensor>.weight`.
+    pub tensor: String,
+    /// Its biases as fitted (or as they were, for a bias with nothing to fit).
+    pub biases: Vec<f32>,
+    /// The positions each bias was fitted on.
+    pub positions: Vec<usize>,
+}
+
+/// What one position tells the fit of its bias: the log-odds ℓ of its set without the bias, and
+/// whether the next token is in it.
+struct Position {
+    log_odds: f64,
+    hit: bool,
+}
+
+/// After the run's last step (before its evaluation), [`fit`]; elsewhere nothing.
+pub fn fit_after_last_step(s: &Setup, step: usize) -> Result<Vec<Fitted>> {
+    match step == s.cfg.train.max_iters {
+        true => fit(s),
+        false => Ok(Vec::new()),
+    }
+}
+
+/// Sets the biases of every fitted input of the run's model to zero: before a run trains (a run
+/// resumed past its end, or one fine-tuned from a fitted parent, would train with them).
+pub fn reset(s: &Setup) -> Result<()> {
+    for name in crate::verse::inputs::fitted_tensors(&s.cfg.model)? {
+        let var = s.varmap.data().lock().expect("parameter map")[&name].clone();
+        var.set(&var.zeros_like()?)?;
+    }
+    Ok(())
+}
+
+/// Fits the biases of every fitted input of the run's model to the model as it is, and sets them.
+pub fn fit(s: &Setup) -> Result<Vec<Fitted>> {
+    let names = crate::verse::inputs::fitted_tensors(&s.cfg.model)?;
+    let mut fitted = Vec::new();
+    for name in names {
+        let var = s.varmap.data().lock().expect("parameter map")[&name].clone();
+        let Some(bias) = s.model.inputs.bias.iter().find(|b| same(b, &var)) else {
+            bail!("{name}: no next-token bias of the model holds it");
+        };
+        let old = bias.weight.to_vec1::<f32>()?;
+        let positions = positions(s, bias)?;
+        let biases: Vec<f32> = positions
+            .iter()
+            .zip(&old)
+            .map(|(positions, &old)| solve(positions).map_or(old, |b| b as f32))
+            .collect();
+        var.set(&Tensor::new(biases.as_slice(), var.device())?)?;
+        let positions = positions.iter().map(Vec::len).collect();
+        fitted.push(Fitted {
+            tensor: name,
+            biases,
+            positions,
+        });
+    }
+    Ok(fitted)
+}
+
+/// Whether `bias` holds `var`.
+fn same(bias: &NextTokenBias, var: &Var) -> bool {
+    bias.weight.id() == var.as_tensor().id()
+}
+
+/// Each bias's positions in the fit's training batches.
+fn positions(s: &Setup, bias: &NextTokenBias) -> Result<Vec<Vec<Position>>> {
+    let mut by_bias: Vec<Vec<Position>> =
+        (0..bias.weight.elem_count()).map(|_| Vec::new()).collect();
+    let mut batches = rng(s.cfg.train.seed, Stream::Fit);
+    let t = s.cfg.model.block_size;
+    for _ in 0..BATCHES {
+        let (x, y) = s
+            .splits
+            .batch(Split::Train, WINDOWS, t, &mut batches, &s.device)?;
+        let ids = x.flatten_all()?.to_vec1::<u32>()?; // (B·T)
+        let targets = y.flatten_all()?.to_vec1::<u32>()?; // (B·T)
+        let entries = bias.entries_of(&ids, t); // (B·T)
+        let rows: Vec<u32> = (0..ids.len() as u32)
+            .filter(|&row| !entries[row as usize].is_empty())
+            .collect(); // (R)
+        if rows.is_empty() {
+            continue;
+        }
+        let logits = s.model.unbiased_logits_at(&x, &rows)?; // (R, V)
+        let v = logits.dim(1)?;
+        let logits = logits.flatten_all()?.to_vec1::<f32>()?; // (R·V)
+        let others = other_biases(s, bias, &ids, t)?;
+        for (z, &row) in logits.chunks(v).zip(&rows) {
+            let mut z = z.to_vec(); // (V): the logits with every other input's biases
+            for (entries, weight) in &others {
+                NextTokenBias::add_to_row(&mut z, &entries[row as usize], weight);
+            }
+            let (k, in_set) = set_of(&entries[row as usize], v)?;
+            let hit = in_set[targets[row as usize] as usize];
+            let log_odds = log_odds(&z, &in_set);
+            by_bias[k].push(Position { log_odds, hit });
+        }
+    }
+    Ok(by_bias)
+}
+
+/// Every next-token bias of the model but `bias`: its entries for `ids` read as sequences of `t`
+/// tokens, and its biases.
+fn other_biases(
+    s: &Setup,
+    bias: &NextTokenBias,
+    ids: &[u32],
+    t: usize,
+) -> Result<Vec<(Vec<Biased>, Vec<f32>)>> {
+    let others = s.model.inputs.bias.iter();
+    others
+        .filter(|other| other.weight.id() != bias.weight.id())
+        .map(|other| Ok((other.entries_of(ids, t), other.weight.to_vec1::<f32>()?)))
+        .collect()
+}
+
+/// The bias one position takes and its set of next tokens (V), or an error where it takes two
+/// biases or names a token twice (each position must take one, each token once).
+fn set_of(entries: &Biased, v: usize) -> Result<(usize, Vec<bool>)> {
+    let k = entries[0].1;
+    let mut in_set = vec![false; v];
+    for &(token, bias) in entries {
+        if bias != k {
+            bail!("a position takes two biases of a fitted input: each must take one");
+        }
+        if std::mem::replace(&mut in_set[token as usize], true) {
+            bail!("a position names token {token} twice in a fitted input: each once");
+        }
+    }
+    Ok((k, in_set))
+}
+
+/// log(Σ_S e^z / Σ_rest e^z) of one row of logits z (V), summed in token order.
+fn log_odds(z: &[f32], in_set: &[bool]) -> f64 {
+    let max = z.iter().fold(f32::NEG_INFINITY, |m, &z| m.max(z)) as f64;
+    let (mut set, mut rest) = (0f64, 0f64);
+    for (&z, &s) in z.iter().zip(in_set) {
+        let e = (z as f64 - max).exp();
+        match s {
+            true => set += e,
+            false => rest += e,
+        }
+    }
+    set.ln() - rest.ln()
+}
+
+/// The bias b with Σ σ(b + ℓ) = hits over `positions`, or `None` where no b fits (no positions,
+/// or every or no next token in its set).
+fn solve(positions: &[Position]) -> Option<f64> {
+    let hits = positions.iter().filter(|p| p.hit).count() as f64;
+    if hits == 0.0 || hits == positions.len() as f64 {
+        return None;
+    }
+    let expected = |b: f64| -> f64 {
+        let sigmoid = |x: f64| 1.0 / (1.0 + (-x).exp());
+        positions.iter().map(|p| sigmoid(b + p.log_odds)).sum()
+    };
+    // A bracket around the root, widened until it holds it (none where a position's odds are
+    // infinite past what the hits allow).
+    let (mut low, mut high) = (-1.0f64, 1.0f64);
+    for _ in 0..64 {
+        match (expected(low) > hits, expected(high) < hits) {
+            (true, _) => low *= 2.0,
+            (_, true) => high *= 2.0,
+            _ => break,
+        }
+    }
+    if !(expected(low) <= hits && expected(high) >= hits) {
+        return None;
+    }
+    for _ in 0..100 {
+        let mid = (low + high) / 2.0;
+        match expected(mid) < hits {
+            true => low = mid,
+            false => high = mid,
+        }
+    }
+    Some((low + high) / 2.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fitted_bias_makes_the_sets_probability_what_the_positions_show() {
+        // Four positions whose set has even odds without the bias, one hit of four: the bias that
+        // makes each position's probability 1/4 is ln(1/3).
+        let even = |hit| Position { log_odds: 0.0, hit };
+        let positions = [even(true), even(false), even(false), even(false)];
+        let b = solve(&positions).expect("a bias fits");
+        assert!((b - (1.0f64 / 3.0).ln()).abs() < 1e-9, "{b}");
+        // Its loss is the least: a step either way costs.
+        let loss = |b: f64| -> f64 {
+            positions
+                .iter()
+                .map(|p| {
+                    let q = 1.0 / (1.0 + (-(b + p.log_odds)).exp());
+                    -(if p.hit { q } else { 1.0 - q }).ln()
+                })
+                .sum()
+        };
+        assert!(loss(b) < loss(b + 0.01) && loss(b) < loss(b - 0.01));
+        // Nothing to fit: no positions, or every or no next token in its set.
+        assert!(solve(&[]).is_none());
+        assert!(solve(&[even(true), even(true)]).is_none());
+        assert!(solve(&[even(false)]).is_none());
+        // Positions of other odds: the expected count at the bias is the hits, far out too.
+        let at = |log_odds, hit| Position { log_odds, hit };
+        for positions in [
+            vec![at(-3.0, true), at(1.0, false), at(0.5, true)],
+            vec![at(-80.0, true), at(-90.0, false)],
+        ] {
+            let b = solve(&positions).expect("a bias fits");
+            let expected: f64 = positions
+                .iter()
+                .map(|p| 1.0 / (1.0 + (-(b + p.log_odds)).exp()))
+                .sum();
+            let hits = positions.iter().filter(|p| p.hit).count() as f64;
+            assert!((expected - hits).abs() < 1e-9, "{expected} at {b}");
+        }
+    }
+
+    #[test]
+    fn the_log_odds_of_a_set_are_its_probability_against_the_rest() {
+        let z = [0.0f32, (3.0f32).ln(), 0.0, 0.0]; // probabilities 1/6, 3/6, 1/6, 1/6
+        let odds = log_odds(&z, &[false, true, true, false]); // 4/6 against 2/6
+        assert!((odds - 2f64.ln()).abs() < 1e-6, "{odds}");
+    }
+}
