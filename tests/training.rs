@@ -405,6 +405,22 @@ fn fitted_biases_leave_the_training_as_it_is_and_are_fitted_after_the_last_step(
         with,
         "a resumed run fits as an uninterrupted one"
     );
+    // A run stopped before its end cannot be ended where it stands, unfitted: it is refused, and
+    // nothing of it is written.
+    let early = tmp.path().join("early");
+    run(&cfg, &early, false, Some(30)).unwrap();
+    let metrics = std::fs::read(early.join(METRICS_FILE)).unwrap();
+    let mut ended = cfg.clone();
+    ended.train.max_iters = 30;
+    let err = run(&ended, &early, true, None).unwrap_err().to_string();
+    assert!(
+        err.contains("not yet fitted") && err.contains("--max-iters 31"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(early.join(METRICS_FILE)).unwrap(), metrics);
+    // A finished run may be ended again where it stands: its fit is the same.
+    run(&cfg, &whole, true, None).unwrap();
+    assert_eq!(curve(&whole), with);
     let biases = |dir: &std::path::Path| -> Vec<f32> {
         let (tensors, _) = read_safetensors(&dir.join(MODEL_FILE)).unwrap();
         tensors["transformer.blr.weight"].to_vec1().unwrap()

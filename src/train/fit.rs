@@ -2,7 +2,9 @@
 //! rhymes) are left out of the optimiser and held at zero while the run trains, so that the model
 //! learns as without them, and are set after the last step, before its evaluation, to the values
 //! that fit the trained model best on training batches. The saved model holds them where that
-//! evaluation is the run's best (an earlier best keeps its weights as they were, unfitted).
+//! evaluation is the run's best (an earlier best keeps its weights as they were, unfitted). A run
+//! stopped before its end (`--stop-at`) and resumed with its end moved to the step it stands at
+//! takes no step, so it is not fitted: give it more steps.
 //!
 //! Each position takes at most one bias of such an input, on a set S of next tokens, each named
 //! once. With z the position's logits without it, the loss there is
@@ -49,22 +51,58 @@ pub fn fit_after_last_step(s: &Setup, step: usize) -> Result<Vec<Fitted>> {
     }
 }
 
+/// Refuses to end a run at the step it stands at where its fitted biases were never fitted (a run
+/// stopped before its end, resumed with its end moved back to that step): no step is left for the
+/// fit to follow. Fits them to find out, and puts them back as they were.
+pub fn check_fitted_at_end(s: &Setup, step: usize) -> Result<()> {
+    if step == 0 || step != s.cfg.train.max_iters {
+        return Ok(());
+    }
+    let vars = fitted_vars(s)?;
+    let before: Vec<Vec<f32>> = vars
+        .iter()
+        .map(|(_, var)| var.as_tensor().to_vec1::<f32>())
+        .collect::<candle_core::Result<_>>()?;
+    let after: Vec<Vec<f32>> = fit(s)?.into_iter().map(|f| f.biases).collect();
+    for ((_, var), before) in vars.iter().zip(&before) {
+        var.set(&Tensor::new(before.as_slice(), var.device())?)?;
+    }
+    if after != before {
+        bail!(
+            "the run stands at step {step} with its fitted biases ({}) not yet fitted: they are fitted after the last step a run trains, so give --max-iters {} or more",
+            vars.iter().map(|(name, _)| name.as_str()).collect::<Vec<_>>().join(", "),
+            step + 1
+        );
+    }
+    Ok(())
+}
+
 /// Sets the biases of every fitted input of the run's model to zero: before a run trains (a run
 /// resumed past its end, or one fine-tuned from a fitted parent, would train with them).
 pub fn reset(s: &Setup) -> Result<()> {
-    for name in crate::verse::inputs::fitted_tensors(&s.cfg.model)? {
-        let var = s.varmap.data().lock().expect("parameter map")[&name].clone();
+    for (_, var) in fitted_vars(s)? {
         var.set(&var.zeros_like()?)?;
     }
     Ok(())
 }
 
+/// The parameter of every fitted input of the run's model, by name.
+fn fitted_vars(s: &Setup) -> Result<Vec<(String, Var)>> {
+    let vars = s.varmap.data().lock().expect("parameter map");
+    let names = crate::verse::inputs::fitted_tensors(&s.cfg.model)?;
+    Ok(names
+        .into_iter()
+        .map(|name| {
+            let var = vars[&name].clone();
+            (name, var)
+        })
+        .collect())
+}
+
 /// Fits the biases of every fitted input of the run's model to the model as it is, and sets them.
 pub fn fit(s: &Setup) -> Result<Vec<Fitted>> {
-    let names = crate::verse::inputs::fitted_tensors(&s.cfg.model)?;
     let mut fitted = Vec::new();
-    for name in names {
-        let var = s.varmap.data().lock().expect("parameter map")[&name].clone();
+    for (name, var) in fitted_vars(s)? {
         let Some(bias) = s.model.inputs.bias.iter().find(|b| same(b, &var)) else {
             bail!("{name}: no next-token bias of the model holds it");
         };
@@ -173,13 +211,15 @@ fn log_odds(z: &[f32], in_set: &[bool]) -> f64 {
     set.ln() - rest.ln()
 }
 
-/// The bias b with Σ σ(b + ℓ) = hits over `positions`, or `None` where no b fits (no positions,
-/// or every or no next token in its set).
+/// The bias b with Σ σ(b + ℓ) = hits over `positions`, or `None` without positions. Where every
+/// or no next token is in its set (no finite b fits: few positions), half a position is taken
+/// off the count or added to it.
 fn solve(positions: &[Position]) -> Option<f64> {
-    let hits = positions.iter().filter(|p| p.hit).count() as f64;
-    if hits == 0.0 || hits == positions.len() as f64 {
+    if positions.is_empty() {
         return None;
     }
+    let count = positions.iter().filter(|p| p.hit).count() as f64;
+    let hits = count.clamp(0.5, positions.len() as f64 - 0.5);
     let expected = |b: f64| -> f64 {
         let sigmoid = |x: f64| 1.0 / (1.0 + (-x).exp());
         positions.iter().map(|p| sigmoid(b + p.log_odds)).sum()
@@ -230,10 +270,13 @@ mod tests {
                 .sum()
         };
         assert!(loss(b) < loss(b + 0.01) && loss(b) < loss(b - 0.01));
-        // Nothing to fit: no positions, or every or no next token in its set.
+        // Nothing to fit without positions; where every or no next token is in the set, half a
+        // position less or more: σ(b) = 3/4 for two hits of even odds, 1/4 for one miss.
         assert!(solve(&[]).is_none());
-        assert!(solve(&[even(true), even(true)]).is_none());
-        assert!(solve(&[even(false)]).is_none());
+        let b = solve(&[even(true), even(true)]).expect("a bias fits");
+        assert!((b - 3f64.ln()).abs() < 1e-9, "{b}");
+        let b = solve(&[even(false), even(false)]).expect("a bias fits");
+        assert!((b + 3f64.ln()).abs() < 1e-9, "{b}");
         // Positions of other odds: the expected count at the bias is the hits, far out too.
         let at = |log_odds, hit| Position { log_odds, hit };
         for positions in [

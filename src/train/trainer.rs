@@ -326,6 +326,9 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
             path
         );
     }
+    if p.step == end {
+        crate::train::fit::check_fitted_at_end(s, p.step)?;
+    }
     let bar = progress_bar(opts.progress, max_iters, p.step);
     if evaluation_pending(s, p) {
         evaluate_and_save(dir, s, p, &bar)?;
@@ -427,6 +430,15 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
 /// Says what the biases fitted after the last step ([`crate::train::fit`]) became.
 fn say_fitted(fitted: Vec<crate::train::fit::Fitted>, bar: &ProgressBar) {
     for fitted in fitted {
+        if fitted.positions.iter().all(|&n| n == 0) {
+            bar.suspend(|| {
+                crate::note!(
+                    "{}: no position of the training batches takes its biases (a text of no poems?): left as they were",
+                    fitted.tensor
+                )
+            });
+            continue;
+        }
         let biases: Vec<String> = fitted.biases.iter().map(|b| format!("{b:.3}")).collect();
         let positions: Vec<String> = fitted.positions.iter().map(|n| n.to_string()).collect();
         bar.suspend(|| {
