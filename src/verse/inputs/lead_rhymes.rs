@@ -5,8 +5,8 @@
 //! - at the first rhyme (the 2nd line's end), one for every character of a 平声 group: a
 //!   regulated poem rhymes in 平;
 //! - at the second (the 4th line's end), one for the characters that share a group with the first
-//!   rhyme where the first line's end does not (a quatrain whose first line does not rhyme has no
-//!   third rhyme), and one for those that share a group with both where it does (首句入韵).
+//!   rhyme where the first line's end does not, and one for those that share a group with both
+//!   where it does (首句入韵): a quatrain has no third rhyme, where the rhyme biases begin.
 //!
 //! Trained with the model, the second rhyme's biases cost 0.02 nats over the whole split: the
 //! model leaves the rhyme to them and learns less of it for the positions they do not reach (a
