@@ -130,12 +130,16 @@ pub fn write_or_skip(to: &mut impl std::io::Write, message: std::fmt::Arguments)
 }
 
 /// `path` as one word of a shell command, to paste: as it is where it holds only characters no
-/// shell treats specially, otherwise in single quotes (a quote inside as `'\''`).
+/// shell treats specially, otherwise in single quotes (a quote inside as `'\''`); after `./`
+/// where it starts with `-`, which a command would read as an option.
 pub fn shell_word(path: &std::path::Path) -> String {
-    let text = path.to_string_lossy();
+    let mut text = path.to_string_lossy().into_owned();
+    if text.starts_with('-') {
+        text.insert_str(0, "./");
+    }
     let plain = |c: char| c.is_alphanumeric() || "/._-+=:,@%".contains(c);
     match !text.is_empty() && text.chars().all(plain) {
-        true => text.into_owned(),
+        true => text,
         false => format!("'{}'", text.replace('\'', r"'\''")),
     }
 }
@@ -153,17 +157,48 @@ pub fn report(outcome: anyhow::Result<()>) -> ExitCode {
     }
 }
 
-/// The error and its causes on one line: the first line of each, joined by ": ", repeats dropped.
+/// The error and its causes on one line, joined by ": ", repeats dropped: each without the
+/// backtrace that candle adds under RUST_BACKTRACE, the line ends and other control or
+/// direction-changing characters that a path or a quoted text brought in [`escaped`].
 pub fn one_line(err: &anyhow::Error) -> String {
     let mut parts: Vec<String> = Vec::new();
     for cause in err.chain() {
         let text = cause.to_string();
-        let first = text.lines().next().unwrap_or("").trim().to_string();
-        if !first.is_empty() && !parts.iter().any(|p| p.contains(&first)) {
-            parts.push(first);
+        let message: Vec<&str> = text.lines().take_while(|l| !is_backtrace(l)).collect();
+        let message = escaped(message.join("\n").trim());
+        if !message.is_empty() && !parts.iter().any(|p| p.contains(&message)) {
+            parts.push(message);
         }
     }
     parts.join(": ")
+}
+
+/// Whether `line` begins a backtrace as the standard library prints it (`   0: frame`).
+fn is_backtrace(line: &str) -> bool {
+    let line = line.trim_start();
+    line.starts_with("stack backtrace:") || line.starts_with("0: ")
+}
+
+/// `text` with each control character (a line end, a tab, an escape) and each invisible
+/// character that changes the direction or shape of what follows it (U+202E, U+200B, U+FEFF …)
+/// written as an escape (`\n`, `\u{202e}`), so that a path or a key shows as what it is and a
+/// message stays one line.
+pub fn escaped(text: &str) -> String {
+    let hidden = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{061c}' | '\u{feff}')
+    };
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if hidden(c) => out.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -195,6 +230,27 @@ mod tests {
         assert_eq!(shell_word(Path::new("my runs/a")), "'my runs/a'");
         assert_eq!(shell_word(Path::new("it's $HOME")), r"'it'\''s $HOME'");
         assert_eq!(shell_word(Path::new("")), "''");
+        // A name that a command would read as an option.
+        assert_eq!(shell_word(Path::new("-x")), "./-x");
+        assert_eq!(shell_word(Path::new("-my run")), "'./-my run'");
+    }
+
+    #[test]
+    fn an_error_is_one_line_whatever_its_paths_hold() {
+        use super::one_line;
+        let path = std::path::Path::new("runs/a\nb\u{202e}txt.toml");
+        let err = anyhow::anyhow!("no such file")
+            .context(format!("cannot read config {}", path.display()));
+        assert_eq!(
+            one_line(&err),
+            r"cannot read config runs/a\nb\u{202e}txt.toml: no such file"
+        );
+        // A backtrace that candle adds under RUST_BACKTRACE is left out; the message stays.
+        let err = anyhow::anyhow!("shape mismatch\n   0: candle_core::error\n   1: main");
+        assert_eq!(one_line(&err), "shape mismatch");
+        // Characters that are plain text stay as they are.
+        let err = anyhow::anyhow!("白日依山尽 is not 'a b': fine");
+        assert_eq!(one_line(&err), "白日依山尽 is not 'a b': fine");
     }
 
     #[test]

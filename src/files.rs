@@ -132,10 +132,13 @@ pub fn create_dir(dir: &Path, flag: &str) -> anyhow::Result<()> {
     })
 }
 
+/// The name [`check_writable`]'s probe is the temporary file of.
+pub const WRITE_CHECK: &str = "write-check";
+
 /// Checks that files can be written in the directory `dir` (which exists), by writing and
 /// removing an empty temporary file: a read-only directory is refused before any work.
 pub fn check_writable(dir: &Path, flag: &str) -> anyhow::Result<()> {
-    let probe = temporary_path(&dir.join("write-check"));
+    let probe = temporary_path(&dir.join(WRITE_CHECK));
     std::fs::File::create(&probe).map_err(|e| {
         anyhow::anyhow!(
             "cannot write in {}: {e}: make it writable, or choose another {flag}",
@@ -167,9 +170,22 @@ pub fn remove_empty_dirs(made: &[PathBuf]) {
 /// The suffix every temporary file of [`atomic_write`] ends with.
 pub const TMP_SUFFIX: &str = ".tmp";
 
-/// Whether `name` is one of [`atomic_write`]'s temporary files (a killed process may leave one).
-pub fn is_temporary(name: &str) -> bool {
-    name.starts_with('.') && name.ends_with(TMP_SUFFIX)
+/// Whether `name` is a temporary file that [`atomic_write`] (or [`check_writable`]) named for
+/// one of `targets` (a killed process may leave one): `.TARGET.PID.N.tmp`, exactly. A user's
+/// `.notes.tmp` or `.a.1.2.tmp` is not one.
+pub fn is_temporary_of(name: &str, targets: &[&str]) -> bool {
+    let Some(middle) = name
+        .strip_prefix('.')
+        .and_then(|n| n.strip_suffix(TMP_SUFFIX))
+    else {
+        return false;
+    };
+    let mut numbers = middle.rsplitn(3, '.');
+    let digits = |part: Option<&str>| {
+        part.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+    };
+    let (n, pid, target) = (numbers.next(), numbers.next(), numbers.next());
+    digits(n) && digits(pid) && target.is_some_and(|t| targets.contains(&t))
 }
 
 /// A temporary name beside `path` that no other write uses: `.NAME.PID.N.tmp`.
@@ -189,8 +205,15 @@ pub fn check_new_or_same(path: &Path, bytes: &[u8], flag: &str) -> anyhow::Resul
     if !path.exists() && !path.is_symlink() {
         return Ok(());
     }
-    let same =
-        path.is_file() && !path.is_symlink() && std::fs::read(path).is_ok_and(|b| b == bytes);
+    if path.is_symlink() {
+        anyhow::bail!(
+            "{} is a symbolic link (to {}): this program replaces only files it wrote, never a link; \
+             move it away, or give another {flag}",
+            path.display(),
+            std::fs::read_link(path).unwrap_or_default().display()
+        );
+    }
+    let same = path.is_file() && std::fs::read(path).is_ok_and(|b| b == bytes);
     if !same {
         anyhow::bail!(
             "{} exists and holds something else than what would be written there: \
@@ -202,16 +225,24 @@ pub fn check_new_or_same(path: &Path, bytes: &[u8], flag: &str) -> anyhow::Resul
 }
 
 /// Writes `bytes` to `path` atomically: a temporary file in the same folder, flushed to disk,
-/// then renamed over the target. On failure (a full disk, say) the temporary file is removed and
-/// the target is left as it was.
+/// then renamed over the target, whose permissions it keeps (a read-only file stays read-only).
+/// On failure (a full disk, say) the temporary file is removed and the target is left as it was.
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     use anyhow::Context;
     let tmp = temporary_path(path);
+    let kept = std::fs::symlink_metadata(path)
+        .ok()
+        .filter(|m| m.is_file())
+        .map(|m| m.permissions());
     let written = (|| -> anyhow::Result<()> {
         let mut file = std::fs::File::create(&tmp)
             .with_context(|| format!("cannot create {}", tmp.display()))?;
         file.write_all(bytes)
             .with_context(|| format!("cannot write {}", tmp.display()))?;
+        if let Some(permissions) = kept {
+            file.set_permissions(permissions)
+                .with_context(|| format!("cannot set the permissions of {}", tmp.display()))?;
+        }
         file.sync_all()
             .with_context(|| format!("cannot flush {}", tmp.display()))?;
         std::fs::rename(&tmp, path)
@@ -225,4 +256,51 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
         let _ = dir.sync_all();
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_temporary_names_of_the_given_files_are_ours() {
+        let ours = ["model.safetensors", "metrics.csv"];
+        assert!(is_temporary_of(".model.safetensors.4242.0.tmp", &ours));
+        assert!(is_temporary_of(".metrics.csv.1.17.tmp", &ours));
+        for name in [
+            ".notes.tmp",
+            ".a.1.2.tmp",
+            ".config.toml.1.2.tmp",        // not one of the files given
+            ".model.safetensors.x.1.tmp",  // not a process id
+            ".model.safetensors.1..tmp",   // no counter
+            "model.safetensors.1.2.tmp",   // not hidden
+            ".model.safetensors.1.2.tmp~", // not the suffix
+        ] {
+            assert!(!is_temporary_of(name, &ours), "{name}");
+        }
+        // The names this module writes are found by it.
+        let tmp = temporary_path(Path::new("run/metrics.csv"));
+        let name = tmp.file_name().unwrap().to_str().unwrap();
+        assert!(is_temporary_of(name, &ours), "{name}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_file_written_over_keeps_its_permissions_and_a_link_is_named() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("poems.txt");
+        std::fs::write(&path, "old").unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).unwrap();
+        atomic_write(&path, b"new").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"new");
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o444);
+        // A link to the very bytes that would be written is still a link: refused as one.
+        let link = dir.path().join("link.txt");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        let err = check_new_or_same(&link, b"new", "--out").unwrap_err();
+        assert!(err.to_string().contains("is a symbolic link"), "{err}");
+        assert!(check_new_or_same(&path, b"new", "--out").is_ok());
+    }
 }

@@ -1177,6 +1177,46 @@ fn a_new_run_never_writes_over_files_it_did_not_make() {
     assert!(!left.join(".model.safetensors.999.0.tmp").exists());
 }
 
+#[test]
+fn a_users_hidden_files_are_never_taken_for_leftovers() {
+    let tmp = tempfile::tempdir().unwrap();
+    // Hidden files ending in .tmp that this program did not name: a new run refuses the folder
+    // and removes nothing.
+    let dir = tmp.path().join("d");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join(".notes.tmp"), "my notes").unwrap();
+    std::fs::write(dir.join(".a.1.2.tmp"), "mine too").unwrap();
+    std::fs::write(dir.join(".model.safetensors.x.1.tmp"), "and this").unwrap();
+    let before = snapshot(&dir);
+    fails(
+        "hidden .tmp files",
+        TRAIN,
+        &[
+            "--config",
+            "configs/tiny.toml",
+            "--out",
+            dir.to_str().unwrap(),
+        ],
+        &[
+            ".a.1.2.tmp, .model.safetensors.x.1.tmp, .notes.tmp",
+            "not a run's",
+        ],
+    );
+    assert_eq!(snapshot(&dir), before, "files changed");
+    // A run resumed keeps a user's file beside its own, and clears its own leftovers.
+    let run = trained_tiny(tmp.path());
+    std::fs::write(run.join(".mybackup.tmp"), "precious").unwrap();
+    std::fs::write(run.join(".summary.json.12.3.tmp"), "half").unwrap();
+    let resumed = ["--resume", run.to_str().unwrap(), "--max-iters", "20"];
+    let (success, stderr) = run_bin("resume", TRAIN, &resumed);
+    assert!(success, "{stderr}");
+    assert_eq!(
+        std::fs::read(run.join(".mybackup.tmp")).unwrap(),
+        b"precious"
+    );
+    assert!(!run.join(".summary.json.12.3.tmp").exists());
+}
+
 /// A child process that is killed when this goes out of scope, even when a test fails.
 struct KillOnDrop(std::process::Child);
 

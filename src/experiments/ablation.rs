@@ -320,6 +320,11 @@ pub fn run(opts: &AblationOptions) -> Result<Vec<VariantResult>> {
 /// The files an ablation writes into its output directory, beside one run directory per variant.
 pub const RESULT_FILES: [&str; 3] = ["results.md", "results.csv", "curves.svg"];
 
+/// Whether `name` is a temporary file that an ablation writing its results left behind.
+fn is_leftover(name: &str) -> bool {
+    crate::files::is_temporary_of(name, &RESULT_FILES)
+}
+
 /// Checks that `out` can take an ablation without writing over anything it did not write: it
 /// is absent or empty, or holds what an earlier ablation left there (run directories, and its
 /// results beside them).
@@ -334,7 +339,7 @@ fn check_out(out: &Path) -> Result<()> {
             runs += 1;
         } else if RESULT_FILES.contains(&name.as_str()) {
             results.push(name);
-        } else if !crate::files::is_temporary(&name) {
+        } else if !is_leftover(&name) {
             foreign.push(name);
         }
     }

@@ -192,7 +192,7 @@ impl RunDir {
                     self.path.display()
                 );
             }
-            let ours = name == LOCK_FILE || crate::files::is_temporary(&name);
+            let ours = name == LOCK_FILE || is_leftover(&name);
             if !ours {
                 foreign.push(name);
             }
@@ -226,11 +226,18 @@ impl RunDir {
             .flatten()
         {
             let name = entry.file_name().to_string_lossy().into_owned();
-            if crate::files::is_temporary(&name) {
+            if is_leftover(&name) {
                 let _ = std::fs::remove_file(entry.path());
             }
         }
     }
+}
+
+/// Whether `name` is a temporary file that a process of this program writing a run left behind:
+/// one of a run's files, or the probe of its write check, half written (nothing else is).
+fn is_leftover(name: &str) -> bool {
+    use crate::files::{is_temporary_of, WRITE_CHECK};
+    is_temporary_of(name, &RUN_FILES) || is_temporary_of(name, &[WRITE_CHECK])
 }
 
 /// Refuses a file given where a run directory is expected, naming the run that holds it.
