@@ -133,6 +133,37 @@ fn a_block_longer_than_the_val_split_is_an_error() {
     );
     assert!(err.to_string().contains("--block-size"), "{err}");
     assert!(Splits::new(&corpus, &tokenizer, 20).is_ok());
+    // A validation file too small to hold anything out is named, with what it needs.
+    let dir = tempfile::tempdir().unwrap();
+    let small = dir.path().join("small.txt");
+    std::fs::write(
+        &small,
+        "白日依山尽，黄河入海流。欲穷千里目，更上一层楼。\n".repeat(19),
+    )
+    .unwrap();
+    let others = shige::data::validation::Others {
+        validation: small.to_str(),
+        decay: None,
+    };
+    let corpus = Corpus::parse(
+        &"青山横北郭，白水绕东城。此地一为别，孤蓬万里征。\n".repeat(20),
+        Path::new("x"),
+        CorpusKind::Auto,
+    )
+    .unwrap()
+    .with_others(others, "x")
+    .unwrap();
+    let tokenizer = CharTokenizer::from_text(&corpus.vocabulary_text()).unwrap();
+    let err = Splits::new(&corpus, &tokenizer, 20)
+        .err()
+        .expect("nothing held out")
+        .to_string();
+    assert!(
+        err.contains("the val split has 0 tokens")
+            && err.contains(&format!("the held-out text of {}", small.display()))
+            && err.contains("give at least 20"),
+        "{err}"
+    );
 }
 
 #[test]

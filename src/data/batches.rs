@@ -51,6 +51,7 @@ impl Splits {
             if tokens.len() < block_size + 1 {
                 return Err(DataError::TooShort {
                     split: name,
+                    origin: corpus.source_of(name),
                     tokens: tokens.len(),
                     needed: block_size + 1,
                 });

@@ -10,7 +10,7 @@
 use crate::data::error::DataError;
 use crate::data::header::{split_header, without_header, SEPARATOR};
 use crate::data::poem::regular_form;
-use crate::data::validation::{DecayText, HeldOut, Others};
+use crate::data::validation::{DecayText, HeldLines, HeldOut, Others};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -82,6 +82,8 @@ pub const VAL_TENTHS: usize = 1;
 /// A corpus of one kind: its items (poems or lines), or for running text the whole text as one.
 #[derive(Debug, Clone)]
 pub struct Corpus {
+    /// The file it was read from, as given.
+    pub path: String,
     /// Verse, lines or text (never auto).
     pub kind: CorpusKind,
     /// Why this kind: chosen from the file (and on what evidence), or asked for.
@@ -133,7 +135,11 @@ impl Corpus {
         };
         let corpus = Corpus { held_out, ..self };
         let decay = match others.decay {
-            Some(decay) => Some(DecayText::load(decay, &corpus.split_text().1)?),
+            Some(decay) => {
+                let (_, held_text) = corpus.split_text();
+                let kind = corpus.held_out.as_ref().map_or(corpus.kind, |h| h.kind);
+                Some(DecayText::load(decay, &HeldLines::new(&held_text, kind))?)
+            }
             None => None,
         };
         Ok(Corpus { decay, ..corpus })
@@ -166,6 +172,7 @@ impl Corpus {
         };
         match kind {
             CorpusKind::Text => Ok(Corpus {
+                path: path.display().to_string(),
                 kind,
                 why,
                 items: vec![text_lines(text).collect::<Vec<_>>().join("\n")],
@@ -174,6 +181,7 @@ impl Corpus {
                 decay: None,
             }),
             CorpusKind::Lines => Ok(Corpus {
+                path: path.display().to_string(),
                 kind,
                 why,
                 items: lines.iter().map(|l| l.to_string()).collect(),
@@ -199,6 +207,7 @@ impl Corpus {
             });
         }
         Ok(Corpus {
+            path: path.display().to_string(),
             kind: CorpusKind::Verse,
             why,
             skipped: lines.len() - poems.len(),
@@ -292,6 +301,27 @@ impl Corpus {
             .nth(chars * (10 - VAL_TENTHS) / 10)
             .map_or(text.len(), |(i, _)| i);
         (text[..cut].to_string(), text[cut..].to_string())
+    }
+
+    /// Where the text of `split` comes from and what makes it longer, for an error saying it is
+    /// too short for a window: `"the held-out text of val.txt (every 20th of its poems or lines:
+    /// give at least 20 …)"`.
+    pub fn source_of(&self, split: &str) -> String {
+        let decay = self.decay.as_ref().filter(|_| split == "decay");
+        let (what, path, kind) = match (&self.held_out, decay) {
+            (_, Some(decay)) => ("the decay text", decay.path.as_str(), CorpusKind::Lines),
+            (Some(held), None) if split == "val" => {
+                ("the held-out text", held.path.as_str(), held.kind)
+            }
+            _ if split == "val" => ("the held-out text", self.path.as_str(), self.kind),
+            _ => ("the training text", self.path.as_str(), self.kind),
+        };
+        let longer = match (split, kind) {
+            ("val", CorpusKind::Text) => "its last tenth is held out: give a longer text",
+            ("val", _) => "every 20th of its poems or lines is held out: give at least 20, the held-out ones longer than a window",
+            _ => "give a longer file",
+        };
+        format!("{what} of {path} ({longer})")
     }
 
     /// One line for `train`'s start: the kind, why, and how to choose another.

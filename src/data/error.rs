@@ -53,19 +53,21 @@ pub enum DataError {
     },
     /// A split is too short for one training window.
     #[error(
-        "the {split} split has {tokens} tokens, fewer than block_size + 1 = {needed}: use a larger corpus or a \
+        "the {split} split has {tokens} tokens, fewer than block_size + 1 = {needed}: it is {origin}, or a \
          smaller --block-size"
     )]
     TooShort {
-        /// "train" or "val".
+        /// "train", "val" or "decay".
         split: &'static str,
+        /// Where its text comes from, and how to make it longer ([`super::Corpus::source_of`]).
+        origin: String,
         /// Its length in tokens.
         tokens: usize,
         /// block_size + 1.
         needed: usize,
     },
     /// A corpus holds poems of the held-out text it is to be measured on.
-    #[error("corpus {corpus} holds {items} item{} that share{} a line with the held-out poems of {validation} (the first: {example}…): a run would be measured on what it trained on; leave them out of the corpus (prepare_data --song does), or measure it on its own split (no data.validation)", if *.items == 1 { "" } else { "s" }, if *.items == 1 { "s" } else { "" })]
+    #[error("corpus {corpus} holds {items} item{} that share{} a line with the held-out text of {validation} (the first: \"{example}\"): a run would be measured on what it trained on; leave them out of the corpus (prepare_data --song does), or measure it on its own split (no data.validation)", if *.items == 1 { "" } else { "s" }, if *.items == 1 { "s" } else { "" })]
     Leak {
         /// The corpus file.
         corpus: String,
@@ -73,11 +75,11 @@ pub enum DataError {
         validation: String,
         /// How many of the corpus's items share a line with a held-out item.
         items: usize,
-        /// The first of them, its start.
+        /// The first line shared.
         example: String,
     },
     /// Every item of the decay's file shares a line with the held-out text.
-    #[error("data.decay_corpus {path}: all {left_out} of its items (read as {kind}) share a line with the held-out text, so the decay would train on nothing: give a file of other poems")]
+    #[error("data.decay_corpus {path}: all {left_out} of its items (read as {kind}) share a line with the held-out text, so the decay would train on nothing: give a file of other text")]
     DecayEmpty {
         /// The file.
         path: String,

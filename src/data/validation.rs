@@ -4,15 +4,23 @@
 //! trained on: a corpus that holds a held-out poem, or a poem sharing a line with one, is refused.
 //! And the schedule's decay trained on another file (`[data] decay_corpus`: Song and Tang first,
 //! Tang last), its items that share a line with the held-out text left out.
+//!
+//! What a line is depends on the held-out text's kind: in verse and lines, a sentence (between
+//! ，。？！；) of [`SHORTEST_LINE`] characters or more; in running text, a whole line of
+//! [`SHORTEST_TEXT_LINE`] or more (a speaker's name or a common word recurs without a leak).
 
-use crate::data::corpus::{join_items, text_lines, Corpus, CorpusKind};
+use crate::data::corpus::{text_lines, Corpus, CorpusKind};
 use crate::data::error::DataError;
 use crate::data::header::without_header;
 use std::collections::HashSet;
 use std::path::Path;
 
-/// Lines shorter than this are not compared (a ci's 三字句 such as 君不见 recurs in many poems).
+/// Sentences shorter than this are not compared (a ci's 三字句 such as 君不见 recurs in many
+/// poems).
 pub const SHORTEST_LINE: usize = 4;
+
+/// Lines of running text shorter than this are not compared ("First Citizen:", "Exeunt").
+pub const SHORTEST_TEXT_LINE: usize = 32;
 
 /// The files a corpus is read with besides itself: the held-out text it is measured on, what its
 /// decay trains on (a run's `[data] validation` and `decay_corpus`).
@@ -22,6 +30,34 @@ pub struct Others<'a> {
     pub decay: Option<&'a str>,
 }
 
+/// The lines of a held-out text, to find them in other text.
+pub struct HeldLines<'a> {
+    /// The held-out text's kind, which says what a line is.
+    kind: CorpusKind,
+    lines: HashSet<&'a str>,
+}
+
+impl<'a> HeldLines<'a> {
+    /// The lines of `text`, held-out text of the kind `kind`.
+    pub fn new(text: &'a str, kind: CorpusKind) -> Self {
+        HeldLines {
+            kind,
+            lines: lines_of(text, kind).collect(),
+        }
+    }
+
+    /// The first line of `item` that the held-out text holds, if any (read as the held-out
+    /// text's lines are).
+    pub fn first_shared<'b>(&self, item: &'b str) -> Option<&'b str> {
+        lines_of(item, self.kind).find(|line| self.lines.contains(line))
+    }
+
+    /// Whether `item` holds a line of the held-out text.
+    pub fn shares(&self, item: &str) -> bool {
+        self.first_shared(item).is_some()
+    }
+}
+
 /// What the schedule's decay trains on, from another file.
 #[derive(Debug, Clone)]
 pub struct DecayText {
@@ -29,26 +65,28 @@ pub struct DecayText {
     pub path: String,
     /// Its items that share no line with the run's held-out text, as the model reads them.
     pub text: String,
-    /// How many items that is, and how many were left out.
+    /// How many items that is, and how many were left out (in running text, its lines).
     pub items: usize,
     pub left_out: usize,
 }
 
 impl DecayText {
-    /// The items of `path` (read as its kind is chosen from the file; running text is one item)
+    /// The items of `path` (read as its kind is chosen from the file; running text line by line)
     /// that share no line with `held_out`, the run's held-out text.
-    pub fn load(path: &str, held_out: &str) -> Result<DecayText, DataError> {
+    pub fn load(path: &str, held_out: &HeldLines) -> Result<DecayText, DataError> {
         let file =
             Corpus::load(Path::new(path), CorpusKind::Auto).map_err(|e| DataError::OtherFile {
                 key: "data.decay_corpus",
                 source: Box::new(e),
             })?;
-        let held = lines_of(held_out).collect();
-        let (kept, left): (Vec<&String>, Vec<&String>) = file
-            .items
-            .iter()
-            .partition(|item| !shares_a_line(item, &held));
-        if kept.is_empty() {
+        let whole = file.text();
+        let items: Vec<&str> = match file.kind {
+            CorpusKind::Text => whole.split_inclusive('\n').collect(),
+            _ => file.items.iter().map(String::as_str).collect(),
+        };
+        let (kept, left): (Vec<&str>, Vec<&str>) =
+            items.into_iter().partition(|item| !held_out.shares(item));
+        if kept.iter().all(|item| item.trim().is_empty()) {
             return Err(DataError::DecayEmpty {
                 path: path.to_string(),
                 left_out: left.len(),
@@ -56,8 +94,8 @@ impl DecayText {
             });
         }
         let text = match file.kind {
-            CorpusKind::Text => kept.iter().map(|s| s.as_str()).collect(),
-            _ => join_items(kept.iter().copied()),
+            CorpusKind::Text => kept.concat(),
+            _ => kept.iter().flat_map(|item| [*item, "\n"]).collect(),
         };
         Ok(DecayText {
             path: path.to_string(),
@@ -73,6 +111,8 @@ impl DecayText {
 pub struct HeldOut {
     /// The file, as the config names it.
     pub path: String,
+    /// Its kind, which says what its lines are.
+    pub kind: CorpusKind,
     /// Its held-out text, as the model reads it (`Corpus::split_text`'s second half).
     pub text: String,
     /// Its whole text: every character of it is in the run's vocabulary, so that every
@@ -92,6 +132,7 @@ impl HeldOut {
         let (_, text) = file.split_text();
         let held_out = HeldOut {
             path: path.to_string(),
+            kind: file.kind,
             text,
             whole: file.text(),
         };
@@ -99,14 +140,19 @@ impl HeldOut {
         Ok(held_out)
     }
 
+    /// Its lines, to find them in other text.
+    pub fn lines(&self) -> HeldLines<'_> {
+        HeldLines::new(&self.text, self.kind)
+    }
+
     /// Refuses a corpus that holds a line of the held-out text: its poems, and any poem that
     /// shares a line with one, would be trained on and then measured.
     fn check_unseen(&self, corpus: &Corpus, corpus_path: &str) -> Result<(), DataError> {
-        let held = lines_of(&self.text).collect();
+        let held = self.lines();
         let mut leaks = corpus
             .items
             .iter()
-            .filter(|item| shares_a_line(item, &held));
+            .filter_map(|item| held.first_shared(item));
         let Some(first) = leaks.next() else {
             return Ok(());
         };
@@ -114,24 +160,28 @@ impl HeldOut {
             corpus: corpus_path.to_string(),
             validation: self.path.clone(),
             items: 1 + leaks.count(),
-            example: first.chars().take(40).collect(),
+            example: first.chars().take(60).collect(),
         })
     }
 }
 
-/// Whether `item` has a line of `held` (a set of [`lines_of`]).
-pub fn shares_a_line(item: &str, held: &HashSet<&str>) -> bool {
-    lines_of(item).any(|line| held.contains(line))
-}
-
-/// The lines (sentences) of a text's items, their headers left out: the runs of characters
-/// between ，。？！；, line ends and spaces, of at least [`SHORTEST_LINE`] characters.
-pub fn lines_of(text: &str) -> impl Iterator<Item = &str> {
-    text_lines(text).flat_map(|item| {
-        without_header(item)
-            .split(|c: char| "，。？！；".contains(c) || c.is_whitespace())
-            .filter(|line| line.chars().count() >= SHORTEST_LINE)
-    })
+/// The lines of a text's items, their headers left out, as held-out text of the kind `kind`
+/// reads them: for verse and lines, the runs of characters between ，。？！；, line ends and
+/// spaces, of at least [`SHORTEST_LINE`] characters; for running text its lines, trimmed, of at
+/// least [`SHORTEST_TEXT_LINE`].
+pub fn lines_of(text: &str, kind: CorpusKind) -> Box<dyn Iterator<Item = &str> + '_> {
+    match kind {
+        CorpusKind::Text => Box::new(
+            text_lines(text)
+                .map(str::trim)
+                .filter(|line| line.chars().count() >= SHORTEST_TEXT_LINE),
+        ),
+        _ => Box::new(text_lines(text).flat_map(|item| {
+            without_header(item)
+                .split(|c: char| "，。？！；".contains(c) || c.is_whitespace())
+                .filter(|line| line.chars().count() >= SHORTEST_LINE)
+        })),
+    }
 }
 
 #[cfg(test)]
@@ -214,7 +264,7 @@ pub(crate) mod tests {
             .to_string();
         assert!(err.contains("holds 2 items that share a line"), "{err}");
         assert!(
-            err.contains(&own[7].chars().take(10).collect::<String>()),
+            err.contains(&format!("(the first: \"{held_line}\")")),
             "{err}"
         );
         // A decay of held-out poems alone would train on nothing; a missing file is named by its key.
@@ -236,7 +286,61 @@ pub(crate) mod tests {
             "{err}"
         );
         // A line shorter than SHORTEST_LINE characters is not compared.
-        let short = lines_of("君不见，黄河之水天上来。").collect::<Vec<_>>();
+        let short = lines_of("君不见，黄河之水天上来。", CorpusKind::Verse).collect::<Vec<_>>();
         assert_eq!(short, ["黄河之水天上来"]);
+    }
+
+    /// `n` lines of running text, the `i`th naming `i` (each longer than SHORTEST_TEXT_LINE),
+    /// each speech after a speaker's name and a blank line.
+    fn prose(from: usize, n: usize) -> String {
+        (from..from + n)
+            .map(|i| format!("Speaker:\nThis is line number {i} of a long stretch of prose.\n\n"))
+            .collect()
+    }
+
+    #[test]
+    fn running_text_is_compared_by_its_whole_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let validation = dir.path().join("val.txt");
+        std::fs::write(&validation, prose(0, 50)).unwrap();
+        let validation = validation.to_str().unwrap();
+        // Words and a speaker's name that recur in both texts are no shared line.
+        let corpus_path = dir.path().join("corpus.txt");
+        std::fs::write(&corpus_path, prose(100, 50)).unwrap();
+        let corpus_path = corpus_path.to_str().unwrap();
+        let others = Others {
+            validation: Some(validation),
+            decay: None,
+        };
+        let corpus = Corpus::load_with(corpus_path, CorpusKind::Auto, others).unwrap();
+        assert_eq!(corpus.held_out.as_ref().unwrap().kind, CorpusKind::Text);
+        // A whole line of the held-out text (the validation file's last tenth) is one.
+        let leaking = dir.path().join("leaking.txt");
+        std::fs::write(&leaking, prose(100, 50) + &prose(48, 1)).unwrap();
+        let err = Corpus::load_with(leaking.to_str().unwrap(), CorpusKind::Auto, others)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("holds 1 item that shares a line")
+                && err.contains(
+                    "(the first: \"This is line number 48 of a long stretch of prose.\")"
+                ),
+            "{err}"
+        );
+        // A running-text decay keeps its lines that are not held out, in their order.
+        let decay = dir.path().join("decay.txt");
+        std::fs::write(&decay, prose(200, 3) + &prose(49, 1) + &prose(300, 1)).unwrap();
+        let others = Others {
+            validation: Some(validation),
+            decay: decay.to_str(),
+        };
+        let corpus = Corpus::load_with(corpus_path, CorpusKind::Auto, others).unwrap();
+        let decay = corpus.decay.unwrap();
+        assert_eq!(decay.left_out, 1);
+        assert_eq!(
+            decay.text,
+            (prose(200, 3) + &prose(49, 1) + &prose(300, 1))
+                .replace("This is line number 49 of a long stretch of prose.\n", "")
+        );
     }
 }

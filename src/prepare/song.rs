@@ -8,8 +8,8 @@
 
 use super::poems::{Kept, PrepareStats};
 use crate::data::poem::{regular_form, Form};
-use crate::data::validation::{lines_of, shares_a_line};
-use crate::data::Corpus;
+use crate::data::validation::HeldLines;
+use crate::data::{Corpus, CorpusKind};
 use std::collections::HashSet;
 
 /// What the larger corpus holds and left out.
@@ -37,13 +37,13 @@ pub struct TangSong {
 pub fn tang_song(tang: &Corpus, song: &[Kept], forms: &[Form]) -> TangSong {
     let (train, held_out) = tang.split();
     let held_text: String = held_out.iter().map(|p| format!("{p}\n")).collect();
-    let held = lines_of(&held_text).collect::<HashSet<_>>();
+    let held = HeldLines::new(&held_text, CorpusKind::Verse);
     let every_tang: HashSet<&str> = tang.items.iter().map(String::as_str).collect();
     let tang_characters: HashSet<char> = tang.items.iter().flat_map(|p| p.chars()).collect();
     let mut corpus = TangSong::default();
     let asked = |poem: &str| regular_form(poem).is_some_and(|f| forms.contains(&f));
     for poem in train.into_iter().filter(|p| asked(p)) {
-        match shares_a_line(poem, &held) {
+        match held.shares(poem) {
             true => corpus.tang_sharing += 1,
             false => corpus.poems.push(poem.to_string()),
         }
@@ -52,7 +52,7 @@ pub fn tang_song(tang: &Corpus, song: &[Kept], forms: &[Form]) -> TangSong {
     for kept in song {
         if every_tang.contains(kept.poem.as_str()) {
             corpus.repeats += 1;
-        } else if shares_a_line(&kept.poem, &held) {
+        } else if held.shares(&kept.poem) {
             corpus.sharing += 1;
         } else if !kept.poem.chars().all(|c| tang_characters.contains(&c)) {
             corpus.new_characters += 1;
