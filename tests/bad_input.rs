@@ -1780,13 +1780,72 @@ fn a_changed_corpus_is_refused_on_resume() {
             &resume,
             &[
                 "is not the corpus this run was trained on",
-                "resume with the corpus the run started on",
+                "resume with the files the run started on",
             ],
         );
         assert_eq!(snapshot(&run), before, "{case}: files changed");
     }
     write(&poems);
     let (ok, stderr) = run_bin("the same corpus", TRAIN, &resume);
+    assert!(ok, "{stderr}");
+}
+
+#[test]
+fn a_changed_validation_or_decay_file_is_named_on_resume() {
+    let tmp = tempfile::tempdir().unwrap();
+    let poems: Vec<String> = std::fs::read_to_string(root().join("data/tiny.txt"))
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    let (corpus, validation, decay) = (
+        tmp.path().join("corpus.txt"),
+        tmp.path().join("val.txt"),
+        tmp.path().join("decay.txt"),
+    );
+    let write =
+        |path: &Path, lines: &[String]| std::fs::write(path, lines.join("\n") + "\n").unwrap();
+    // The corpus's own poems and the validation file's are apart: no line shared.
+    write(&corpus, &poems[..200]);
+    write(&validation, &poems[200..]);
+    write(&decay, &poems[..100]);
+    let run = tmp.path().join("run");
+    let set_validation = format!("data.validation={}", validation.display());
+    let set_decay = format!("data.decay_corpus={}", decay.display());
+    tiny_run(
+        &run,
+        &[
+            "--corpus",
+            corpus.to_str().unwrap(),
+            "--schedule",
+            "wsd",
+            "--set",
+            &set_validation,
+            "--set",
+            &set_decay,
+        ],
+    );
+    let before = snapshot(&run);
+    let resume = ["--resume", run.to_str().unwrap(), "--max-iters", "20"];
+    let mut other = poems[200..].to_vec();
+    other.swap(0, 19); // another poem held out
+    write(&validation, &other);
+    let named = format!(
+        "{} (data.validation) is not the file this run was measured on",
+        validation.display()
+    );
+    fails("the validation file changed", TRAIN, &resume, &[&named]);
+    assert_eq!(snapshot(&run), before, "files changed");
+    write(&validation, &poems[200..]);
+    write(&decay, &poems[1..100]);
+    let named = format!(
+        "{} (data.decay_corpus) is not the file this run's decay was trained on",
+        decay.display()
+    );
+    fails("the decay file changed", TRAIN, &resume, &[&named]);
+    assert_eq!(snapshot(&run), before, "files changed");
+    write(&decay, &poems[..100]);
+    let (ok, stderr) = run_bin("the same files", TRAIN, &resume);
     assert!(ok, "{stderr}");
 }
 

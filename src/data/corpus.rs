@@ -268,6 +268,26 @@ impl Corpus {
         super::fingerprint(self.text().bytes().chain(held_out).chain(decay))
     }
 
+    /// The fingerprint of each text it reads, by the config key that names its file (the corpus,
+    /// then the held-out text of `[data] validation` and the decay's, where given), as
+    /// `data.corpus=…;data.validation=…`: a resume that finds the whole [`Corpus::fingerprint`]
+    /// changed names the file whose text did.
+    pub fn fingerprints(&self) -> String {
+        let mut parts = vec![format!(
+            "data.corpus={}",
+            super::fingerprint(self.text().bytes())
+        )];
+        if let Some(held_out) = &self.held_out {
+            let print = super::fingerprint(held_out.text.bytes());
+            parts.push(format!("data.validation={print}"));
+        }
+        if let Some(decay) = &self.decay {
+            let print = super::fingerprint(decay.text.bytes());
+            parts.push(format!("data.decay_corpus={print}"));
+        }
+        parts.join(";")
+    }
+
     /// (train, val) items: every `VAL_EVERY`-th item (the last of each group) goes to
     /// validation. Running text is one item: see [`Corpus::split_text`]. (A corpus measured on
     /// another file's text, [`Corpus::with_others`], trains every item: `split_text` says so.)

@@ -161,6 +161,8 @@ pub(crate) struct RunState<'a> {
     pub varmap: &'a VarMap,
     pub opt: &'a Optimizer,
     pub corpus: &'a str,
+    /// The fingerprint of each text it reads.
+    pub texts: &'a str,
     pub parent: Option<&'a ParentRecord>,
 }
 
@@ -218,6 +220,7 @@ pub(crate) fn save_checkpoint(
     tensors.extend(moments);
     let metadata = SavedState {
         corpus: Some(s.corpus.to_string()),
+        texts: Some(s.texts.to_string()),
         step: p.step,
         batch_rng_pos: p.batch_rng.get_word_pos(),
         dropout_rng_pos: p.dropout_rng.get_word_pos(),

@@ -191,9 +191,8 @@ pub(super) fn restore(run: &RunDir, s: &mut Setup) -> Result<Progress> {
     if let Some(corpus) = &saved.corpus {
         if *corpus != s.corpus {
             bail!(
-                "{} is not the corpus this run was trained on (its poems or their order changed), so other poems would be held out for validation and the old ones trained on: \
-                 resume with the corpus the run started on, or start a new run with --out",
-                s.cfg.data.corpus
+                "{}: resume with the files the run started on, or start a new run with --out",
+                changed_text(&s.cfg.data, saved.texts.as_deref(), &s.texts)
             );
         }
     }
@@ -219,6 +218,42 @@ pub(super) fn restore(run: &RunDir, s: &mut Setup) -> Result<Progress> {
         p.samples.retain(|r| r.step <= p.step);
     }
     Ok(p)
+}
+
+/// What changed of the texts `data` names, from the fingerprints of each (`saved` where the
+/// checkpoint has them, `now`): the file whose text changed.
+fn changed_text(data: &crate::config::DataConfig, saved: Option<&str>, now: &str) -> String {
+    let print = |texts: &str, key: &str| {
+        texts.split(';').find_map(|part| {
+            part.strip_prefix(key)?
+                .strip_prefix('=')
+                .map(str::to_string)
+        })
+    };
+    let files = [
+        ("data.corpus", Some(&data.corpus), "the corpus this run was trained on (its poems or their order changed), so other poems would be held out for validation and the old ones trained on"),
+        ("data.validation", data.validation.as_ref(), "the file this run was measured on (its held-out text changed), so its curve would not go on from where it stood"),
+        ("data.decay_corpus", data.decay_corpus.as_ref(), "the file this run's decay was trained on (its text changed)"),
+    ];
+    let named: Vec<(&str, &String, &str)> = files
+        .into_iter()
+        .filter_map(|(key, path, what)| Some((key, path?, what)))
+        .collect();
+    if let Some(saved) = saved {
+        if let Some((key, path, what)) = named
+            .iter()
+            .find(|(key, ..)| print(saved, key) != print(now, key))
+        {
+            return format!("{path} ({key}) is not {what}");
+        }
+    }
+    match named.as_slice() {
+        [(_, corpus, what)] => format!("{corpus} is not {what}"),
+        _ => format!(
+            "the text of {} is not the one this run was trained and measured on (one of them changed)",
+            named.iter().map(|(key, path, _)| format!("{path} ({key})")).collect::<Vec<_>>().join(", ")
+        ),
+    }
 }
 
 /// Refuses to resume a run at `step` for a total of `max_iters` steps that it has passed.

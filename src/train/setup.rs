@@ -19,8 +19,10 @@ use candle_core::Device;
 /// Everything a run trains with.
 pub struct Setup {
     pub cfg: RunConfig,
-    /// The fingerprint of the corpus's poems, saved with the training state.
+    /// The fingerprint of the corpus's poems, saved with the training state, and of each text
+    /// read ([`Corpus::fingerprints`]).
     pub corpus: String,
+    pub texts: String,
     pub tokenizer: CharTokenizer,
     pub splits: Splits,
     pub model: Gpt,
@@ -93,6 +95,7 @@ impl Setup {
             shards: Shards::for_device(device, (t.batch_size, cfg.model.block_size))?,
             device: device.clone(),
             corpus: corpus.fingerprint(),
+            texts: corpus.fingerprints(),
             cfg,
             tokenizer,
             splits,
@@ -112,6 +115,7 @@ impl Setup {
             varmap: &self.varmap,
             opt: &self.opt,
             corpus: &self.corpus,
+            texts: &self.texts,
             parent: self.parent.as_ref(),
         }
     }

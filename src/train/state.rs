@@ -60,6 +60,9 @@ impl Interval {
 pub(crate) struct SavedState {
     /// The fingerprint of the corpus's poems (`None` in checkpoints of earlier versions).
     pub corpus: Option<String>,
+    /// The fingerprint of each text read, by key ([`crate::data::Corpus::fingerprints`]; `None`
+    /// in checkpoints of earlier versions).
+    pub texts: Option<String>,
     pub step: usize,
     /// Where the batch and dropout RNGs stand (ChaCha8's word positions).
     pub batch_rng_pos: u128,
@@ -73,6 +76,7 @@ pub(crate) struct SavedState {
 
 // The metadata keys, one per scalar.
 const CORPUS: &str = "corpus_fingerprint";
+const TEXTS: &str = "text_fingerprints";
 const STEP: &str = "step";
 const BATCH_RNG: &str = "batch_rng_pos";
 const DROPOUT_RNG: &str = "dropout_rng_pos";
@@ -100,6 +104,9 @@ impl SavedState {
         if let Some(corpus) = &self.corpus {
             metadata.insert(CORPUS, corpus.clone());
         }
+        if let Some(texts) = &self.texts {
+            metadata.insert(TEXTS, texts.clone());
+        }
         metadata
             .into_iter()
             .map(|(k, v)| (k.to_string(), v))
@@ -118,6 +125,7 @@ impl SavedState {
         };
         Ok(SavedState {
             corpus: metadata.get(CORPUS).cloned(),
+            texts: metadata.get(TEXTS).cloned(),
             step: metadata_value(metadata, STEP, path)?,
             batch_rng_pos: metadata_value(metadata, BATCH_RNG, path)?,
             dropout_rng_pos: metadata_value(metadata, DROPOUT_RNG, path)?,
@@ -154,6 +162,7 @@ mod tests {
     fn a_state_reads_back_from_its_metadata_exactly() {
         let state = SavedState {
             corpus: Some("0123456789abcdef".into()),
+            texts: Some("data.corpus=0123456789abcdef;data.validation=fedcba9876543210".into()),
             step: 1234,
             batch_rng_pos: u128::from(u64::MAX) + 7,
             dropout_rng_pos: 0,
@@ -169,9 +178,11 @@ mod tests {
         assert_eq!(back, state);
         // An earlier version's checkpoint: no fingerprint, no running sums.
         let mut old = state.to_metadata();
-        old.retain(|k, _| !k.starts_with("interval") && k != "corpus_fingerprint");
+        old.retain(|k, _| {
+            !k.starts_with("interval") && !k.ends_with("_fingerprint") && k != "text_fingerprints"
+        });
         let back = SavedState::from_metadata(&old, Path::new("s")).unwrap();
-        assert_eq!((back.corpus, back.interval), (None, None));
+        assert_eq!((back.corpus, back.texts, back.interval), (None, None, None));
         old.remove("step");
         let missing = SavedState::from_metadata(&old, Path::new("s")).unwrap_err();
         assert!(
