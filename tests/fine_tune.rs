@@ -273,3 +273,52 @@ fn every_table_of_a_row_per_token_grows_and_a_setting_is_compared_by_value() {
         .to_string();
     assert!(err.contains("rope_base 10000.0"), "{err}");
 }
+
+#[test]
+fn the_new_characters_are_credited_to_the_files_that_hold_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (parent_dir, _, _) = parent_and_corpus(tmp.path());
+    // The parent's own corpus again, measured on poems that share no line with it: every new
+    // character comes from the validation file.
+    let tiny = common::root_file("data/tiny.txt");
+    let lines = |poem: &str| -> Vec<String> {
+        poem.split(['，', '。'])
+            .filter(|l| !l.is_empty())
+            .map(String::from)
+            .collect()
+    };
+    let tiny_lines: std::collections::HashSet<String> = tiny.lines().flat_map(lines).collect();
+    let poems = common::root_file("data/poems.txt");
+    let apart: Vec<&str> = poems
+        .lines()
+        .filter(|p| lines(p).iter().all(|l| !tiny_lines.contains(l)))
+        .take(300)
+        .collect();
+    let new = tmp.path().join("apart.txt").display().to_string();
+    std::fs::write(&new, apart.join("\n") + "\n").unwrap();
+    let set = format!("data.validation={new}");
+    let tuned = tmp.path().join("tuned");
+    let out = common::train_output(&[
+        "--init-from",
+        parent_dir.to_str().unwrap(),
+        "--config",
+        "configs/tiny.toml",
+        "--max-iters",
+        "1",
+        "--warmup-iters",
+        "1",
+        "--set",
+        &set,
+        "--out",
+        tuned.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with("fine-tuning from"))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(
+        line.ends_with(&format!("new ones of {new} (data.validation)")),
+        "{line}"
+    );
+}

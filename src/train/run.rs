@@ -130,12 +130,12 @@ fn set_up(opts: &TrainOptions) -> Result<(Setup, Progress, Vec<String>)> {
     if let Some(parent) = &opts.parent {
         let (record, vocab_size) = (&parent.record, s.tokenizer.vocab_size());
         notes.push(format!(
-            "fine-tuning from {} (weights {}), its {} characters and {} new ones of {}",
+            "fine-tuning from {} (weights {}), its {} characters and {} new ones{}",
             record.run,
             record.weights,
             record.vocab_size,
             vocab_size - record.vocab_size,
-            s.cfg.data.corpus
+            holding_new(&corpus, &s.tokenizer, record.vocab_size)
         ));
     }
     let mut s = s;
@@ -145,6 +145,49 @@ fn set_up(opts: &TrainOptions) -> Result<(Setup, Progress, Vec<String>)> {
     };
     check_steps_left(&run.path, p.step, s.cfg.train.max_iters)?;
     Ok((s, p, notes))
+}
+
+/// The files whose text holds the characters of `tokenizer` past the parent's `parent_vocab`:
+/// `" of data/tiny.txt"`, `" of val.txt (data.validation)"`, or several, each with its count.
+fn holding_new(corpus: &Corpus, tokenizer: &CharTokenizer, parent_vocab: usize) -> String {
+    let new: std::collections::HashSet<char> = tokenizer
+        .chars()
+        .filter(|&(_, id)| id as usize >= parent_vocab)
+        .map(|(c, _)| c)
+        .collect();
+    let mut texts = vec![(corpus.path.clone(), corpus.text())];
+    if let Some(held_out) = &corpus.held_out {
+        texts.push((
+            format!("{} (data.validation)", held_out.path),
+            held_out.whole.clone(),
+        ));
+    }
+    if let Some(decay) = &corpus.decay {
+        texts.push((
+            format!("{} (data.decay_corpus)", decay.path),
+            decay.text.clone(),
+        ));
+    }
+    let counts: Vec<(String, usize)> = texts
+        .into_iter()
+        .map(|(name, text)| {
+            let held: std::collections::HashSet<char> =
+                text.chars().filter(|c| new.contains(c)).collect();
+            (name, held.len())
+        })
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    match counts.as_slice() {
+        [] => String::new(),
+        [(name, _)] => format!(" of {name}"),
+        _ => {
+            let each: Vec<String> = counts
+                .iter()
+                .map(|(name, n)| format!("{n} in {name}"))
+                .collect();
+            format!(" ({})", each.join(", "))
+        }
+    }
 }
 
 /// What is said of a corpus read: which kind it is read as, and why, and how many of its lines
