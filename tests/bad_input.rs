@@ -750,6 +750,50 @@ fn a_loss_that_explodes_stops_the_run_and_keeps_the_checkpoint() {
     );
 }
 
+/// The old switches of the inputs are answered with a list that runs, the default's list with
+/// the input added or taken out, or with "leave it out" where the list already says so.
+#[test]
+fn the_old_input_switches_suggest_a_command_that_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (switch, expect) in [
+        (
+            vec!["--rhyme-bias"],
+            "rhyme_bias among its inputs already: leave --rhyme-bias out",
+        ),
+        (
+            vec!["--sound", "false"],
+            "sound out of its inputs already: leave --sound out",
+        ),
+        (vec!["--sound"], "--set 'model.inputs="),
+        (vec!["--rhyme-bias", "false"], "--set 'model.inputs="),
+    ] {
+        let out = tmp.path().join("run");
+        let mut args = switch.clone();
+        args.extend(["--stop-at", "1", "--out", out.to_str().unwrap()]);
+        let (ok, stderr) = run_bin("a switch", TRAIN, &args);
+        assert!(!ok && stderr.contains(expect), "{switch:?}: {stderr}");
+        let Some(list) = stderr.split("--set 'model.inputs=").nth(1) else {
+            continue;
+        };
+        let list = list.trim_end().trim_end_matches('\'');
+        let set = format!("model.inputs={list}");
+        let (ok, stderr) = run_bin(
+            "the suggested list",
+            TRAIN,
+            &[
+                "--set",
+                &set,
+                "--stop-at",
+                "1",
+                "--out",
+                out.to_str().unwrap(),
+            ],
+        );
+        assert!(ok, "{switch:?}: {set}: {stderr}");
+        std::fs::remove_dir_all(&out).unwrap();
+    }
+}
+
 #[test]
 fn training_flags_that_cannot_work_are_refused() {
     let tmp = tempfile::tempdir().unwrap();
@@ -760,12 +804,15 @@ fn training_flags_that_cannot_work_are_refused() {
         (
             "an input's switch of the old flags",
             vec!["--sound", "true"],
-            &["--sound is no flag now", "model.inputs=["],
+            &["--sound is no flag now", "--set 'model.inputs=[\"sound\"]'"],
         ),
         (
             "an input's switch of the old flags, without a value",
             vec!["--verse-places"],
-            &["--verse-places is no flag now"],
+            &[
+                "--verse-places is no flag now",
+                "model.inputs=[\"verse_places\"]",
+            ],
         ),
         (
             "a setting given by its flag and by --set",

@@ -332,7 +332,16 @@ fn minutes_plans_a_step_count_that_the_run_saves_and_keeps() {
     let mut other = saved.clone();
     other.train.minutes = Some(1.0);
     let err = error_of(run(&other, &planned_dir, true, None));
-    assert!(err.contains("keeps its plan"), "{err}");
+    assert!(
+        err.contains("planned its steps for 0.05 minutes when it started")
+            && err.contains("keeps its step count"),
+        "{err}"
+    );
+    // A run of a fixed step count is said to be one, not to have planned.
+    let mut fixed_then_minutes = fixed.clone();
+    fixed_then_minutes.train.minutes = Some(1.0);
+    let err = error_of(run(&fixed_then_minutes, &fixed_dir, true, None));
+    assert!(err.contains("was given its steps when it started"), "{err}");
     let mut short = tiny_config();
     (short.train.minutes, short.schedule.warmup_iters) = (Some(1.0), 2);
     let err = error_of(run(&short, &tmp.path().join("short"), false, None));

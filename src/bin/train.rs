@@ -131,7 +131,8 @@ struct Args {
     old_rhyme_bias: Option<Option<String>>,
 }
 
-/// Refuses the old switches of the model's inputs, saying how to give them now.
+/// Refuses the old switches of the model's inputs, saying how to give them now: the list of the
+/// config that would run, with the input added (or, for `false`, taken out).
 fn refuse_old_switches(a: &Args) -> Result<()> {
     let switches = [
         ("sound", &a.old_sound),
@@ -139,13 +140,39 @@ fn refuse_old_switches(a: &Args) -> Result<()> {
         ("rhyme_memory", &a.old_rhyme_memory),
         ("rhyme_bias", &a.old_rhyme_bias),
     ];
-    if let Some((name, _)) = switches.iter().find(|(_, given)| given.is_some()) {
+    let Some((name, given)) = switches.iter().find(|(_, given)| given.is_some()) else {
+        return Ok(());
+    };
+    let flag = format!("--{}", name.replace('_', "-"));
+    let on = !matches!(given, Some(Some(value)) if value == "false");
+    let path = config_path(a).unwrap_or_else(|_| PathBuf::from("configs/default.toml"));
+    let Ok(cfg) = RunConfig::load(&path) else {
+        bail!("{flag} is no flag now: the model's inputs are a list, [model] inputs, e.g. --set 'model.inputs=[\"verse_places\", \"{name}\"]' (it replaces the config's list)");
+    };
+    let mut inputs = cfg.model.inputs.clone();
+    let holds = inputs.iter().any(|i| i == name);
+    if holds == on {
         bail!(
-            "--{} is no flag now: the model's inputs are a list, e.g. --set 'model.inputs=[\"verse_places\", \"rhyme_bias\", \"{name}\"]' (it replaces the config's list)",
-            name.replace('_', "-")
+            "{flag} is no flag now, and {} has {name} {} already: leave {flag} out",
+            path.display(),
+            if on {
+                "among its inputs"
+            } else {
+                "out of its inputs"
+            }
         );
     }
-    Ok(())
+    match on {
+        true => inputs.push(name.to_string()),
+        false => inputs.retain(|i| i != name),
+    }
+    let list: Vec<String> = inputs.iter().map(|i| format!("\"{i}\"")).collect();
+    bail!(
+        "{flag} is no flag now: the model's inputs are a list, [model] inputs; for {}'s with {name} {}: --set 'model.inputs=[{}]'",
+        path.display(),
+        if on { "added" } else { "taken out" },
+        list.join(", ")
+    )
 }
 
 /// A run name from the config file's stem and the current UTC time: `default-20261129-130501`.

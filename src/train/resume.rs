@@ -50,8 +50,15 @@ pub(super) fn check_resume(run: &RunDir, cfg: &RunConfig) -> Result<Vec<String>>
     }
     // A step count given for a run planned by minutes ends the plan (minutes is then None).
     if t.minutes.is_some() && saved.minutes != t.minutes {
+        let started = match saved.minutes {
+            Some(minutes) => format!(
+                "planned its steps for {} minutes when it started",
+                shown(minutes)
+            ),
+            None => "was given its steps when it started".into(),
+        };
         bail!(
-            "train.minutes: the run in {} planned its steps when it started (max_iters {}): a resumed run keeps its plan; \
+            "train.minutes: the run in {} {started} (max_iters {}): a resumed run keeps its step count; \
              leave minutes out, and give max_iters (--max-iters) to train longer",
             run.path.display(),
             saved.max_iters
