@@ -159,6 +159,10 @@ fn an_unknown_tune_is_refused_with_the_nearest_names() {
         ["浣沙溪・浣溪沙"],
         "a name of an alias pair"
     );
+    for empty in ["", " "] {
+        let err = tunes.get(empty).unwrap_err();
+        assert_eq!(err, "the tune's name is empty: give one, e.g. 水调歌头");
+    }
 }
 
 /// Ci written out here, with whether each has its tune's pattern by [`BOOK_LENGTHS`]: the scorer

@@ -151,6 +151,9 @@ impl Poets {
         if self.counts.iter().any(|(p, _)| p == poet) {
             return Ok(());
         }
+        if poet.trim().is_empty() {
+            return Err("the poet's name is empty: give one, e.g. 李白".into());
+        }
         let names = self.counts.iter().map(|(p, _)| p.as_str());
         Err(format!(
             "no poet {} among the {} poets of the corpus; the nearest: {}",
@@ -236,6 +239,10 @@ mod tests {
         assert!(poets.check("杜甫").is_ok());
         let err = poets.check("李太白").unwrap_err();
         assert!(err.contains("the nearest: 李白, 杜甫"), "{err}");
+        for empty in ["", "  "] {
+            let err = poets.check(empty).unwrap_err();
+            assert_eq!(err, "the poet's name is empty: give one, e.g. 李白");
+        }
         // As the static build lists them (run/poets.tsv), in any order: the same poets.
         let listed = Poets::of_counts("1\t杜甫\n2\t李白\nnot a line\n");
         assert_eq!(listed.counts(), poets.counts());

@@ -389,6 +389,9 @@ impl Tunes {
 
     /// The tune named `name`, or an error that names the nearest tunes.
     pub fn get(&self, name: &str) -> Result<&Tune, String> {
+        if name.trim().is_empty() {
+            return Err("the tune's name is empty: give one, e.g. 水调歌头".into());
+        }
         match self.by_name.get(name) {
             Some(&i) => Ok(&self.tunes[i]),
             None => Err(format!(
