@@ -230,3 +230,90 @@ fn ctrl_c_twice_leaves_a_summary_of_the_step_saved() {
         assert_eq!(summary["interrupted"], true, "{wait_ms} ms: {summary}");
     }
 }
+
+/// Ctrl-C during the final pass over the whole validation split of a run that trained all its
+/// steps (#78: it was ignored, and a second one promised a stop that never came): the run quits
+/// at the next batch, saying that its steps are saved; the resume it names completes the final
+/// evaluation with exactly the figure of a run never stopped, and says so; a resume after that
+/// says nothing was left.
+#[test]
+fn ctrl_c_during_the_final_evaluation_quits_and_a_resume_completes_it() {
+    use std::io::BufRead;
+    let tmp = tempfile::tempdir().unwrap();
+    let (stopped, whole) = (tmp.path().join("stopped"), tmp.path().join("whole"));
+    // The default model measured on data/poems.txt's held-out poems: a final pass of seconds.
+    let args = |dir: &Path| -> Vec<String> {
+        let dir = dir.to_str().unwrap().to_string();
+        [
+            "--config",
+            "configs/default.toml",
+            "--max-iters",
+            "20",
+            "--warmup-iters",
+            "2",
+        ]
+        .into_iter()
+        .chain(["--eval-iters", "2", "--out", &dir, "--json"])
+        .map(String::from)
+        .collect()
+    };
+    let mut child = Command::new(TRAIN)
+        .args(args(&stopped))
+        .current_dir(root())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    while !seen.contains("step     20:") {
+        assert!(stderr.read_line(&mut seen).unwrap() > 0, "{seen}");
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    send(child.id(), libc::SIGINT);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130), "{rest}");
+    assert!(
+        rest.contains("interrupted after the run's last step: its 20 steps are saved")
+            && rest.contains("completes its final evaluation"),
+        "{rest}"
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(stopped.join("summary.json")).unwrap())
+            .unwrap();
+    assert!(summary["val_loss_whole"].is_null(), "{summary}");
+    // Resumed as told: the final evaluation of a run never stopped, and no offer of more steps.
+    let resumed = Command::new(TRAIN)
+        .args(["--resume", stopped.to_str().unwrap(), "--json"])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&resumed.stderr);
+    assert!(resumed.status.success(), "{said}");
+    assert!(
+        said.contains(
+            "the run's 20 steps were trained before: this completed its final evaluation"
+        ),
+        "{said}"
+    );
+    let completed: serde_json::Value = serde_json::from_slice(&resumed.stdout).unwrap();
+    let never = Command::new(TRAIN)
+        .args(args(&whole))
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(never.status.success());
+    let never: serde_json::Value = serde_json::from_slice(&never.stdout).unwrap();
+    assert_eq!(completed["val_loss_whole"], never["val_loss_whole"]);
+    assert_eq!(completed["samples"], never["samples"]);
+    assert_eq!(metric_rows(&stopped), metric_rows(&whole));
+    let again = Command::new(TRAIN)
+        .args(["--resume", stopped.to_str().unwrap()])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&again.stderr);
+    assert!(said.contains("no step was left to run"), "{said}");
+}

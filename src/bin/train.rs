@@ -367,7 +367,14 @@ fn push<T: serde::Serialize>(all: &mut Vec<Override>, key: &str, value: &Option<
 fn report(summary: &shige::train::TrainSummary, json: bool, eval_iters: usize) -> Result<()> {
     let resume = shige::cli::shell_word(std::path::Path::new(&summary.checkpoint));
     let finished = !summary.interrupted && summary.steps >= summary.max_iters;
-    if summary.interrupted {
+    if summary.interrupted && summary.quit && summary.steps == summary.max_iters {
+        shige::note!(
+            "interrupted after the run's last step: its {} steps are saved in {}; --resume {resume} completes its final evaluation (no step is trained again)",
+            summary.steps,
+            summary.checkpoint,
+        );
+        return Ok(());
+    } else if summary.interrupted {
         shige::note!(
             "interrupted at step {}: checkpoint saved in {}; continue with --resume {resume}",
             summary.steps,
@@ -384,6 +391,16 @@ fn report(summary: &shige::train::TrainSummary, json: bool, eval_iters: usize) -
     if summary.quit {
         shige::note!("quit without the final evaluation and samples, as the second Ctrl-C asked");
         return Ok(());
+    }
+    if summary.ended_before {
+        shige::note!(
+            "no step was left to run: the run had reached max_iters; give a larger --max-iters to train on"
+        );
+    } else if summary.tokens_per_s == 0.0 && !summary.interrupted {
+        shige::note!(
+            "the run's {} steps were trained before: this completed its final evaluation",
+            summary.steps
+        );
     }
     if json {
         let line = serde_json::to_string(summary).context("cannot write JSON")?;
@@ -409,11 +426,6 @@ fn report(summary: &shige::train::TrainSummary, json: bool, eval_iters: usize) -
     );
     for s in &summary.samples {
         shige::say!("  {}", s.replace('\n', "\n  "));
-    }
-    if summary.tokens_per_s == 0.0 && !summary.interrupted {
-        shige::note!(
-            "no step was left to run: the run had reached max_iters; give a larger --max-iters to train on"
-        );
     }
     Ok(())
 }

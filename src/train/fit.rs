@@ -26,6 +26,27 @@ const BATCHES: usize = 128;
 /// Windows per batch.
 const WINDOWS: usize = 8;
 
+/// The seconds the fit will take after the run's last step (none without fitted inputs), for
+/// `--minutes` to plan for: one of its batches timed per fitted input (on a stream of its own,
+/// which the fit itself draws afresh).
+pub fn seconds(s: &Setup) -> Result<f64> {
+    let mut total = 0.0;
+    for (_, var) in fitted_vars(s)? {
+        let bias = bias_of(s, &var)?;
+        let mut by_bias: Vec<Vec<Position>> =
+            (0..bias.weight.elem_count()).map(|_| Vec::new()).collect();
+        let started = std::time::Instant::now();
+        add_batch_positions(
+            s,
+            bias,
+            &mut rng(s.cfg.train.seed, Stream::Fit),
+            &mut by_bias,
+        )?;
+        total += started.elapsed().as_secs_f64() * BATCHES as f64;
+    }
+    Ok(total)
+}
+
 /// One fitted input's parameter and its biases after the fit.
 pub struct Fitted {
     /// The parameter, `transformer.<tensor>.weight`.
@@ -103,9 +124,7 @@ fn fitted_vars(s: &Setup) -> Result<Vec<(String, Var)>> {
 pub fn fit(s: &Setup) -> Result<Vec<Fitted>> {
     let mut fitted = Vec::new();
     for (name, var) in fitted_vars(s)? {
-        let Some(bias) = s.model.inputs.bias.iter().find(|b| same(b, &var)) else {
-            bail!("{name}: no next-token bias of the model holds it");
-        };
+        let bias = bias_of(s, &var)?;
         let old = bias.weight.to_vec1::<f32>()?;
         let positions = positions(s, bias)?;
         let biases: Vec<f32> = positions
@@ -124,9 +143,13 @@ pub fn fit(s: &Setup) -> Result<Vec<Fitted>> {
     Ok(fitted)
 }
 
-/// Whether `bias` holds `var`.
-fn same(bias: &NextTokenBias, var: &Var) -> bool {
-    bias.weight.id() == var.as_tensor().id()
+/// The next-token bias of the model that holds `var`.
+fn bias_of<'s>(s: &'s Setup, var: &Var) -> Result<&'s NextTokenBias> {
+    let held = |b: &&NextTokenBias| b.weight.id() == var.as_tensor().id();
+    match s.model.inputs.bias.iter().find(held) {
+        Some(bias) => Ok(bias),
+        None => bail!("a fitted parameter that no next-token bias of the model holds"),
+    }
 }
 
 /// Each bias's positions in the fit's training batches.
@@ -134,36 +157,48 @@ fn positions(s: &Setup, bias: &NextTokenBias) -> Result<Vec<Vec<Position>>> {
     let mut by_bias: Vec<Vec<Position>> =
         (0..bias.weight.elem_count()).map(|_| Vec::new()).collect();
     let mut batches = rng(s.cfg.train.seed, Stream::Fit);
-    let t = s.cfg.model.block_size;
     for _ in 0..BATCHES {
-        let (x, y) = s
-            .splits
-            .batch(Split::Train, WINDOWS, t, &mut batches, &s.device)?;
-        let ids = x.flatten_all()?.to_vec1::<u32>()?; // (B·T)
-        let targets = y.flatten_all()?.to_vec1::<u32>()?; // (B·T)
-        let entries = bias.entries_of(&ids, t); // (B·T)
-        let rows: Vec<u32> = (0..ids.len() as u32)
-            .filter(|&row| !entries[row as usize].is_empty())
-            .collect(); // (R)
-        if rows.is_empty() {
-            continue;
-        }
-        let logits = s.model.unbiased_logits_at(&x, &rows)?; // (R, V)
-        let v = logits.dim(1)?;
-        let logits = logits.flatten_all()?.to_vec1::<f32>()?; // (R·V)
-        let others = other_biases(s, bias, &ids, t)?;
-        for (z, &row) in logits.chunks(v).zip(&rows) {
-            let mut z = z.to_vec(); // (V): the logits with every other input's biases
-            for (entries, weight) in &others {
-                NextTokenBias::add_to_row(&mut z, &entries[row as usize], weight);
-            }
-            let (k, in_set) = set_of(&entries[row as usize], v)?;
-            let hit = in_set[targets[row as usize] as usize];
-            let log_odds = log_odds(&z, &in_set);
-            by_bias[k].push(Position { log_odds, hit });
-        }
+        add_batch_positions(s, bias, &mut batches, &mut by_bias)?;
     }
     Ok(by_bias)
+}
+
+/// The positions of each bias in the next training batch drawn from `batches`, added to
+/// `by_bias`.
+fn add_batch_positions(
+    s: &Setup,
+    bias: &NextTokenBias,
+    batches: &mut rand_chacha::ChaCha8Rng,
+    by_bias: &mut [Vec<Position>],
+) -> Result<()> {
+    let t = s.cfg.model.block_size;
+    let (x, y) = s
+        .splits
+        .batch(Split::Train, WINDOWS, t, batches, &s.device)?;
+    let ids = x.flatten_all()?.to_vec1::<u32>()?; // (B·T)
+    let targets = y.flatten_all()?.to_vec1::<u32>()?; // (B·T)
+    let entries = bias.entries_of(&ids, t); // (B·T)
+    let rows: Vec<u32> = (0..ids.len() as u32)
+        .filter(|&row| !entries[row as usize].is_empty())
+        .collect(); // (R)
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let logits = s.model.unbiased_logits_at(&x, &rows)?; // (R, V)
+    let v = logits.dim(1)?;
+    let logits = logits.flatten_all()?.to_vec1::<f32>()?; // (R·V)
+    let others = other_biases(s, bias, &ids, t)?;
+    for (z, &row) in logits.chunks(v).zip(&rows) {
+        let mut z = z.to_vec(); // (V): the logits with every other input's biases
+        for (entries, weight) in &others {
+            NextTokenBias::add_to_row(&mut z, &entries[row as usize], weight);
+        }
+        let (k, in_set) = set_of(&entries[row as usize], v)?;
+        let hit = in_set[targets[row as usize] as usize];
+        let log_odds = log_odds(&z, &in_set);
+        by_bias[k].push(Position { log_odds, hit });
+    }
+    Ok(())
 }
 
 /// Every next-token bias of the model but `bias`: its entries for `ids` read as sequences of `t`

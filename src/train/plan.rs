@@ -16,9 +16,10 @@ use crate::train::schedule::decay_start;
 pub struct Plan {
     pub steps: usize,
     /// Seconds per step (evaluations included after the warm-up, spread over their interval),
-    /// and for the final pass over the whole validation split.
+    /// and for what ends the run after its last step (the fit, the last evaluation, the final
+    /// pass over the whole validation split).
     pub step_s: f64,
-    pub whole_split_s: f64,
+    pub end_s: f64,
     /// Whether the pace came from the warm-up (the first plan) or from the run since.
     pub first: bool,
 }
@@ -29,9 +30,9 @@ impl Plan {
         match self.first {
             true => format!(
                 "planned {} steps for {} minutes: the warm-up ran at {:.3} s a step (evaluations included) \
-                 and the whole validation split takes {:.0} s at the end; re-planned at each evaluation until the \
-                 last stretch of the schedule (saved as max_iters in the run's config.toml)",
-                self.steps, shown(minutes), self.step_s, self.whole_split_s
+                 and the end (the fit, the last evaluation, the whole validation split) takes {:.0} s; re-planned at \
+                 each evaluation until the last stretch of the schedule (saved as max_iters in the run's config.toml)",
+                self.steps, shown(minutes), self.step_s, self.end_s
             ),
             false => format!(
                 "re-planned {} steps for {} minutes: the run since its warm-up went at {:.3} s a step",
@@ -49,7 +50,8 @@ pub struct Budget {
     pub eval_interval: usize,
     pub eval_iters: usize,
     pub decay_fraction: f64,
-    /// Batches in the whole validation split (its final pass).
+    /// Batches in the whole validation split (its final pass), each of a training batch's
+    /// tokens.
     pub val_batches: f64,
 }
 
@@ -78,8 +80,11 @@ pub struct Planner {
     warmup_seconds: Vec<f64>,
     /// The seconds spent and the step when the warm-up ended, and the first plan then made.
     warmup_end: Option<(f64, usize, Plan)>,
-    /// The seconds of the training steps since the warm-up (evaluations left out).
-    trained_s: f64,
+    /// A batch's forward pass and the fit after the last step, timed ([`Planner::timed_end`]),
+    /// and the evaluations' forward passes so far: their seconds and batches.
+    forward_s: Option<f64>,
+    fit_s: f64,
+    evaluated: (f64, usize),
 }
 
 impl Planner {
@@ -88,7 +93,43 @@ impl Planner {
             budget,
             warmup_seconds: Vec::new(),
             warmup_end: None,
-            trained_s: 0.0,
+            forward_s: None,
+            fit_s: 0.0,
+            evaluated: (0.0, 0),
+        }
+    }
+
+    /// Whether what ends a run should be timed now, before the step `step` is told
+    /// ([`Planner::after_step`]): at the warm-up's end, for the first plan.
+    pub fn wants_timing_at(&self, step: usize) -> bool {
+        step == self.budget.warmup_iters && self.forward_s.is_none()
+    }
+
+    /// A batch's forward pass takes `forward_s` (timed alone), the fit after the last step
+    /// `fit_s` (0 without fitted inputs).
+    pub fn timed_end(&mut self, forward_s: f64, fit_s: f64) {
+        (self.forward_s, self.fit_s) = (Some(forward_s), fit_s);
+    }
+
+    /// The seconds of what ends a run after its last step, a batch's forward pass taking
+    /// `forward_s`: the fit, the last evaluation and the final pass over the whole validation
+    /// split.
+    fn end_s(&self, forward_s: f64) -> f64 {
+        let b = &self.budget;
+        self.fit_s + (b.eval_iters as f64 + b.val_batches) * forward_s
+    }
+
+    /// An evaluation forwarded `batches` batches in `seconds` (its checkpoint left out).
+    pub fn evaluated(&mut self, batches: usize, seconds: f64) {
+        self.evaluated = (self.evaluated.0 + seconds, self.evaluated.1 + batches);
+    }
+
+    /// A batch's forward pass: as the evaluations ran them, else as one was timed, else a third
+    /// of a training step of `train_s` (a forward and a backward pass).
+    fn forward_s(&self, train_s: f64) -> f64 {
+        match self.evaluated {
+            (seconds, batches) if batches > 0 => seconds / batches as f64,
+            _ => self.forward_s.unwrap_or(train_s / 3.0),
         }
     }
 
@@ -107,7 +148,6 @@ impl Planner {
             return Some(plan);
         }
         let (warmup_spent, warmup_step, _) = self.warmup_end?;
-        self.trained_s += dt;
         let due = step.is_multiple_of(b.eval_interval) && step < b.last_stretch_start(planned);
         if !due {
             return None;
@@ -115,26 +155,16 @@ impl Planner {
         // The pace since the warm-up, evaluations included.
         let done = step - warmup_step;
         let step_s = (spent - warmup_spent) / done as f64;
-        // A batch's forward pass, from the evaluations run since the warm-up (the one at this
-        // step comes after this call): the time beyond the training steps, over their batches.
-        let evaluations = (step - 1) / b.eval_interval - warmup_step / b.eval_interval;
-        let forward_s = match evaluations * b.eval_iters {
-            0 => self.trained_s / done as f64 / 3.0,
-            batches => (spent - warmup_spent - self.trained_s).max(0.0) / batches as f64,
-        };
-        // The final pass forwards batches alone: an evaluation's other costs (its checkpoint, its
-        // sample) are no guide to it, and a forward pass costs less than half a training step (a
-        // forward and a backward pass).
-        let whole_split_s = b.val_batches * forward_s.min(self.trained_s / done as f64 / 2.0);
-        let last_evaluation_s = b.eval_iters as f64 * forward_s;
-        let left = b.seconds - spent - whole_split_s - last_evaluation_s;
-        let more = (left / step_s).max(0.0);
+        // The end forwards batches alone, at the pace the evaluations forwarded theirs (their
+        // checkpoints and samples are no guide to it).
+        let end_s = self.end_s(self.forward_s(dt));
+        let more = ((b.seconds - spent - end_s) / step_s).max(0.0);
         // Never so few steps that the last stretch should have begun already.
         let shortest = (step..).find(|&n| b.last_stretch_start(n) >= step)?;
         let plan = Plan {
             steps: steps_after(step, more).max(shortest),
             step_s,
-            whole_split_s,
+            end_s,
             first: false,
         };
         // A change under 1 % is the clock's noise, not worth bending the schedule for.
@@ -144,9 +174,9 @@ impl Planner {
 
     /// The plan at the warm-up's end, from its step rate (the first two steps left out when
     /// there are five or more, as they include one-time costs). An evaluation forwards
-    /// eval_iters batches, about a third of a step each (no backward pass), and one ends the run;
-    /// the final pass forwards each batch of the whole validation split. Never fewer steps than
-    /// done.
+    /// eval_iters batches (a forward pass as timed, else a third of a step), and the end
+    /// forwards the fit's batches, a last evaluation's and each batch of the whole validation
+    /// split. Never fewer steps than done.
     fn first_plan(&self, done: usize, spent: f64) -> Plan {
         let b = &self.budget;
         let timed = match self.warmup_seconds.len() {
@@ -154,15 +184,14 @@ impl Planner {
             _ => &self.warmup_seconds[..],
         };
         let train_s = timed.iter().sum::<f64>() / timed.len().max(1) as f64;
-        let forward_s = train_s / 3.0;
+        let forward_s = self.forward_s(train_s);
         let step_s = train_s + b.eval_iters as f64 * forward_s / b.eval_interval as f64;
-        let whole_split_s = b.val_batches * forward_s;
-        let last_evaluation_s = b.eval_iters as f64 * forward_s;
-        let more = ((b.seconds - spent - whole_split_s - last_evaluation_s) / step_s).max(0.0);
+        let end_s = self.end_s(forward_s);
+        let more = ((b.seconds - spent - end_s) / step_s).max(0.0);
         Plan {
             steps: steps_after(done, more),
             step_s,
-            whole_split_s,
+            end_s,
             first: true,
         }
     }
@@ -180,7 +209,7 @@ mod tests {
     use super::*;
 
     /// 100 s; warm-up of 10 steps; evaluations of 10 batches every 100 steps; the last fifth is
-    /// the stretch; the final pass is 30 batches.
+    /// the stretch; the final pass is 30 batches; no fit.
     fn budget() -> Budget {
         Budget {
             seconds: 100.0,
@@ -193,32 +222,57 @@ mod tests {
     }
 
     /// What a forward pass of a batch costs on the simulated machines, as a share of a training
-    /// step: more than the planner's guess of a third, so that evaluations cost it time it did
-    /// not plan for at first.
+    /// step: more than a third (a graph's forward pass is slower than the engine's).
     const FORWARD: f64 = 0.45;
 
     /// Runs a planner over a machine that takes `pace(step)` seconds for each step, and FORWARD
     /// of that per batch for the evaluations (after every eval_interval steps, as `train` runs
-    /// them) and the final pass; returns every plan made and the seconds the run took to its last
-    /// planned step, final pass included.
+    /// them), the fit and the final pass, a forward pass timed at the warm-up's end where
+    /// `timed`; returns every plan made and the seconds the run took to its last planned step,
+    /// its end included.
     fn simulate(pace: impl Fn(usize) -> f64) -> (Vec<Plan>, f64) {
-        simulate_on(budget(), pace, 0.0)
+        simulate_on(budget(), pace, 0.0, true)
     }
 
     /// [`simulate`] on budget `b`, each evaluation costing `saving` seconds more (its checkpoint).
-    fn simulate_on(b: Budget, pace: impl Fn(usize) -> f64, saving: f64) -> (Vec<Plan>, f64) {
+    fn simulate_on(
+        b: Budget,
+        pace: impl Fn(usize) -> f64,
+        saving: f64,
+        timed: bool,
+    ) -> (Vec<Plan>, f64) {
+        simulate_with_fit(b, pace, saving, timed, 0.0)
+    }
+
+    /// [`simulate_on`], with a fit of `fit_s` seconds after the last step.
+    fn simulate_with_fit(
+        b: Budget,
+        pace: impl Fn(usize) -> f64,
+        saving: f64,
+        timed: bool,
+        fit_s: f64,
+    ) -> (Vec<Plan>, f64) {
         let mut planner = Planner::new(b);
         let (mut planned, mut spent, mut plans) = (usize::MAX, 0.0, Vec::new());
         let mut step = 0;
         while step < planned {
             step += 1;
             spent += pace(step);
+            if timed && planner.wants_timing_at(step) {
+                spent += FORWARD * pace(step) + fit_s / 128.0;
+                planner.timed_end(FORWARD * pace(step), fit_s);
+            }
             if let Some(plan) = planner.after_step(step, pace(step), spent, planned) {
                 planned = plan.steps;
                 plans.push(plan);
             }
+            if step == planned {
+                spent += fit_s;
+            }
             if step.is_multiple_of(b.eval_interval) || step == planned {
-                spent += b.eval_iters as f64 * FORWARD * pace(step) + saving;
+                let forward = b.eval_iters as f64 * FORWARD * pace(step);
+                planner.evaluated(b.eval_iters, forward);
+                spent += forward + saving;
             }
         }
         (plans, spent + b.val_batches * FORWARD * pace(step))
@@ -227,12 +281,39 @@ mod tests {
     #[test]
     fn a_steady_machine_is_planned_from_its_warm_up_and_ends_near_its_time() {
         let (plans, took) = simulate(|_| 0.1);
-        // The first plan, worked out: a step of 0.1 s and its share of an evaluation, 10 × 0.1/3
-        // every 100 steps, is 0.10333 s; the final pass 30 × 0.1/3 = 1 s and the last evaluation
-        // 0.333 s; (100 − 1 s of warm-up − 1.333 s) / 0.10333 + 10 steps done = 955.2.
+        // The first plan, worked out: a step of 0.1 s and its share of an evaluation, 10 × 0.045
+        // every 100 steps, is 0.1045 s; the end, 30 + 10 batches of 0.045 s, 1.8 s; (100 − 1 s of
+        // warm-up − 0.045 s timing a forward pass − 1.8 s) / 0.1045 + 10 steps done = 939.7.
+        assert_eq!(plans[0].steps, 939, "{plans:?}");
+        assert!(
+            (took - 100.0).abs() < 1.0,
+            "the run took {took} s of 100: {plans:?}"
+        );
+        // Without a forward pass timed, a third of a step is the guess: the evaluations cost
+        // more than planned, and the re-plans from the run's own pace bring it back to its time.
+        let (plans, took) = simulate_on(budget(), |_| 0.1, 0.0, false);
         assert_eq!(plans[0].steps, 955, "{plans:?}");
-        // The evaluations cost more than planned (0.45 of a step per batch, not a third): the
-        // re-plans from the run's own pace bring it back to its time.
+        assert!(
+            (took - 100.0).abs() < 1.0,
+            "the run took {took} s of 100: {plans:?}"
+        );
+    }
+
+    /// The fit after the last step forwards batches of its own (#78: a 30-second run took 38):
+    /// planned, the run ends in its time even when no evaluation comes before its last stretch.
+    #[test]
+    fn the_fit_and_the_final_pass_are_in_the_plan() {
+        let b = Budget {
+            val_batches: 80.0,
+            eval_interval: 1000,
+            ..budget()
+        };
+        let (plans, took) = simulate_with_fit(b, |_| 0.05, 0.0, true, 3.0);
+        assert_eq!(
+            plans.len(),
+            1,
+            "no evaluation before the stretch: {plans:?}"
+        );
         assert!(
             (took - 100.0).abs() < 1.0,
             "the run took {took} s of 100: {plans:?}"
@@ -249,7 +330,7 @@ mod tests {
             eval_interval: 20,
             ..budget()
         };
-        let (plans, took) = simulate_on(b, |_| 0.002, 0.05);
+        let (plans, took) = simulate_on(b, |_| 0.002, 0.05, true);
         assert!(
             (took - 100.0).abs() < 5.0,
             "the run took {took} s of 100: {plans:?}"
@@ -261,7 +342,7 @@ mod tests {
         let slowing = |step: usize| if step <= 10 { 0.1 } else { 0.12 };
         let (plans, took) = simulate(slowing);
         assert_eq!(
-            plans[0].steps, 955,
+            plans[0].steps, 939,
             "the first plan trusts the warm-up: {plans:?}"
         );
         assert!(plans.len() >= 2, "{plans:?}");

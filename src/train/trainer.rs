@@ -57,6 +57,9 @@ pub struct TrainSummary {
     pub quit: bool,
     /// The steps the run is planned for (`--stop-at` may end it before).
     pub max_iters: usize,
+    /// Whether the run had ended before this invocation, its final evaluation done (a finished
+    /// run resumed: nothing trained, its end evaluated again).
+    pub ended_before: bool,
     /// The process's peak resident memory so far, in bytes (0 where the system does not say).
     pub peak_memory_bytes: u64,
     /// What ran the training steps (see [`step_path`]), so that `tokens_per_s` names its machine.
@@ -99,15 +102,31 @@ pub fn whole_split_loss(
     splits: &Splits,
     device: &Device,
 ) -> Result<f64> {
+    let never = || false;
+    let loss = whole_split_loss_until(model, shards, splits, device, &never)?;
+    Ok(loss.expect("never cut short"))
+}
+
+/// [`whole_split_loss`], or None where `cut_short` says so before a batch.
+fn whole_split_loss_until(
+    model: &Gpt,
+    shards: &Shards,
+    splits: &Splits,
+    device: &Device,
+    cut_short: &dyn Fn() -> bool,
+) -> Result<Option<f64>> {
     let block_size = model.config().block_size;
     let windows = splits.windows(Split::Val, WHOLE_EVAL_BATCH, block_size, device)?;
     let (mut total, mut count) = (0.0, 0);
     for (x, y) in &windows {
+        if cut_short() {
+            return Ok(None);
+        }
         let tokens = x.elem_count();
         total += shards.loss(model, x, y)? * tokens as f64;
         count += tokens;
     }
-    Ok(total / count as f64)
+    Ok(Some(total / count as f64))
 }
 
 /// A loss that became NaN or infinite: training cannot go on (what is kept of the run is said by
@@ -169,12 +188,21 @@ pub(super) fn train_step(s: &mut Setup, p: &mut Progress) -> Result<f64> {
     Ok(loss)
 }
 
-/// Evaluates, records the interval's metrics row and writes the checkpoint. An evaluation cut
-/// short by a signal saves the training state without it, for the resumed run to evaluate.
-fn evaluate_and_save(run: &RunDir, s: &Setup, p: &mut Progress, bar: &ProgressBar) -> Result<()> {
+/// Evaluates, records the interval's metrics row and writes the checkpoint; returns the seconds
+/// the evaluation's forward passes took. An evaluation cut short by a signal saves the training
+/// state without it, for the resumed run to evaluate.
+fn evaluate_and_save(
+    run: &RunDir,
+    s: &Setup,
+    p: &mut Progress,
+    bar: &ProgressBar,
+) -> Result<Option<f64>> {
+    let started = Instant::now();
     let Some(val) = evaluate(s)? else {
-        return save_checkpoint(run, s.state(), p, None);
+        save_checkpoint(run, s.state(), p, None)?;
+        return Ok(None);
     };
+    let forward_s = started.elapsed().as_secs_f64();
     record_evaluation(s, p, val)?;
     save_checkpoint(run, s.state(), p, Some(val))?;
     let (row, sample) = (&p.rows[p.rows.len() - 1], &p.samples[p.samples.len() - 1]);
@@ -187,7 +215,23 @@ fn evaluate_and_save(run: &RunDir, s: &Setup, p: &mut Progress, bar: &ProgressBa
             shortened(&sample.text.replace('\n', " "), SHOWN_SAMPLE_CHARS)
         )
     });
-    Ok(())
+    Ok(Some(forward_s))
+}
+
+/// The seconds of a forward pass over one validation batch (drawn from a stream of its own: the
+/// run's batches are not disturbed), for `--minutes` to plan its evaluations and its end: the
+/// fastest of three, the first paying for what a pass allocates once.
+fn time_forward(s: &Setup) -> Result<f64> {
+    let (cfg, mut rng) = (&s.cfg, rng(s.cfg.train.seed, Stream::Validation));
+    let (t, block) = (cfg.train.batch_size, cfg.model.block_size);
+    let (x, y) = s.splits.batch(Split::Val, t, block, &mut rng, &s.device)?;
+    let mut fastest = f64::INFINITY;
+    for _ in 0..3 {
+        let started = Instant::now();
+        s.shards.loss(&s.model, &x, &y)?;
+        fastest = fastest.min(started.elapsed().as_secs_f64());
+    }
+    Ok(fastest)
 }
 
 /// Records the validation loss `val` of the current step: the interval's metrics row, and a poem
@@ -252,12 +296,6 @@ fn draw_sample(s: &Setup, rng: &mut ChaCha8Rng) -> Result<String> {
     Ok(s.tokenizer.decode(&ids)?.trim_end().to_string())
 }
 
-/// Three poems drawn at temperature 0.8 from the final weights.
-fn final_samples(s: &Setup) -> Result<Vec<String>> {
-    let mut sample_rng = rng(s.cfg.train.seed, Stream::FinalSamples);
-    (0..3).map(|_| draw_sample(s, &mut sample_rng)).collect()
-}
-
 fn progress_bar(show: bool, len: usize, position: usize) -> ProgressBar {
     let bar = if show {
         ProgressBar::new(len as u64)
@@ -312,6 +350,7 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
             p.step
         );
     }
+    let ended_before = opts.resume && ended(dir);
     let path = step_path(s); // the header's second line, and the summary's
     if opts.progress {
         let m = &s.cfg.model;
@@ -353,6 +392,9 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
         (run_tokens, run_time) = (run_tokens + tokens_per_step, run_time + dt);
         p.elapsed_s += dt;
         if let Some(planner) = planner.as_mut() {
+            if planner.wants_timing_at(p.step) {
+                planner.timed_end(time_forward(s)?, crate::train::fit::seconds(s)?);
+            }
             // The wall time of this process, and the training time of the runs it resumes.
             let spent = started.elapsed().as_secs_f64() + p.elapsed_s - run_time;
             let planned = s.cfg.train.max_iters;
@@ -371,7 +413,10 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
             tokens_per_step * p.interval.steps as f64 / p.interval.seconds
         ));
         if evaluates_at(s, p.step) {
-            evaluate_and_save(dir, s, p, &bar)?;
+            let forward_s = evaluate_and_save(dir, s, p, &bar)?;
+            if let (Some(planner), Some(seconds)) = (planner.as_mut(), forward_s) {
+                planner.evaluated(s.cfg.train.eval_iters, seconds);
+            }
         } else if p.step == end || interrupt::requested() {
             save_checkpoint(dir, s.state(), p, None)?;
         }
@@ -382,7 +427,7 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
     bar.finish_and_clear();
     let stopped_early = p.step < end || evaluation_pending(s, p);
     let last = p.rows.last();
-    let mut summary = TrainSummary {
+    let summary = TrainSummary {
         steps: p.step,
         train_loss: match p.interval.steps {
             0 => last.map_or(f64::NAN, |r| r.train_loss),
@@ -402,29 +447,63 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
         interrupted: stopped_early,
         quit: true,
         max_iters: s.cfg.train.max_iters,
+        ended_before,
         peak_memory_bytes: crate::machine::peak_memory(),
         step_path: path,
         machine: crate::machine::Machine::detect().describe(),
         finished: crate::clock::UtcTime::now().to_string(),
     };
-    if interrupt::requested() {
+    finish(dir, s, summary, started)
+}
+
+/// Ends a run whose checkpoint is on disk: its loss over the whole validation split and three
+/// poems, unless a second signal asked to quit during the stop's save. A signal during this end
+/// (the first, where the run was not stopped) skips what is left of it: the run is saved, and
+/// a resume completes it; a signal after that one ends the process at once.
+fn finish(
+    dir: &RunDir,
+    s: &Setup,
+    mut summary: TrainSummary,
+    started: Instant,
+) -> Result<TrainSummary> {
+    let stopped = interrupt::requested();
+    if stopped {
         // Written before a later signal may end the process at once: the summary then says where
         // the run stands (its checkpoint's step), without the final evaluation.
         write_summary(dir, &summary)?;
-        // A second signal during the stop's save asked to quit once it was on disk.
-        summary.quit = interrupt::checkpoint_saved();
-    } else {
-        summary.quit = false;
     }
+    // A second signal during the stop's save asked to quit once it was on disk.
+    summary.quit = interrupt::checkpoint_saved() && stopped;
     if !summary.quit {
-        summary.val_loss_whole = whole_split_loss(&s.model, &s.shards, &s.splits, &s.device)?;
+        let cut_short = || !stopped && interrupt::requested();
+        match final_evaluation(s, cut_short)? {
+            Some((loss, samples)) => (summary.val_loss_whole, summary.samples) = (loss, samples),
+            None => (summary.interrupted, summary.quit) = (true, true),
+        }
         summary.wall_s = started.elapsed().as_secs_f64(); // the final evaluation's time included
-        summary.samples = final_samples(s)?;
         summary.peak_memory_bytes = crate::machine::peak_memory();
         summary.finished = crate::clock::UtcTime::now().to_string();
     }
     write_summary(dir, &summary)?;
     Ok(summary)
+}
+
+/// The loss of the final weights over the whole validation split and three poems drawn from
+/// them; None where `cut_short` says so between two batches or two poems.
+fn final_evaluation(s: &Setup, cut_short: impl Fn() -> bool) -> Result<Option<(f64, Vec<String>)>> {
+    let Some(loss) = whole_split_loss_until(&s.model, &s.shards, &s.splits, &s.device, &cut_short)?
+    else {
+        return Ok(None);
+    };
+    let mut sample_rng = rng(s.cfg.train.seed, Stream::FinalSamples);
+    let mut samples = Vec::new();
+    for _ in 0..3 {
+        if cut_short() {
+            return Ok(None);
+        }
+        samples.push(draw_sample(s, &mut sample_rng)?);
+    }
+    Ok(Some((loss, samples)))
 }
 
 /// Says what the biases fitted after the last step ([`crate::train::fit`]) became.
@@ -450,6 +529,23 @@ fn say_fitted(fitted: Vec<crate::train::fit::Fitted>, bar: &ProgressBar) {
             )
         });
     }
+}
+
+/// Whether the summary.json of `run` says that its last invocation ended the run: all its steps
+/// trained, its final evaluation done.
+fn ended(run: &RunDir) -> bool {
+    let Ok(text) =
+        crate::files::read_text_limited(&run.file(SUMMARY_FILE), crate::files::SMALL_FILE_LIMIT)
+    else {
+        return false;
+    };
+    let Ok(summary) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return false;
+    };
+    summary["interrupted"] == false
+        && summary["val_loss_whole"].is_number()
+        && summary["steps"].is_u64()
+        && summary["steps"] == summary["max_iters"]
 }
 
 /// Writes `summary` as the run's summary.json.
