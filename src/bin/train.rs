@@ -199,13 +199,16 @@ fn run() -> Result<()> {
         false => shige::ops::Kernels::Fused,
     };
     let overrides = overrides(&args)?;
-    let config_path = match ladder_minutes(&args, &overrides) {
-        Some(minutes) => {
+    let given_config = args.config.is_some() || args.resume.is_some() || args.init_from.is_some();
+    let config_path = match shige::train::ladder::applies(given_config, &overrides) {
+        Some((minutes, dtype)) => {
             // Refused before the rungs are timed: a folder that cannot take a new run.
             if let Some(out) = &args.out {
                 RunDir::new(out.clone()).check_fresh()?;
             }
-            climb(minutes, &device, kernels)?
+            PathBuf::from(shige::train::ladder::climb(
+                minutes, dtype, &device, kernels,
+            )?)
         }
         None => config_path(&args)?,
     };
@@ -248,50 +251,6 @@ fn run() -> Result<()> {
         std::process::exit(128 + signal);
     }
     Ok(())
-}
-
-/// Settings that make a recipe of their own (a precision too: the rungs are timed in theirs):
-/// given, the ladder's recipes are not the run's.
-fn changes_the_recipe(key: &str) -> bool {
-    let section = key.split('.').next().unwrap_or(key);
-    ["model", "data", "optimizer", "schedule"].contains(&section)
-        || ["train.batch_size", "train.dtype"].contains(&key)
-}
-
-/// The minutes of a new run given minutes and no config nor recipe of its own: the ladder's
-/// recipe for them is run. (With a recipe given, the default config is planned for the minutes.)
-fn ladder_minutes(args: &Args, overrides: &[Override]) -> Option<f64> {
-    if args.config.is_some() || args.resume.is_some() || args.init_from.is_some() {
-        return None;
-    }
-    let minutes = overrides.iter().rev().find(|o| o.key == "train.minutes")?;
-    if overrides.iter().any(|o| o.key == "train.max_iters") {
-        return None; // both given: the config's checks refuse it
-    }
-    if let Some(own) = overrides.iter().find(|o| changes_the_recipe(&o.key)) {
-        shige::note!(
-            "note: {} is given, so the ladder's recipes (configs/ladder/) are not used: configs/default.toml with it is planned for the minutes",
-            own.key
-        );
-        return None;
-    }
-    // Minutes that are no time are refused by the config's checks, before any timing.
-    let value = &minutes.value;
-    let minutes = value.as_float().or(value.as_integer().map(|m| m as f64));
-    minutes.filter(|m| m.is_finite() && *m > 0.0)
-}
-
-/// The config of the ladder's largest recipe that this machine runs in `minutes` (each timed here
-/// on a few steps), said with the loss to expect.
-fn climb(
-    minutes: f64,
-    device: &candle_core::Device,
-    kernels: shige::ops::Kernels,
-) -> Result<PathBuf> {
-    use shige::train::ladder;
-    let choice = ladder::choose(minutes, |rung| ladder::time_step(rung, device, kernels))?;
-    shige::note!("{}", choice.describe(minutes));
-    Ok(PathBuf::from(choice.rung.config))
 }
 
 /// The config file to read: --config, else the saved config of the run to --resume, else the

@@ -165,6 +165,22 @@ pub fn shown(x: f64) -> String {
     }
 }
 
+/// `n` things named `one` (the singular), as a sentence says them: "1 layer", "2 layers".
+pub fn count(n: usize, one: &str) -> String {
+    match n {
+        1 => format!("1 {one}"),
+        n => format!("{n} {one}s"),
+    }
+}
+
+/// `minutes` as a sentence says them: "1 minute", "0.5 minutes", "30 minutes".
+pub fn minutes_said(minutes: f64) -> String {
+    match minutes == 1.0 {
+        true => "1 minute".into(),
+        false => format!("{} minutes", shown(minutes)),
+    }
+}
+
 /// `text` with each number of more than 16 characters [`shown`] short (a parser's message quotes
 /// the value it refused, all 309 digits of 1e308).
 fn short_numbers(text: &str) -> String {
@@ -316,5 +332,20 @@ impl RunConfig {
             ));
         }
         self.schedule.validate(&self.train)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{count, minutes_said};
+
+    #[test]
+    fn one_thing_is_said_in_the_singular() {
+        assert_eq!(count(1, "layer"), "1 layer");
+        assert_eq!(count(2, "layer"), "2 layers");
+        assert_eq!(count(0, "head"), "0 heads");
+        assert_eq!(minutes_said(1.0), "1 minute");
+        assert_eq!(minutes_said(0.5), "0.5 minutes");
+        assert_eq!(minutes_said(30.0), "30 minutes");
     }
 }

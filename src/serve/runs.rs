@@ -243,9 +243,9 @@ fn read_parent(dir: &Path) -> Option<ParentRecord> {
 pub fn one_line(config: &RunConfig) -> String {
     let m = &config.model;
     format!(
-        "{} layers × {} heads × {}, {}, {} {}, {}",
-        m.n_layer,
-        m.n_head,
+        "{} × {} × {}, {}, {} {}, {}",
+        crate::config::count(m.n_layer, "layer"),
+        crate::config::count(m.n_head, "head"),
         m.n_embd,
         m.position,
         config.optimizer.kind.name(),

@@ -1,45 +1,46 @@
 //! The ladder: one recipe per budget of minutes (configs/ladder/), each the best of a small sweep
-//! on the reference machine (docs/results/ladder_*.json), and the choice `train --minutes M` makes
-//! among them: the largest recipe whose steps this machine runs in M minutes, timed here on a few
-//! steps of each, so that a faster machine gets a bigger model for the same minutes.
+//! on the reference machine, its run kept in a record (docs/results/ladder_*.json, compiled in:
+//! the figures below are read from it and nowhere copied); and the whole of what `train
+//! --minutes M` does with them: when the ladder applies (no config, run or recipe of one's own),
+//! and which rung runs: the largest whose steps this machine runs in M minutes, timed here on a
+//! few steps of each, so that a faster machine gets a bigger model for the same minutes. A rung
+//! that cannot run here as its record ran (its precision, its corpus, an edited config) is passed
+//! over, saying why; where none can, the default config is planned for the minutes.
 
-use crate::config::RunConfig;
+use crate::config::{minutes_said, Override, RunConfig};
 use crate::data::{CharTokenizer, Corpus};
-use crate::ops::Kernels;
-use crate::train::setup::{complete_config, Setup};
+use crate::ops::{Kernels, Precision};
+use crate::train::setup::{check_precision, complete_config, Setup};
 use crate::train::state::Progress;
 use crate::train::trainer::train_step;
-use anyhow::Result;
+use anyhow::{Context, Result};
 use candle_core::Device;
 use std::path::Path;
 use std::time::Instant;
 
-/// One recipe of the ladder, as it ran on the reference machine.
+/// One recipe of the ladder: the budget it is chosen for, its config, and the record of its run
+/// on the reference machine.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Rung {
     /// The budget it was chosen for, in minutes on the reference machine.
     pub minutes: f64,
-    /// Its config (max_iters: the steps it planned there), and the record of that run.
+    /// Its config (max_iters: the steps it ran there), and the record of that run.
     pub config: &'static str,
     pub record: &'static str,
-    /// The steps it ran there in its minutes.
-    pub steps: usize,
-    /// Its loss over the whole validation split there.
-    pub loss: f64,
-    /// The seconds a training step of it took there, timed as [`time_step`] times it (without
-    /// the evaluations, which the run's minutes held too).
-    pub step_s: f64,
-    /// The characters its corpus (and the files read with it) held there: a corpus that holds
-    /// others here was built otherwise, and is not the one its loss was measured on.
-    pub vocab_size: usize,
+    /// The record's text.
+    text: &'static str,
 }
 
-impl Rung {
-    /// The minutes its steps take on a machine where a step takes `step_s` seconds, at the
-    /// reference machine's share of time for everything else.
-    pub fn minutes_at(&self, step_s: f64) -> f64 {
-        self.minutes * step_s / self.step_s
-    }
+/// A rung named `name` for `minutes`: configs/ladder/NAME.toml, docs/results/ladder_NAME.json.
+macro_rules! rung {
+    ($minutes:expr, $name:literal) => {
+        Rung {
+            minutes: $minutes,
+            config: concat!("configs/ladder/", $name, ".toml"),
+            record: concat!("docs/results/ladder_", $name, ".json"),
+            text: include_str!(concat!("../../docs/results/ladder_", $name, ".json")),
+        }
+    };
 }
 
 /// The machine the ladder was measured on.
@@ -50,112 +51,105 @@ pub const REFERENCE: &str = "Intel Xeon (family 6, model 207), 2 cores, AVX-512 
 /// which is built, not shipped, with bf16 matmuls, which need AMX-BF16 or AVX512-BF16: where
 /// either is not here, they are passed over.
 pub const LADDER: [Rung; 6] = [
-    Rung {
-        minutes: 1.0,
-        config: "configs/ladder/1min.toml",
-        record: "docs/results/ladder_1min.json",
-        steps: 1793,
-        loss: 4.7406,
-        step_s: 0.028,
-        vocab_size: 6668,
-    },
-    Rung {
-        minutes: 3.0,
-        config: "configs/ladder/3min.toml",
-        record: "docs/results/ladder_3min.json",
-        steps: 5047,
-        loss: 4.3635,
-        step_s: 0.028,
-        vocab_size: 6668,
-    },
-    Rung {
-        minutes: 10.0,
-        config: "configs/ladder/10min.toml",
-        record: "docs/results/ladder_10min.json",
-        steps: 16466,
-        loss: 4.2228,
-        step_s: 0.028,
-        vocab_size: 6668,
-    },
-    Rung {
-        minutes: 30.0,
-        config: "configs/ladder/30min.toml",
-        record: "docs/results/ladder_30min.json",
-        steps: 12607,
-        loss: 4.2168,
-        step_s: 0.120,
-        vocab_size: 6668,
-    },
-    Rung {
-        minutes: 30.0,
-        config: "configs/ladder/30min_bf16.toml",
-        record: "docs/results/ladder_30min_bf16.json",
-        steps: 21981,
-        loss: 4.0686,
-        step_s: 0.071,
-        vocab_size: 6668,
-    },
-    Rung {
-        minutes: 60.0,
-        config: "configs/ladder/60min.toml",
-        record: "docs/results/ladder_60min.json",
-        steps: 43962,
-        loss: 4.0617,
-        step_s: 0.071,
-        vocab_size: 6668,
-    },
+    rung!(1.0, "1min"),
+    rung!(3.0, "3min"),
+    rung!(10.0, "10min"),
+    rung!(30.0, "30min"),
+    rung!(30.0, "30min_bf16"),
+    rung!(60.0, "60min"),
 ];
+
+/// What a rung's record says of its run on the reference machine.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recorded {
+    /// The steps it ran, and its loss over the whole validation split.
+    pub steps: usize,
+    pub loss: f64,
+    /// The seconds a training step of it took, timed as [`time_step`] times it (without the
+    /// evaluations, which the run's minutes held too).
+    pub step_s: f64,
+    /// The fingerprint of its corpus's own text (the files read with it apart).
+    pub corpus: String,
+    /// The config it ran, as the run completed it.
+    pub config: RunConfig,
+}
+
+impl Rung {
+    /// What its record says (the records are compiled in: a record that does not read is a
+    /// fault of the build, which tests/ladder.rs catches).
+    pub fn recorded(&self) -> Result<Recorded> {
+        let read = || -> Result<Recorded> {
+            let record: serde_json::Value = serde_json::from_str(self.text)?;
+            let number = |v: &serde_json::Value, what: &str| {
+                v.as_f64().with_context(|| format!("no {what}"))
+            };
+            Ok(Recorded {
+                steps: number(&record["summary"]["max_iters"], "summary.max_iters")? as usize,
+                loss: number(
+                    &record["summary"]["val_loss_whole"],
+                    "summary.val_loss_whole",
+                )?,
+                step_s: number(&record["ladder"]["step_s"], "ladder.step_s")?,
+                corpus: record["ladder"]["corpus_fingerprint"]
+                    .as_str()
+                    .context("no ladder.corpus_fingerprint")?
+                    .to_string(),
+                config: serde_json::from_value(record["config"].clone())?,
+            })
+        };
+        read().with_context(|| format!("the ladder's record {} does not read", self.record))
+    }
+
+    /// The minutes its steps take on a machine where a step takes `step_s` seconds, at the
+    /// reference machine's share of time for everything else.
+    pub fn minutes_at(&self, recorded: &Recorded, step_s: f64) -> f64 {
+        self.minutes * step_s / recorded.step_s
+    }
+}
 
 /// How far past the minutes a rung may run and still be chosen: the reference machine's own
 /// timings of a rung vary by about this much (and the rung below ends far higher).
 pub const TOLERANCE: f64 = 0.1;
 
 /// The rung chosen for a budget, and why.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Choice {
     pub rung: Rung,
-    /// Seconds a step of it took here; None where it could not be timed (it cannot run here).
-    pub step_s: Option<f64>,
-    /// Whether its steps fit in the minutes (false: no rung does, and the smallest is planned for
-    /// fewer steps).
+    pub recorded: Recorded,
+    /// Seconds a step of it took here.
+    pub step_s: f64,
+    /// Whether its steps fit in the minutes (false: no rung does, and the smallest that runs
+    /// here is planned for fewer steps).
     pub fits: bool,
 }
 
 impl Choice {
-    /// The lines `train` prints: the recipe, why, and the loss to expect.
+    /// The line `train` prints: the recipe, why, and the loss to expect.
     pub fn describe(&self, minutes: f64) -> String {
-        let r = &self.rung;
-        let pace = match self.step_s {
-            Some(s) => format!(
-                "{s:.3} s a step here, {:.3} s on the reference machine: its {} steps take about {:.1} minutes here",
-                r.step_s,
-                r.steps,
-                r.minutes_at(s)
-            ),
-            None => "it could not be timed here".into(),
-        };
+        let (r, recorded, s) = (&self.rung, &self.recorded, self.step_s);
+        let pace = format!(
+            "{s:.3} s a step here, {:.3} s on the reference machine: its {} steps take about {:.1} minutes here",
+            recorded.step_s,
+            recorded.steps,
+            r.minutes_at(recorded, s)
+        );
         let (why, expect) = match self.fits {
             true => (
                 "the largest recipe of the ladder whose steps fit",
                 "expect about that, lower where this machine plans more steps",
             ),
             false => (
-                "no recipe of the ladder fits: the smallest, planned for fewer steps",
+                "no recipe of the ladder fits: the smallest that runs here, planned for fewer steps",
                 "expect a higher loss in fewer steps",
             ),
         };
-        let unit = if r.minutes == 1.0 {
-            "minute"
-        } else {
-            "minutes"
-        };
         format!(
-            "{} minutes and no config: {} ({why}; {pace}); on the reference machine ({REFERENCE}) it \
-             ended at whole-split {:.4} in {} {unit} ({}): {expect}",
-            crate::config::shown(minutes),
+            "{} and no config: {} ({why}; {pace}); on the reference machine ({REFERENCE}) it \
+             ended at whole-split {:.4} in {} ({}): {expect}",
+            minutes_said(minutes),
             r.config,
-            r.loss,
-            r.minutes,
+            recorded.loss,
+            minutes_said(r.minutes),
             r.record
         )
     }
@@ -163,30 +157,93 @@ impl Choice {
 
 /// The largest rung whose steps take at most `minutes` (and [`TOLERANCE`]) at the pace
 /// `step_seconds` finds (None: the rung cannot run here), trying the largest first; else the
-/// smallest rung.
+/// smallest rung that runs here, said not to fit; None where no rung runs here.
 pub fn choose(
     minutes: f64,
-    mut step_seconds: impl FnMut(&Rung) -> Result<Option<f64>>,
-) -> Result<Choice> {
-    let mut last = None;
+    mut step_seconds: impl FnMut(&Rung, &Recorded) -> Result<Option<f64>>,
+) -> Result<Option<Choice>> {
+    let mut smallest = None;
     for rung in LADDER.iter().rev() {
-        let Some(s) = step_seconds(rung)? else {
+        let recorded = rung.recorded()?;
+        let Some(step_s) = step_seconds(rung, &recorded)? else {
             continue;
         };
-        if rung.minutes_at(s) <= minutes * (1.0 + TOLERANCE) {
-            return Ok(Choice {
-                rung: *rung,
-                step_s: Some(s),
-                fits: true,
-            });
+        let fits = rung.minutes_at(&recorded, step_s) <= minutes * (1.0 + TOLERANCE);
+        let choice = Choice {
+            rung: *rung,
+            recorded,
+            step_s,
+            fits,
+        };
+        if fits {
+            return Ok(Some(choice));
         }
-        last = Some((*rung, s));
+        smallest = Some(choice);
     }
-    Ok(Choice {
-        rung: LADDER[0],
-        step_s: last.filter(|(rung, _)| *rung == LADDER[0]).map(|(_, s)| s),
-        fits: false,
-    })
+    Ok(smallest)
+}
+
+/// When the ladder applies: `train --minutes M` with no config, run to resume or to fine-tune,
+/// and no setting that makes a recipe of its own (a precision only narrows the ladder to the
+/// rungs of that precision). Its minutes and the precision asked for, if any.
+pub fn applies(given_config: bool, overrides: &[Override]) -> Option<(f64, Option<Precision>)> {
+    if given_config {
+        return None;
+    }
+    let minutes = overrides.iter().rev().find(|o| o.key == "train.minutes")?;
+    if overrides.iter().any(|o| o.key == "train.max_iters") {
+        return None; // both given: the config's checks refuse it
+    }
+    if let Some(own) = overrides.iter().find(|o| changes_the_recipe(&o.key)) {
+        crate::note!(
+            "note: {} is given, so the ladder's recipes (configs/ladder/) are not used: configs/default.toml with it is planned for the minutes",
+            crate::cli::escaped(&own.key)
+        );
+        return None;
+    }
+    let dtype = overrides.iter().rev().find(|o| o.key == "train.dtype");
+    let dtype = dtype.and_then(|o| o.value.as_str()?.parse::<Precision>().ok());
+    // Minutes that are no time are refused by the config's checks, before any timing.
+    let value = &minutes.value;
+    let minutes = value.as_float().or(value.as_integer().map(|m| m as f64));
+    minutes
+        .filter(|m| m.is_finite() && *m > 0.0)
+        .map(|m| (m, dtype))
+}
+
+/// Settings that make a recipe of their own: given, the ladder's recipes are not the run's.
+fn changes_the_recipe(key: &str) -> bool {
+    let section = key.split('.').next().unwrap_or(key);
+    ["model", "data", "optimizer", "schedule"].contains(&section) || key == "train.batch_size"
+}
+
+/// The config `train --minutes M` runs where the ladder applies: the rung chosen here (of the
+/// precision `dtype` where one is asked), said with the loss to expect; the default config where
+/// no rung runs here.
+pub fn climb(
+    minutes: f64,
+    dtype: Option<Precision>,
+    device: &Device,
+    kernels: Kernels,
+) -> Result<&'static str> {
+    let choice = choose(minutes, |rung, recorded| match dtype {
+        Some(asked) if asked != recorded.config.train.dtype => Ok(None),
+        _ => time_step(rung, recorded, device, kernels),
+    })?;
+    match choice {
+        Some(choice) => {
+            crate::note!("{}", choice.describe(minutes));
+            Ok(choice.rung.config)
+        }
+        None => {
+            crate::note!(
+                "{} and no config: no recipe of the ladder runs here as its record ran{}: configs/default.toml is planned for the minutes, with no recorded loss to expect",
+                minutes_said(minutes),
+                dtype.map(|d| format!(" in {d}")).unwrap_or_default()
+            );
+            Ok("configs/default.toml")
+        }
+    }
 }
 
 /// Steps timed per rung (their median is its pace), after the steps that warm it up: at least
@@ -199,11 +256,80 @@ const MAX_TIMED_STEPS: usize = 50;
 
 /// The seconds a training step of `rung` takes on `device`: a few steps of a model drawn for the
 /// purpose (the run itself starts afresh). None, with the reason on stderr, where the rung cannot
-/// run here: its corpus is not here or was built otherwise, or it cannot be set up (its memory,
-/// a precision this CPU lacks).
-pub fn time_step(rung: &Rung, device: &Device, kernels: Kernels) -> Result<Option<f64>> {
-    time_step_of(rung, device, kernels)
-        .map_err(|e| anyhow::anyhow!("the ladder's recipe {}: {e}", rung.config))
+/// run here as its record ran: a precision this CPU lacks, a config edited since, a corpus that
+/// is not here, cannot be read as the rung reads it or is not the one it ran on, or a set-up
+/// that fails (its memory).
+pub fn time_step(
+    rung: &Rung,
+    recorded: &Recorded,
+    device: &Device,
+    kernels: Kernels,
+) -> Result<Option<f64>> {
+    match ready(rung, recorded, device, kernels) {
+        Ok(mut s) => Ok(Some(median_step(&mut s)?)),
+        Err(why) => {
+            crate::note!("{}: not here: {why}; a smaller recipe instead", rung.config);
+            Ok(None)
+        }
+    }
+}
+
+/// The rung set up to train here, or why it cannot run as its record ran.
+fn ready(
+    rung: &Rung,
+    recorded: &Recorded,
+    device: &Device,
+    kernels: Kernels,
+) -> Result<Setup, String> {
+    let cfg = RunConfig::load(Path::new(rung.config)).map_err(|e| e.to_string())?;
+    check_precision(cfg.train.dtype, device, kernels).map_err(|e| e.to_string())?;
+    if let Some(why) = rung.edited(&cfg, &recorded.config) {
+        return Err(why);
+    }
+    if let Some(why) = corpus_missing(&cfg) {
+        return Err(why);
+    }
+    let data = &cfg.data;
+    let corpus = Corpus::load_with(&data.corpus, data.kind, data.others())
+        .map_err(|e| format!("its corpus cannot be read as it reads it ({e})"))?;
+    if let Some(why) = other_corpus(&corpus, &recorded.corpus) {
+        return Err(why);
+    }
+    let set_up = || -> Result<Setup> {
+        let tokenizer = CharTokenizer::from_text(&corpus.vocabulary_text())?;
+        let cfg = complete_config(cfg, &corpus, &tokenizer)?;
+        Setup::new(cfg, &corpus, tokenizer, None, (device, kernels))
+    };
+    set_up().map_err(|e| format!("it cannot be set up ({})", crate::cli::one_line(&e)))
+}
+
+impl Rung {
+    /// Why `cfg`, this rung's config as it reads now, is not the recipe its record `ran` (an
+    /// edited rung), naming the settings that differ: None where it is. What the run completed
+    /// from its corpus and the minutes it was planned for are not the recipe's.
+    pub fn edited(&self, cfg: &RunConfig, ran: &RunConfig) -> Option<String> {
+        let filled_in = [
+            "model.vocab_size",
+            "data.kind",
+            "data.header_fields",
+            "train.minutes",
+        ];
+        let changes: Vec<String> = ran
+            .spelled_out()
+            .changes(&cfg.spelled_out())
+            .into_iter()
+            .filter(|c| !filled_in.contains(&c.key.as_str()))
+            .map(|c| c.describe(["recorded", "now"]))
+            .collect();
+        (!changes.is_empty()).then(|| {
+            format!(
+                "{} is not the recipe its record ran ({}), so the record says nothing of it; train it with --config {} --minutes M",
+                self.config,
+                changes.join("; "),
+                self.config
+            )
+        })
+    }
 }
 
 /// Why a rung of `cfg` cannot run here for want of its corpus (data/tang_song.txt is built, not
@@ -219,58 +345,38 @@ fn corpus_missing(cfg: &RunConfig) -> Option<String> {
     })
 }
 
-/// Why the corpus of `cfg` (completed here) is not the one `rung` was measured on: None where its
-/// vocabulary is the same size. (A data/tang_song.txt built before the Song poems in other
-/// characters were left out holds 9,782.)
-fn other_corpus(rung: &Rung, cfg: &RunConfig) -> Option<String> {
-    let (here, there) = (cfg.model.vocab_size, rung.vocab_size);
-    (here != there).then(|| {
-        let corpus = &cfg.data.corpus;
-        let rebuild = crate::data::how_to_build(Path::new(corpus))
+/// Why `corpus` is not the one the rung ran on (its own text, by the fingerprint `ran`): a
+/// corpus built otherwise (or edited) would not give the recorded loss. None where it is.
+fn other_corpus(corpus: &Corpus, ran: &str) -> Option<String> {
+    let here = crate::data::fingerprint(corpus.text().bytes());
+    (here != ran).then(|| {
+        let rebuild = crate::data::how_to_build(Path::new(&corpus.path))
             .map(|how| format!(": move it away and build it again ({how})"))
             .unwrap_or_default();
         format!(
-            "{corpus} and the files read with it hold {here} characters, not the {there} of the corpus it was measured on{rebuild}"
+            "{} is not the corpus it was measured on ({} items here){rebuild}",
+            corpus.path,
+            corpus.items.len()
         )
     })
 }
 
-/// [`time_step`], its errors not yet naming the rung.
-fn time_step_of(rung: &Rung, device: &Device, kernels: Kernels) -> Result<Option<f64>> {
-    let cfg = RunConfig::load(Path::new(rung.config))?;
-    if let Some(why) = corpus_missing(&cfg) {
-        crate::note!("{}: not here: {why}; a smaller recipe instead", rung.config);
-        return Ok(None);
-    }
-    let data = &cfg.data;
-    let corpus = Corpus::load_with(&data.corpus, data.kind, data.others())?;
-    let tokenizer = CharTokenizer::from_text(&corpus.vocabulary_text())?;
-    let cfg = complete_config(cfg, &corpus, &tokenizer)?;
-    if let Some(why) = other_corpus(rung, &cfg) {
-        crate::note!("{}: not here: {why}; a smaller recipe instead", rung.config);
-        return Ok(None);
-    }
-    let mut s = match Setup::new(cfg, &corpus, tokenizer, None, (device, kernels)) {
-        Ok(s) => s,
-        Err(e) => {
-            crate::note!("{}: cannot run here ({e})", rung.config);
-            return Ok(None);
-        }
-    };
+/// The median seconds of a training step of `s`, after its first steps.
+fn median_step(s: &mut Setup) -> Result<f64> {
     let mut p = Progress::new(s.cfg.train.seed);
     for _ in 0..WARM_STEPS {
-        train_step(&mut s, &mut p)?;
+        train_step(s, &mut p)?;
     }
     let mut seconds: Vec<f64> = Vec::new();
     while seconds.len() < TIMED_STEPS
         || (seconds.iter().sum::<f64>() < TIMED_S && seconds.len() < MAX_TIMED_STEPS)
     {
         let start = Instant::now();
-        train_step(&mut s, &mut p)?;
+        train_step(s, &mut p)?;
         seconds.push(start.elapsed().as_secs_f64());
     }
     seconds.sort_by(f64::total_cmp);
-    Ok(Some(seconds[seconds.len() / 2]))
+    Ok(seconds[seconds.len() / 2])
 }
 
 #[cfg(test)]
@@ -291,21 +397,28 @@ mod tests {
     }
 
     #[test]
-    fn a_rung_whose_corpus_was_built_otherwise_is_passed_over_with_the_reason() {
-        let rung = LADDER[5];
-        let mut cfg = RunConfig::load(Path::new(rung.config)).unwrap();
-        cfg.model.vocab_size = rung.vocab_size;
-        assert_eq!(other_corpus(&rung, &cfg), None);
-        cfg.model.vocab_size = 9782;
-        let why = other_corpus(&rung, &cfg).unwrap();
-        assert!(why.contains("hold 9782 characters, not the 6668"), "{why}");
-        assert!(why.contains("move it away and build it again"), "{why}");
+    fn an_edited_rung_is_named_with_what_differs() {
+        let rung = LADDER[3];
+        let ran = rung.recorded().unwrap().config;
+        let cfg = RunConfig::load(Path::new(rung.config)).unwrap();
+        assert_eq!(
+            rung.edited(&cfg, &ran),
+            None,
+            "the shipped rung is its record's"
+        );
+        let mut small = cfg.clone();
+        (small.model.n_layer, small.model.n_embd) = (1, 64);
+        let why = rung.edited(&small, &ran).unwrap();
+        assert!(
+            why.contains("model.n_embd: recorded 256, now 64; model.n_layer: recorded 4, now 1"),
+            "{why}"
+        );
     }
 
-    /// A machine `speed` times as fast as the reference: each rung's step at its reference pace
-    /// divided by `speed`.
-    fn at_speed(speed: f64) -> impl FnMut(&Rung) -> Result<Option<f64>> {
-        move |r: &Rung| Ok(Some(r.step_s / speed))
+    /// The figures of each rung, read once: the pace of a machine `speed` times as fast as the
+    /// reference is each rung's reference pace divided by `speed`.
+    fn at_speed(speed: f64) -> impl FnMut(&Rung, &Recorded) -> Result<Option<f64>> {
+        move |_, r: &Recorded| Ok(Some(r.step_s / speed))
     }
 
     #[test]
@@ -313,53 +426,90 @@ mod tests {
         for (i, rung) in LADDER.iter().enumerate() {
             // The rungs above it cannot run here: of two of the same minutes, the second needs
             // what the first does not.
-            let choice = choose(rung.minutes, |r: &Rung| match LADDER[..=i].contains(r) {
-                true => Ok(Some(r.step_s)),
+            let choice = choose(rung.minutes, |r, recorded| match LADDER[..=i].contains(r) {
+                true => Ok(Some(recorded.step_s)),
                 false => Ok(None),
             })
+            .unwrap()
             .unwrap();
             assert_eq!(choice.rung, *rung);
             assert!(choice.fits);
         }
-        let choice = choose(30.0, at_speed(1.0)).unwrap();
+        let choice = choose(30.0, at_speed(1.0)).unwrap().unwrap();
         assert_eq!(choice.rung.config, "configs/ladder/30min_bf16.toml");
         // Between two rungs: the one below; a little slower than the reference: still its rung,
         // a fifth slower: the one below.
-        assert_eq!(choose(20.0, at_speed(1.0)).unwrap().rung, LADDER[2]);
-        assert_eq!(choose(3.0, at_speed(0.95)).unwrap().rung, LADDER[1]);
-        assert_eq!(choose(3.0, at_speed(0.8)).unwrap().rung, LADDER[0]);
+        let rung = |minutes, speed| choose(minutes, at_speed(speed)).unwrap().unwrap().rung;
+        assert_eq!(rung(20.0, 1.0), LADDER[2]);
+        assert_eq!(rung(3.0, 0.95), LADDER[1]);
+        assert_eq!(rung(3.0, 0.8), LADDER[0]);
     }
 
     #[test]
     fn a_faster_machine_climbs_and_a_slower_one_steps_down() {
-        let choice = choose(10.0, at_speed(3.5)).unwrap();
+        let choice = choose(10.0, at_speed(3.5)).unwrap().unwrap();
         assert_eq!((choice.rung, choice.fits), (LADDER[4], true));
-        let choice = choose(30.0, at_speed(0.5)).unwrap();
+        let choice = choose(30.0, at_speed(0.5)).unwrap().unwrap();
         assert_eq!((choice.rung, choice.fits), (LADDER[2], true));
         // Too slow for any rung: the smallest, said not to fit.
-        let choice = choose(1.0, at_speed(0.5)).unwrap();
+        let choice = choose(1.0, at_speed(0.5)).unwrap().unwrap();
         assert_eq!((choice.rung, choice.fits), (LADDER[0], false));
         assert!(choice
             .describe(1.0)
             .contains("no recipe of the ladder fits"));
+        assert!(choice.describe(1.0).starts_with("1 minute and no config"));
     }
 
     #[test]
-    fn a_rung_that_cannot_run_here_is_passed_over() {
+    fn a_rung_that_cannot_run_here_is_passed_over_and_none_may_run() {
         let mut fast = at_speed(100.0);
-        let choice = choose(30.0, |r: &Rung| match r.minutes >= 30.0 {
+        let choice = choose(30.0, |r, recorded| match r.minutes >= 30.0 {
             true => Ok(None),
-            false => fast(r),
+            false => fast(r, recorded),
         })
+        .unwrap()
         .unwrap();
         assert_eq!(choice.rung, LADDER[2]);
+        // Too slow for any that runs: the smallest of those, not a rung that cannot run.
+        let choice = choose(0.5, |r, recorded| match r.minutes >= 3.0 {
+            true => Ok(Some(recorded.step_s)),
+            false => Ok(None),
+        })
+        .unwrap()
+        .unwrap();
+        assert_eq!((choice.rung, choice.fits), (LADDER[1], false));
+        // None runs here: no choice at all (#78: the smallest was run under its recorded loss).
+        assert_eq!(choose(30.0, |_, _| Ok(None)).unwrap(), None);
     }
 
     #[test]
     fn the_rungs_climb() {
         for pair in LADDER.windows(2) {
+            let (low, high) = (pair[0].recorded().unwrap(), pair[1].recorded().unwrap());
             assert!(pair[0].minutes <= pair[1].minutes, "{pair:?}");
-            assert!(pair[0].loss > pair[1].loss, "{pair:?}");
+            assert!(low.loss > high.loss, "{pair:?}");
         }
+    }
+
+    #[test]
+    fn the_ladder_applies_to_minutes_alone_and_a_precision_narrows_it() {
+        let set = |text: &str| Override::parse(text).unwrap();
+        let minutes = set("train.minutes=30");
+        assert_eq!(applies(false, &[minutes.clone()]), Some((30.0, None)));
+        assert_eq!(
+            applies(true, &[minutes.clone()]),
+            None,
+            "a config of one's own"
+        );
+        let f32 = set("train.dtype=\"f32\"");
+        assert_eq!(
+            applies(false, &[minutes.clone(), f32]),
+            Some((30.0, Some(Precision::F32)))
+        );
+        let own = set("model.n_layer=1");
+        assert_eq!(applies(false, &[minutes.clone(), own]), None);
+        let steps = set("train.max_iters=10");
+        assert_eq!(applies(false, &[minutes, steps]), None);
+        assert_eq!(applies(false, &[set("train.seed=3")]), None, "no minutes");
     }
 }

@@ -8,7 +8,7 @@
 //! before the decay is the peak whatever the step count, so a re-planned run trains exactly as a
 //! run given its final step count would; under the cosine each new plan bends the rest of the curve.
 
-use crate::config::{shown, RunConfig, MAX_ITERS};
+use crate::config::{minutes_said, RunConfig, MAX_ITERS};
 use crate::train::schedule::decay_start;
 
 /// A step count planned for the time left.
@@ -29,14 +29,14 @@ impl Plan {
     pub fn describe(&self, minutes: f64) -> String {
         match self.first {
             true => format!(
-                "planned {} steps for {} minutes: the warm-up ran at {:.3} s a step (evaluations included) \
+                "planned {} steps for {}: the warm-up ran at {:.3} s a step (evaluations included) \
                  and the end (the fit, the last evaluation, the whole validation split) takes {:.0} s; re-planned at \
                  each evaluation until the last stretch of the schedule (saved as max_iters in the run's config.toml)",
-                self.steps, shown(minutes), self.step_s, self.end_s
+                self.steps, minutes_said(minutes), self.step_s, self.end_s
             ),
             false => format!(
-                "re-planned {} steps for {} minutes: the run since its warm-up went at {:.3} s a step",
-                self.steps, shown(minutes), self.step_s
+                "re-planned {} steps for {}: the run since its warm-up went at {:.3} s a step",
+                self.steps, minutes_said(minutes), self.step_s
             ),
         }
     }

@@ -52,8 +52,8 @@ pub(super) fn check_resume(run: &RunDir, cfg: &RunConfig) -> Result<Vec<String>>
     if t.minutes.is_some() && saved.minutes != t.minutes {
         let started = match saved.minutes {
             Some(minutes) => format!(
-                "planned its steps for {} minutes when it started",
-                shown(minutes)
+                "planned its steps for {} when it started",
+                crate::config::minutes_said(minutes)
             ),
             None => "was given its steps when it started".into(),
         };

@@ -2,6 +2,7 @@
 //! evaluation, progress, and the step count planned for `--minutes`. The run it trains is opened
 //! (set up, restored, locked) and saved by [`super::run`].
 
+use crate::config::count;
 use crate::config::{CorpusKind, RunConfig, ScheduleKind};
 use crate::data::{tokenizer::NEWLINE, Split, Splits};
 use crate::files::atomic_write;
@@ -355,9 +356,9 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
     if opts.progress {
         let m = &s.cfg.model;
         crate::note!(
-            "training {} layers × {} heads × {} dims, {} positions, on {} → {}\n{}",
-            m.n_layer,
-            m.n_head,
+            "training {} × {} × {} dims, {} positions, on {} → {}\n{}",
+            count(m.n_layer, "layer"),
+            count(m.n_head, "head"),
             m.n_embd,
             m.position,
             s.cfg.data.corpus,
