@@ -2385,3 +2385,32 @@ fn score_refuses_held_out_poems_of_a_corpus_trained_whole() {
     let (ok, err) = run_bin("score --val on the validation file", SCORE, &args);
     assert!(ok, "{err}");
 }
+
+/// A path or a key holding a line end or a direction-changing character is shown escaped, on
+/// the error's one line (#78: the message was cut at the line end, U+202E printed as it is).
+#[test]
+fn hidden_characters_in_paths_and_keys_are_shown_escaped() {
+    for (case, args, expect) in [
+        (
+            "a config path with a line end",
+            vec!["--config", "configs/a\nb.toml"],
+            r"cannot read config file configs/a\nb.toml: no such file",
+        ),
+        (
+            "a key with U+202E",
+            vec!["--set", "model.n_la\u{202e}yer=3"],
+            r"unknown field `n_la\u{202e}yer`",
+        ),
+        (
+            "a corpus path with a tab",
+            vec!["--config", "configs/tiny.toml", "--corpus", "data/a\tb.txt"],
+            r"cannot read corpus data/a\tb.txt",
+        ),
+    ] {
+        let (ok, stderr) = run_bin(case, TRAIN, &args);
+        assert!(!ok, "{case}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{case}: {stderr}");
+        assert!(stderr.contains(expect), "{case}: {stderr}");
+        assert!(!stderr.contains('\u{202e}'), "{case}: {stderr}");
+    }
+}

@@ -400,6 +400,12 @@ fn bad_training_requests_get_a_json_error_and_start_nothing() {
             "its value holds U+000A",
         ),
         (
+            // Its held-out poems hold the corpus's own (the tiny corpus is every 100th of them).
+            json!({ "config": "tiny", "set": ["data.validation=data/poems.txt"] }),
+            400,
+            "corpus data/tiny.txt holds",
+        ),
+        (
             json!({ "config": "tiny", "max_iters": 7, "set": ["train.minutes=0.05"] }),
             400,
             "both given",

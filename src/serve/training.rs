@@ -569,6 +569,13 @@ fn check_overrides(
     if let Some(decay) = &config.data.decay_corpus {
         check_corpus("data.decay_corpus", decay, root)?;
     }
+    if config.data.validation.is_some() || config.data.decay_corpus.is_some() {
+        // Read now as `train` reads them: a corpus that holds a held-out line, or a decay of
+        // held-out poems alone, is refused before the run starts.
+        let data = &config.data;
+        crate::data::Corpus::load_with(&data.corpus, data.kind, data.others())
+            .map_err(|e| ApiError::bad(e.to_string()))?;
+    }
     // The corpus decides the vocabulary when the run starts; any size checks the rest.
     config.model.vocab_size = config.model.vocab_size.max(1);
     config.validate().map_err(ApiError::bad)?;
