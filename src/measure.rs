@@ -412,7 +412,7 @@ pub fn op_timings(runs: usize, precision: Precision) -> Result<Vec<OpTiming>> {
             ms: time(&|| {
                 let mut slope = x4.clone();
                 let _y = gelu::forward_keeping_slope(&mut slope);
-                gelu::backward_in_place(&slope, &mut dy4.clone());
+                crate::ops::activation::backward_in_place(&slope, &mut dy4.clone());
             }),
             per_step: 4,
             dtype: precision,

@@ -229,6 +229,7 @@ fn set_changes_every_setting() {
     // The names, and the settings that only a kind has (absent from the defaults).
     let names = [
         ("model.position", "\"alibi\""),
+        ("model.activation", "\"relu2\""),
         ("data.corpus", "\"data/ci.txt\""),
         ("data.kind", "\"lines\""),
         ("train.dtype", "\"bf16\""),

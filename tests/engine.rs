@@ -10,7 +10,7 @@ use candle_core::{DType, Device, Tensor};
 use candle_nn::VarMap;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use shige::config::{ModelConfig, Position};
+use shige::config::{Activation, ModelConfig, Position};
 use shige::engine::{self, CpuDecoder};
 use shige::model::{Gpt, Mode};
 use shige::ops::{Kernels, Precision, WeightFormat};
@@ -35,6 +35,8 @@ struct Layout {
     n_embd: usize,
     n_head: usize,
     dropout: f64,
+    /// The MLP's nonlinearity.
+    activation: Activation,
     /// The inputs besides the tokens (`verse::inputs`): the characters' sounds, the positions'
     /// verse places, the rhymes so far.
     inputs: &'static [&'static str],
@@ -65,6 +67,7 @@ impl Layout {
                             n_embd,
                             n_head,
                             dropout: 0.0,
+                            activation: Activation::Gelu,
                             inputs: &[],
                         });
                     }
@@ -77,10 +80,22 @@ impl Layout {
                         n_embd: 32,
                         n_head: 2,
                         dropout: 0.0,
+                        activation: Activation::Gelu,
                         inputs,
                     });
                 }
             }
+            // ReLU² in the MLP, with the default's inputs.
+            all.push(Layout {
+                position,
+                bias: true,
+                tie_weights: true,
+                n_embd: 32,
+                n_head: 2,
+                dropout: 0.0,
+                activation: Activation::Relu2,
+                inputs: &["verse_places"],
+            });
         }
         all
     }
@@ -123,6 +138,7 @@ impl Layout {
             n_embd: self.n_embd,
             n_head: self.n_head,
             dropout: self.dropout,
+            activation: self.activation,
             // Not 1: both sides must apply the scale.
             sinusoidal_scale: 0.5,
             block_size: BLOCK_SIZE,
@@ -286,6 +302,7 @@ fn dropout_in_the_engine_draws_the_candle_graphs_masks() {
                 n_embd: 32,
                 n_head,
                 dropout: 0.2,
+                activation: Activation::Gelu,
                 inputs,
             };
             let case = format!("{layout:?}");
@@ -363,6 +380,7 @@ fn what_the_engine_cannot_run_is_an_error() {
         n_embd: 32,
         n_head: 4,
         dropout: 0.0,
+        activation: Activation::Gelu,
         inputs: &[],
     }
     .model();

@@ -3,7 +3,7 @@
 
 use candle_core::{Device, Tensor, Var};
 use rand::{Rng, SeedableRng};
-use shige::ops::{gelu, layer_norm, linear, softmax, Precision};
+use shige::ops::{activation, gelu, layer_norm, linear, relu2, softmax, Precision};
 
 fn random(shape: &[usize], scale: f32, seed: u64) -> Var {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
@@ -98,6 +98,33 @@ fn fused_causal_softmax_matches_the_reference() {
 }
 
 #[test]
+fn fused_relu2_matches_the_reference() {
+    let x = random(&[3, 5, 40], 4.0, 3);
+    let xs = values(&x);
+    check(
+        "relu2",
+        &[&x],
+        relu2::relu2(&x).unwrap(),
+        relu2::relu2_reference(&x).unwrap(),
+        Some(&|dy| {
+            let mut slope = xs.clone();
+            relu2::forward_keeping_slope(&mut slope);
+            let mut dx = dy.to_vec();
+            activation::backward_in_place(&slope, &mut dx);
+            vec![dx]
+        }),
+    );
+    let mut slope = xs.clone();
+    assert_eq!(
+        relu2::forward_keeping_slope(&mut slope),
+        values(&relu2::relu2(&x).unwrap())
+    );
+    // Against the formula: 0 below zero, x² above.
+    assert_eq!(relu2::relu2_value(-1.5), 0.0);
+    assert_eq!(relu2::relu2_value(3.0), 9.0);
+}
+
+#[test]
 fn fused_gelu_matches_the_reference() {
     let x = random(&[3, 5, 40], 4.0, 2);
     let xs = values(&x);
@@ -110,7 +137,7 @@ fn fused_gelu_matches_the_reference() {
             let mut slope = xs.clone();
             gelu::forward_keeping_slope(&mut slope);
             let mut dx = dy.to_vec();
-            gelu::backward_in_place(&slope, &mut dx);
+            activation::backward_in_place(&slope, &mut dx);
             vec![dx]
         }),
     );

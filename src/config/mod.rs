@@ -28,7 +28,7 @@ mod overrides;
 mod training;
 
 pub use crate::data::CorpusKind;
-pub use model::{ModelConfig, Position};
+pub use model::{Activation, ModelConfig, Position};
 pub use overrides::Override;
 use serde::{Deserialize, Serialize};
 use std::path::Path;

@@ -2,6 +2,7 @@
 //! inputs (what they are is the text's: `verse::inputs` for poems).
 
 use super::{check_count, differences, shown, ConfigError};
+pub use crate::ops::activation::Activation;
 use serde::{Deserialize, Serialize};
 
 /// How the model learns where each character stands.
@@ -85,6 +86,8 @@ pub struct ModelConfig {
     /// training the residual stream is then mostly position. 0.03 puts the table at the
     /// embeddings' scale (docs/experiments.md, section 2).
     pub sinusoidal_scale: f64,
+    /// The MLP's nonlinearity: "gelu" (GPT-2's) or "relu2" (ReLU squared).
+    pub activation: Activation,
     /// The inputs the text gives the model besides its tokens, by name, in the order the model
     /// takes them: `["verse_places", "rhyme_bias", "lead_rhymes"]` in the default (what each one is, and the
     /// names known: `verse::inputs`); empty for a plain GPT.
@@ -106,6 +109,7 @@ impl Default for ModelConfig {
             position: Position::Learned,
             rope_base: 10_000.0,
             sinusoidal_scale: 1.0,
+            activation: Activation::Gelu,
             inputs: Vec::new(),
         }
     }

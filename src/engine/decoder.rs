@@ -24,9 +24,9 @@ use crate::model::inputs::{BiasReader, NextTokenBias, SequenceEmbedding, Sequenc
 use crate::model::layers::Linear;
 use crate::model::position::{PositionEncoding, Rotations};
 use crate::model::Gpt;
+use crate::ops::activation::Activation;
 use crate::ops::attention::alibi_penalty;
 use crate::ops::fast_math::{self, DOT_GROUP};
-use crate::ops::gelu::gelu_value;
 use crate::ops::matvec::{PackedMatrix, WeightFormat};
 use candle_core::{bail, Device, Result, Tensor};
 use rayon::prelude::*;
@@ -96,6 +96,7 @@ struct HeadWeights {
 /// second projection (C × units).
 struct MlpShareWeights {
     fc: PackedLinear,
+    activation: Activation,
     proj: PackedLinear,
 }
 
@@ -133,6 +134,7 @@ impl<'m> BlockWeights<'m> {
                 let units = s * hidden / count..(s + 1) * hidden / count;
                 Ok(MlpShareWeights {
                     fc: PackedLinear::new(&mlp.c_fc, units.clone(), 0..c, true, format)?,
+                    activation: mlp.activation,
                     proj: PackedLinear::new(&mlp.c_proj, 0..c, units, false, format)?,
                 })
             })
@@ -462,13 +464,14 @@ struct HeadShare<'s> {
     out: &'s mut [f32],
 }
 
-/// One share of an MLP for the rows of h (T × C): the GELU of its hidden units and their part
-/// of the second projection, into `out` (T × C).
+/// One share of an MLP for the rows of h (T × C): the activation of its hidden units and their
+/// part of the second projection, into `out` (T × C).
 fn mlp_share(weights: &MlpShareWeights, h: &[f32], out: &mut [f32]) {
     let (units, c) = weights.fc.weight.shape();
     let mut hidden = vec![0f32; h.len() / c * units]; // (T, units)
     weights.fc.forward(h, &mut hidden);
-    hidden.iter_mut().for_each(|v| *v = gelu_value(*v));
+    let activation = weights.activation;
+    hidden.iter_mut().for_each(|v| *v = activation.value(*v));
     weights.proj.weight.product(&hidden, out);
 }
 

@@ -17,7 +17,7 @@ use crate::model::position::{PositionEncoding, Rotations};
 use crate::model::{Gpt, Mode};
 use crate::ops::attention::{self, Heads};
 use crate::ops::lm_head_loss::LogitBias;
-use crate::ops::{gelu, linear, lm_head_loss, scratch, Precision};
+use crate::ops::{activation, linear, lm_head_loss, scratch, Precision};
 use candle_core::{bail, Result, Tensor, TensorId};
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -159,9 +159,10 @@ struct BlockActivations {
     mid: Vec<f32>,
     /// ln_2(mid) (C).
     ln_2: Vec<f32>,
-    /// GELU's slope at the MLP's hidden layer (4C), left by `gelu::forward_keeping_slope`.
-    gelu_slope: Vec<f32>,
-    /// After GELU (4C).
+    /// The activation's slope at the MLP's hidden layer (4C), left by its
+    /// `forward_keeping_slope`.
+    slope: Vec<f32>,
+    /// After the activation (4C).
     act: Vec<f32>,
     /// Dropout's masks: attention weights (B × H × T × T), attention and MLP outputs (C).
     masks: [Option<Vec<f32>>; 3],
@@ -218,8 +219,8 @@ fn block_forward(
     let resid_mask = s.dropout.mask(n * c); // (N, C)
     let mid = residual_forward(&attn.c_proj, &heads, x.clone(), resid_mask.as_deref(), p)?; // (N, C)
     let ln_2 = Norm::new(&block.ln_2)?.forward(&mid); // (N, C)
-    let mut gelu_slope = linear_forward(&mlp.c_fc, &ln_2, p)?; // (N, 4C)
-    let act = gelu::forward_keeping_slope(&mut gelu_slope); // (N, 4C), (N, 4C)
+    let mut slope = linear_forward(&mlp.c_fc, &ln_2, p)?; // (N, 4C)
+    let act = mlp.activation.forward_keeping_slope(&mut slope); // (N, 4C), (N, 4C)
     let mlp_mask = s.dropout.mask(n * c); // (N, C)
     let out = residual_forward(&mlp.c_proj, &act, mid.clone(), mlp_mask.as_deref(), p)?; // (N, C)
     let kept = BlockActivations {
@@ -230,7 +231,7 @@ fn block_forward(
         heads,
         mid,
         ln_2,
-        gelu_slope,
+        slope,
         act,
         masks: [attn_mask, resid_mask, mlp_mask],
     };
@@ -249,10 +250,10 @@ fn block_backward(
     let (attn, mlp) = (&block.attn, &block.mlp);
     let c = attn.n_head * attn.head_dim;
     let [attn_mask, resid_mask, mlp_mask] = &a.masks;
-    // out = mid + dropout(c_proj(gelu(c_fc(ln_2(mid))))).
+    // out = mid + dropout(c_proj(activation(c_fc(ln_2(mid))))).
     let d_mlp = through_dropout(&d_out, mlp_mask.as_deref()); // (N, C)
     let mut d_fc = linear_backward(&mlp.c_proj, &a.act, &d_mlp, grads, s.precision)?; // (N, 4C)
-    gelu::backward_in_place(&a.gelu_slope, &mut d_fc);
+    activation::backward_in_place(&a.slope, &mut d_fc);
     let d_ln_2 = linear_backward(&mlp.c_fc, &a.ln_2, &d_fc, grads, s.precision)?; // (N, C)
     drop(d_mlp);
     let mut d_mid = d_out;

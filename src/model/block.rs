@@ -4,14 +4,16 @@ use crate::config::ModelConfig;
 use crate::model::attention::CausalSelfAttention;
 use crate::model::layers::{Dropout, LayerNorm, Linear, Mode, INIT_STD};
 use crate::model::position::PositionEncoding;
+use crate::ops::activation::Activation;
 use crate::ops::Kernels;
 use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 
-/// The feed-forward network: n_embd → 4·n_embd → GELU (exact, erf) → n_embd.
+/// The feed-forward network: n_embd → 4·n_embd → GELU (exact, erf) or ReLU² → n_embd.
 #[derive(Clone)]
 pub struct Mlp {
     pub(crate) c_fc: Linear,
+    pub(crate) activation: Activation,
     pub(crate) c_proj: Linear,
     dropout: Dropout,
 }
@@ -23,6 +25,7 @@ impl Mlp {
         let residual_std = INIT_STD / (2.0 * cfg.n_layer as f64).sqrt();
         Ok(Mlp {
             c_fc: Linear::new(vb.pp("c_fc"), c, 4 * c, cfg.bias, INIT_STD)?,
+            activation: cfg.activation,
             c_proj: Linear::new(vb.pp("c_proj"), 4 * c, c, cfg.bias, residual_std)?,
             dropout: Dropout::new(cfg.dropout),
         })
@@ -31,10 +34,7 @@ impl Mlp {
     /// x (B, T, C) → (B, T, C) on `kernels`.
     pub fn forward(&self, x: &Tensor, kernels: Kernels, mode: &mut Mode) -> Result<Tensor> {
         let fc = self.c_fc.forward(x, kernels)?; // (B, T, 4C)
-        let h = match kernels {
-            Kernels::Fused => crate::ops::gelu::gelu(&fc)?, // (B, T, 4C)
-            Kernels::Composite => crate::ops::gelu::gelu_reference(&fc)?, // (B, T, 4C)
-        };
+        let h = self.activation.forward(&fc, kernels)?; // (B, T, 4C)
         self.dropout
             .forward(&self.c_proj.forward(&h, kernels)?, mode) // (B, T, C)
     }

@@ -56,14 +56,6 @@ pub(crate) fn values_and_slopes(out: &mut [f32], pre: &mut [f32]) {
     }
 }
 
-/// Turns the output's gradient `g` into the input's, given the slope [`forward_keeping_slope`]
-/// left: g · GELU'(x), element by element.
-pub fn backward_in_place(slope: &[f32], g: &mut [f32]) {
-    g.par_chunks_mut(CHUNK)
-        .zip(slope.par_chunks(CHUNK))
-        .for_each(|(gs, ss)| gs.iter_mut().zip(ss).for_each(|(g, s)| *g *= s));
-}
-
 struct Gelu;
 
 impl CustomOp1 for Gelu {

@@ -7,6 +7,7 @@
 //! the CPU (rows spread over threads with rayon), and the composite reference on other devices
 //! and to differentiate (`Kernels::Composite`, chosen once per model).
 
+pub mod activation;
 pub mod attention;
 pub mod bf16;
 pub(crate) mod cpu_features;
@@ -19,6 +20,7 @@ pub mod lm_head_loss;
 pub(crate) mod matmul;
 pub(crate) mod matmul_f32;
 pub(crate) mod matvec;
+pub mod relu2;
 pub(crate) mod scratch;
 pub(crate) mod small_matmul;
 pub mod softmax;
