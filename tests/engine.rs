@@ -255,6 +255,16 @@ fn the_engine_computes_the_candle_graphs_model_for_every_layout() {
             (step.0, &step.1),
             (reference.0, &reference.1),
         );
+        // The evaluation's loss: the engine's forward pass alone, against the graph's.
+        let (x, y) = batch();
+        let graph = model.clone().with_kernels(Kernels::Composite);
+        let expected = graph.loss(&x, &y, &mut Mode::Eval).unwrap();
+        let expected = expected.to_scalar::<f32>().unwrap() as f64;
+        let loss = engine::loss(&model, (&x, &y)).unwrap();
+        assert!(
+            (loss - expected).abs() < 1e-5 * expected,
+            "{case}: evaluation loss {loss} against the graph's {expected}"
+        );
         let len = decoded_length(layout.position);
         let ids: Vec<u32> = (0..len).map(|i| (i * 5 % VOCAB) as u32).collect();
         check_decoder(&case, &model, WeightFormat::F32, &model, &ids);

@@ -19,4 +19,4 @@ pub(crate) mod team;
 mod weights;
 
 pub use decoder::{CpuDecoder, DecodeState};
-pub use step::{loss_and_gradients, supports, ParamGrads};
+pub use step::{loss, loss_and_gradients, supports, ParamGrads};

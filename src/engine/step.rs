@@ -365,15 +365,9 @@ impl NextTokenBiases {
     }
 }
 
-/// The mean cross-entropy of the batch `x` → `y` (B, T of token ids) and the gradient of every
-/// parameter, for a model [`supports`] accepts, with the matmuls' inputs in `precision`; dropout
-/// as `mode` says (masks drawn as [`Gpt::loss`] draws them).
-pub fn loss_and_gradients(
-    model: &Gpt,
-    (x, y): (&Tensor, &Tensor),
-    precision: Precision,
-    mode: &mut Mode,
-) -> Result<(f64, ParamGrads)> {
+/// A batch's token ids and next tokens, flat (N = B·T), and its sequence length, checked
+/// against the model's vocabulary.
+fn batch_ids(model: &Gpt, (x, y): (&Tensor, &Tensor)) -> Result<(Vec<u32>, Vec<u32>, usize)> {
     if !supports(model) {
         bail!("the CPU engine's training step needs f32 tensors on the CPU and the fused kernels: train this model through autograd")
     }
@@ -382,34 +376,39 @@ pub fn loss_and_gradients(
         x.flatten_all()?.to_vec1::<u32>()?,
         y.flatten_all()?.to_vec1::<u32>()?,
     );
-    let cfg = model.config();
-    let (vocab, c) = (cfg.vocab_size, cfg.n_embd);
+    let vocab = model.config().vocab_size;
     if let Some(&bad) = targets.iter().find(|&&id| id as usize >= vocab) {
         bail!("token id {bad} is outside the vocabulary of {vocab}")
     }
     if targets.len() != ids.len() {
         bail!("{} targets for {} tokens", targets.len(), ids.len())
     }
-    let mut s = Setting {
-        t,
-        precision,
-        position: &model.position,
-        rotations: model.position.rotations(0, t),
-        dropout: Dropout {
-            p: cfg.dropout,
-            mode,
-        },
-    };
-    let mut grads = ParamGrads::new();
-    // Forward.
+    Ok((ids, targets, t))
+}
+
+/// The forward pass up to the final LayerNorm's input, and what the backward pass needs of it.
+struct Forward {
+    /// The residual stream after the last block (N × C).
+    h: Vec<f32>,
+    /// Each block's activations (none when they are not kept).
+    kept: Vec<BlockActivations>,
+    /// The rows each sequence input's positions took (inputs × N).
+    shares: Vec<Vec<Shares>>,
+    /// Dropout's mask on the embeddings (N × C).
+    embed_mask: Option<Vec<f32>>,
+}
+
+/// The embeddings and the blocks over `ids` (N, sequences of `s.t`), each block's activations
+/// kept where `keep` (for the backward pass).
+fn forward(model: &Gpt, ids: &[u32], s: &mut Setting, keep: bool) -> Result<Forward> {
+    let (t, c) = (s.t, model.config().n_embd);
     let table = TokenTable::new(model)?; // (V, C)
-    let mut h = embed((table.get(), c), &model.position, &ids, (0, t))?; // (N, C)
-    let tied_head = table.tied_head(model); // (V, C)
+    let mut h = embed((table.get(), c), &model.position, ids, (0, t))?; // (N, C)
     let shares: Vec<Vec<Shares>> = model
         .inputs
         .sequence
         .iter()
-        .map(|i| i.shares_of(&ids, t))
+        .map(|i| i.shares_of(ids, t))
         .collect(); // (inputs, N)
     for (input, shares) in model.inputs.sequence.iter().zip(&shares) {
         add_sequence_input(input, shares, &mut h)?;
@@ -420,10 +419,82 @@ pub fn loss_and_gradients(
     }
     let mut kept = Vec::with_capacity(model.h.len());
     for block in &model.h {
-        let (out, activations) = block_forward(block, h, &mut s)?; // (N, C)
-        kept.push(activations);
+        let (out, activations) = block_forward(block, h, s)?; // (N, C)
+        if keep {
+            kept.push(activations);
+        }
         h = out;
     }
+    Ok(Forward {
+        h,
+        kept,
+        shares,
+        embed_mask,
+    })
+}
+
+/// The mean cross-entropy of the batch `x` → `y` (B, T of token ids) in evaluation mode (no
+/// dropout), f32: [`loss_and_gradients`]'s forward pass alone, for the evaluations.
+pub fn loss(model: &Gpt, (x, y): (&Tensor, &Tensor)) -> Result<f64> {
+    let (ids, targets, t) = batch_ids(model, (x, y))?;
+    let mut s = Setting {
+        t,
+        precision: Precision::F32,
+        position: &model.position,
+        rotations: model.position.rotations(0, t),
+        dropout: Dropout {
+            p: model.config().dropout,
+            mode: &mut Mode::Eval,
+        },
+    };
+    let f = forward(model, &ids, &mut s, false)?;
+    let h_f = Norm::new(&model.ln_f)?.forward(&f.h); // (N, C)
+    let table = TokenTable::new(model)?; // (V, C)
+    let tied_head = table.tied_head(model); // (V, C)
+    let head = Values::new(&model.lm_head.weight)?;
+    let head_weight = tied_head.as_deref().unwrap_or(head.get()); // (V, C)
+    let biases = NextTokenBiases::read(model, &ids, t)?;
+    let c = model.config().n_embd;
+    let (loss, _, _) = lm_head_loss::biased_loss_and_gradients(
+        (&h_f, head_weight, biases.as_logit_bias().as_ref()),
+        &targets,
+        c,
+        false,
+        Precision::F32,
+    );
+    Ok(loss)
+}
+
+/// The mean cross-entropy of the batch `x` → `y` (B, T of token ids) and the gradient of every
+/// parameter, for a model [`supports`] accepts, with the matmuls' inputs in `precision`; dropout
+/// as `mode` says (masks drawn as [`Gpt::loss`] draws them).
+pub fn loss_and_gradients(
+    model: &Gpt,
+    (x, y): (&Tensor, &Tensor),
+    precision: Precision,
+    mode: &mut Mode,
+) -> Result<(f64, ParamGrads)> {
+    let (ids, targets, t) = batch_ids(model, (x, y))?;
+    let c = model.config().n_embd;
+    let mut s = Setting {
+        t,
+        precision,
+        position: &model.position,
+        rotations: model.position.rotations(0, t),
+        dropout: Dropout {
+            p: model.config().dropout,
+            mode,
+        },
+    };
+    let mut grads = ParamGrads::new();
+    let table = TokenTable::new(model)?; // (V, C)
+    let tied_head = table.tied_head(model); // (V, C)
+    let Forward {
+        h,
+        kept,
+        shares,
+        embed_mask,
+    } = forward(model, &ids, &mut s, true)?;
     let h_f = Norm::new(&model.ln_f)?.forward(&h); // (N, C)
     let head = Values::new(&model.lm_head.weight)?;
     let head_weight = tied_head.as_deref().unwrap_or(head.get()); // (V, C)

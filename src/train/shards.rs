@@ -170,6 +170,9 @@ impl Shards {
     /// The mean cross-entropy of the batch `x` → `y` (B, T), without dropout.
     pub fn loss(&self, model: &Gpt, x: &Tensor, y: &Tensor) -> Result<f64> {
         let loss = |x: &Tensor, y: &Tensor| -> Result<f64> {
+            if engine::supports(model) {
+                return Ok(engine::loss(model, (x, y))?);
+            }
             Ok(model.loss(x, y, &mut Mode::Eval)?.to_scalar::<f32>()? as f64)
         };
         if self.whole {
