@@ -288,6 +288,35 @@ impl Corpus {
         parts.join(";")
     }
 
+    /// The first text whose fingerprint differs from `saved` (fingerprints as
+    /// [`Corpus::fingerprints`] writes them): its key and its file. None where every text is as
+    /// saved.
+    pub fn changed_text(&self, saved: &str) -> Option<(&'static str, String)> {
+        let print = |texts: &str, key: &str| {
+            texts.split(';').find_map(|part| {
+                part.strip_prefix(key)?
+                    .strip_prefix('=')
+                    .map(str::to_string)
+            })
+        };
+        let now = self.fingerprints();
+        let files = [
+            ("data.corpus", Some(self.path.clone())),
+            (
+                "data.validation",
+                self.held_out.as_ref().map(|h| h.path.clone()),
+            ),
+            (
+                "data.decay_corpus",
+                self.decay.as_ref().map(|d| d.path.clone()),
+            ),
+        ];
+        files.into_iter().find_map(|(key, path)| {
+            let differs = print(saved, key) != print(&now, key);
+            differs.then(|| (key, path.unwrap_or_else(|| "(none given)".into())))
+        })
+    }
+
     /// (train, val) items: every `VAL_EVERY`-th item (the last of each group) goes to
     /// validation. Running text is one item: see [`Corpus::split_text`]. (A corpus measured on
     /// another file's text, [`Corpus::with_others`], trains every item: `split_text` says so.)

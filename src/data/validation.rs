@@ -290,6 +290,37 @@ pub(crate) mod tests {
         assert_eq!(short, ["黄河之水天上来"]);
     }
 
+    #[test]
+    fn the_text_that_changed_is_named_by_its_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let poems: Vec<String> = (0..2 * VAL_EVERY as u32).map(poem_of).collect();
+        let validation = write(dir.path(), "val.txt", &poems);
+        let corpus_path = write(
+            dir.path(),
+            "corpus.txt",
+            &(100..130).map(poem_of).collect::<Vec<_>>(),
+        );
+        let others = Others {
+            validation: Some(&validation),
+            decay: Some(&validation),
+        };
+        let load = || Corpus::load_with(&corpus_path, CorpusKind::Auto, others).unwrap();
+        let saved = load().fingerprints();
+        assert_eq!(load().changed_text(&saved), None);
+        let mut swapped = poems.clone();
+        swapped.swap(0, VAL_EVERY - 1); // another poem held out
+        write(dir.path(), "val.txt", &swapped);
+        assert_eq!(
+            load().changed_text(&saved),
+            Some(("data.validation", validation.clone()))
+        );
+        // A fingerprint saved without the file: the file is new.
+        assert_eq!(
+            load().changed_text("data.corpus=0"),
+            Some(("data.corpus", corpus_path.clone()))
+        );
+    }
+
     /// `n` lines of running text, the `i`th naming `i` (each longer than SHORTEST_TEXT_LINE),
     /// each speech after a speaker's name and a blank line.
     fn prose(from: usize, n: usize) -> String {

@@ -68,8 +68,9 @@ pub struct Recorded {
     /// The seconds a training step of it took, timed as [`time_step`] times it (without the
     /// evaluations, which the run's minutes held too).
     pub step_s: f64,
-    /// The fingerprint of its corpus's own text (the files read with it apart).
-    pub corpus: String,
+    /// The fingerprints of the texts it read (`data::Corpus::fingerprints`): its corpus, and
+    /// the held-out text and the decay's where other files gave them.
+    pub texts: String,
     /// The config it ran, as the run completed it.
     pub config: RunConfig,
 }
@@ -90,9 +91,9 @@ impl Rung {
                     "summary.val_loss_whole",
                 )?,
                 step_s: number(&record["ladder"]["step_s"], "ladder.step_s")?,
-                corpus: record["ladder"]["corpus_fingerprint"]
+                texts: record["ladder"]["text_fingerprints"]
                     .as_str()
-                    .context("no ladder.corpus_fingerprint")?
+                    .context("no ladder.text_fingerprints")?
                     .to_string(),
                 config: serde_json::from_value(record["config"].clone())?,
             })
@@ -111,43 +112,48 @@ impl Rung {
 /// timings of a rung vary by about this much (and the rung below ends far higher).
 pub const TOLERANCE: f64 = 0.1;
 
-/// The rung chosen for a budget, and why.
+/// A rung timed here.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Choice {
     pub rung: Rung,
     pub recorded: Recorded,
     /// Seconds a step of it took here.
     pub step_s: f64,
-    /// Whether its steps fit in the minutes (false: no rung does, and the smallest that runs
-    /// here is planned for fewer steps).
-    pub fits: bool,
+}
+
+/// What the ladder offers for a budget here.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// The largest rung whose steps fit.
+    Fits(Choice),
+    /// No rung fits: the smallest that runs here, which does not.
+    TooSlow(Choice),
+    /// No rung runs here as its record ran.
+    NoneRuns,
 }
 
 impl Choice {
-    /// The line `train` prints: the recipe, why, and the loss to expect.
-    pub fn describe(&self, minutes: f64) -> String {
+    /// Its pace here, and what its steps take here.
+    fn pace(&self) -> String {
         let (r, recorded, s) = (&self.rung, &self.recorded, self.step_s);
-        let pace = format!(
+        format!(
             "{s:.3} s a step here, {:.3} s on the reference machine: its {} steps take about {:.1} minutes here",
             recorded.step_s,
             recorded.steps,
             r.minutes_at(recorded, s)
-        );
-        let (why, expect) = match self.fits {
-            true => (
-                "the largest recipe of the ladder whose steps fit",
-                "expect about that, lower where this machine plans more steps",
-            ),
-            false => (
-                "no recipe of the ladder fits: the smallest that runs here, planned for fewer steps",
-                "expect a higher loss in fewer steps",
-            ),
-        };
+        )
+    }
+
+    /// The line `train` prints where the rung fits: the recipe, why, and the loss to expect.
+    pub fn describe(&self, minutes: f64) -> String {
+        let (r, recorded) = (&self.rung, &self.recorded);
         format!(
-            "{} and no config: {} ({why}; {pace}); on the reference machine ({REFERENCE}) it \
-             ended at whole-split {:.4} in {} ({}): {expect}",
+            "{} and no config: {} (the largest recipe of the ladder whose steps fit; {}); on the reference machine \
+             ({REFERENCE}) it ended at whole-split {:.4} in {} ({}): expect about that, lower where this machine \
+             plans more steps",
             minutes_said(minutes),
             r.config,
+            self.pace(),
             recorded.loss,
             minutes_said(r.minutes),
             r.record
@@ -155,13 +161,40 @@ impl Choice {
     }
 }
 
+impl Outcome {
+    /// The config `train --minutes` runs, and the line it prints about it.
+    pub fn config_and_line(&self, minutes: f64) -> (&'static str, String) {
+        let default =
+            "configs/default.toml is planned for the minutes, with no recorded loss to expect";
+        match self {
+            Outcome::Fits(choice) => (choice.rung.config, choice.describe(minutes)),
+            Outcome::TooSlow(smallest) => (
+                "configs/default.toml",
+                format!(
+                    "{} and no config: no recipe of the ladder fits here (the smallest that runs here, {}: {}): {default}",
+                    minutes_said(minutes),
+                    smallest.rung.config,
+                    smallest.pace()
+                ),
+            ),
+            Outcome::NoneRuns => (
+                "configs/default.toml",
+                format!(
+                    "{} and no config: no recipe of the ladder runs here as its record ran: {default}",
+                    minutes_said(minutes)
+                ),
+            ),
+        }
+    }
+}
+
 /// The largest rung whose steps take at most `minutes` (and [`TOLERANCE`]) at the pace
 /// `step_seconds` finds (None: the rung cannot run here), trying the largest first; else the
-/// smallest rung that runs here, said not to fit; None where no rung runs here.
+/// smallest that runs here, which does not fit; or none.
 pub fn choose(
     minutes: f64,
     mut step_seconds: impl FnMut(&Rung, &Recorded) -> Result<Option<f64>>,
-) -> Result<Option<Choice>> {
+) -> Result<Outcome> {
     let mut smallest = None;
     for rung in LADDER.iter().rev() {
         let recorded = rung.recorded()?;
@@ -173,14 +206,13 @@ pub fn choose(
             rung: *rung,
             recorded,
             step_s,
-            fits,
         };
         if fits {
-            return Ok(Some(choice));
+            return Ok(Outcome::Fits(choice));
         }
         smallest = Some(choice);
     }
-    Ok(smallest)
+    Ok(smallest.map_or(Outcome::NoneRuns, Outcome::TooSlow))
 }
 
 /// When the ladder applies: `train --minutes M` with no config, run to resume or to fine-tune,
@@ -226,24 +258,13 @@ pub fn climb(
     device: &Device,
     kernels: Kernels,
 ) -> Result<&'static str> {
-    let choice = choose(minutes, |rung, recorded| match dtype {
+    let outcome = choose(minutes, |rung, recorded| match dtype {
         Some(asked) if asked != recorded.config.train.dtype => Ok(None),
         _ => time_step(rung, recorded, device, kernels),
     })?;
-    match choice {
-        Some(choice) => {
-            crate::note!("{}", choice.describe(minutes));
-            Ok(choice.rung.config)
-        }
-        None => {
-            crate::note!(
-                "{} and no config: no recipe of the ladder runs here as its record ran{}: configs/default.toml is planned for the minutes, with no recorded loss to expect",
-                minutes_said(minutes),
-                dtype.map(|d| format!(" in {d}")).unwrap_or_default()
-            );
-            Ok("configs/default.toml")
-        }
-    }
+    let (config, line) = outcome.config_and_line(minutes);
+    crate::note!("{line}");
+    Ok(config)
 }
 
 /// Steps timed per rung (their median is its pace), after the steps that warm it up: at least
@@ -292,7 +313,7 @@ fn ready(
     let data = &cfg.data;
     let corpus = Corpus::load_with(&data.corpus, data.kind, data.others())
         .map_err(|e| format!("its corpus cannot be read as it reads it ({e})"))?;
-    if let Some(why) = other_corpus(&corpus, &recorded.corpus) {
+    if let Some(why) = other_text(&corpus, &recorded.texts) {
         return Err(why);
     }
     let set_up = || -> Result<Setup> {
@@ -345,20 +366,17 @@ fn corpus_missing(cfg: &RunConfig) -> Option<String> {
     })
 }
 
-/// Why `corpus` is not the one the rung ran on (its own text, by the fingerprint `ran`): a
-/// corpus built otherwise (or edited) would not give the recorded loss. None where it is.
-fn other_corpus(corpus: &Corpus, ran: &str) -> Option<String> {
-    let here = crate::data::fingerprint(corpus.text().bytes());
-    (here != ran).then(|| {
-        let rebuild = crate::data::how_to_build(Path::new(&corpus.path))
-            .map(|how| format!(": move it away and build it again ({how})"))
-            .unwrap_or_default();
-        format!(
-            "{} is not the corpus it was measured on ({} items here){rebuild}",
-            corpus.path,
-            corpus.items.len()
-        )
-    })
+/// Why the texts of `corpus` are not those the rung ran on (their fingerprints `ran`): a corpus
+/// built otherwise (or edited), or a changed validation or decay file, would not give the
+/// recorded loss. None where they are.
+fn other_text(corpus: &Corpus, ran: &str) -> Option<String> {
+    let (key, path) = corpus.changed_text(ran)?;
+    let rebuild = crate::data::how_to_build(Path::new(&path))
+        .map(|how| format!(": move it away and build it again ({how})"))
+        .unwrap_or_default();
+    Some(format!(
+        "{path} ({key}) is not the text it was measured on{rebuild}"
+    ))
 }
 
 /// The median seconds of a training step of `s`, after its first steps.
@@ -421,25 +439,29 @@ mod tests {
         move |_, r: &Recorded| Ok(Some(r.step_s / speed))
     }
 
+    /// The rung that fits, or what else the ladder says.
+    fn fitting(outcome: Outcome) -> Rung {
+        match outcome {
+            Outcome::Fits(choice) => choice.rung,
+            other => panic!("no rung fits: {other:?}"),
+        }
+    }
+
     #[test]
     fn the_reference_machine_gets_the_rung_of_its_minutes() {
         for (i, rung) in LADDER.iter().enumerate() {
             // The rungs above it cannot run here: of two of the same minutes, the second needs
             // what the first does not.
-            let choice = choose(rung.minutes, |r, recorded| match LADDER[..=i].contains(r) {
+            let outcome = choose(rung.minutes, |r, recorded| match LADDER[..=i].contains(r) {
                 true => Ok(Some(recorded.step_s)),
                 false => Ok(None),
-            })
-            .unwrap()
-            .unwrap();
-            assert_eq!(choice.rung, *rung);
-            assert!(choice.fits);
+            });
+            assert_eq!(fitting(outcome.unwrap()), *rung);
         }
-        let choice = choose(30.0, at_speed(1.0)).unwrap().unwrap();
-        assert_eq!(choice.rung.config, "configs/ladder/30min_bf16.toml");
+        let rung = |minutes, speed| fitting(choose(minutes, at_speed(speed)).unwrap());
+        assert_eq!(rung(30.0, 1.0).config, "configs/ladder/30min_bf16.toml");
         // Between two rungs: the one below; a little slower than the reference: still its rung,
         // a fifth slower: the one below.
-        let rung = |minutes, speed| choose(minutes, at_speed(speed)).unwrap().unwrap().rung;
         assert_eq!(rung(20.0, 1.0), LADDER[2]);
         assert_eq!(rung(3.0, 0.95), LADDER[1]);
         assert_eq!(rung(3.0, 0.8), LADDER[0]);
@@ -447,39 +469,45 @@ mod tests {
 
     #[test]
     fn a_faster_machine_climbs_and_a_slower_one_steps_down() {
-        let choice = choose(10.0, at_speed(3.5)).unwrap().unwrap();
-        assert_eq!((choice.rung, choice.fits), (LADDER[4], true));
-        let choice = choose(30.0, at_speed(0.5)).unwrap().unwrap();
-        assert_eq!((choice.rung, choice.fits), (LADDER[2], true));
-        // Too slow for any rung: the smallest, said not to fit.
-        let choice = choose(1.0, at_speed(0.5)).unwrap().unwrap();
-        assert_eq!((choice.rung, choice.fits), (LADDER[0], false));
-        assert!(choice
-            .describe(1.0)
-            .contains("no recipe of the ladder fits"));
-        assert!(choice.describe(1.0).starts_with("1 minute and no config"));
+        assert_eq!(fitting(choose(10.0, at_speed(3.5)).unwrap()), LADDER[4]);
+        assert_eq!(fitting(choose(30.0, at_speed(0.5)).unwrap()), LADDER[2]);
+        // Too slow for any rung: the default config, planned for the minutes, no loss promised.
+        let outcome = choose(1.0, at_speed(0.5)).unwrap();
+        assert!(
+            matches!(&outcome, Outcome::TooSlow(c) if c.rung == LADDER[0]),
+            "{outcome:?}"
+        );
+        let (config, line) = outcome.config_and_line(1.0);
+        assert_eq!(config, "configs/default.toml");
+        assert!(
+            line.starts_with("1 minute and no config: no recipe of the ladder fits here"),
+            "{line}"
+        );
+        assert!(!line.contains("whole-split"), "{line}");
     }
 
     #[test]
     fn a_rung_that_cannot_run_here_is_passed_over_and_none_may_run() {
         let mut fast = at_speed(100.0);
-        let choice = choose(30.0, |r, recorded| match r.minutes >= 30.0 {
+        let outcome = choose(30.0, |r, recorded| match r.minutes >= 30.0 {
             true => Ok(None),
             false => fast(r, recorded),
-        })
-        .unwrap()
-        .unwrap();
-        assert_eq!(choice.rung, LADDER[2]);
-        // Too slow for any that runs: the smallest of those, not a rung that cannot run.
-        let choice = choose(0.5, |r, recorded| match r.minutes >= 3.0 {
+        });
+        assert_eq!(fitting(outcome.unwrap()), LADDER[2]);
+        // Too slow for any that runs: the smallest of those is named, and not run.
+        let outcome = choose(0.5, |r, recorded| match r.minutes >= 3.0 {
             true => Ok(Some(recorded.step_s)),
             false => Ok(None),
         })
-        .unwrap()
         .unwrap();
-        assert_eq!((choice.rung, choice.fits), (LADDER[1], false));
-        // None runs here: no choice at all (#78: the smallest was run under its recorded loss).
-        assert_eq!(choose(30.0, |_, _| Ok(None)).unwrap(), None);
+        assert!(
+            matches!(&outcome, Outcome::TooSlow(c) if c.rung == LADDER[1]),
+            "{outcome:?}"
+        );
+        // None runs here (#78: the smallest was run under its recorded loss).
+        let outcome = choose(30.0, |_, _| Ok(None)).unwrap();
+        assert_eq!(outcome, Outcome::NoneRuns);
+        assert_eq!(outcome.config_and_line(30.0).0, "configs/default.toml");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! named), and the checkpoint it continues, loaded into the run's model and optimiser.
 
 use crate::config::{shown, RunConfig};
+use crate::data::Corpus;
 use crate::train::checkpoint::load_params;
 use crate::train::metrics::{read_metrics, read_samples};
 use crate::train::run_dir::{RunDir, CONFIG_FILE, METRICS_FILE, SAMPLES_FILE, STATE_FILE};
@@ -182,7 +183,7 @@ fn schedule_named(s: &crate::config::ScheduleConfig) -> String {
 /// The progress of the checkpoint a resume continues in `run`, whose weights and moments it loads
 /// into the model and optimiser of `s`: refused where they are not finite, or where the corpus is
 /// not the one the run was trained on.
-pub(super) fn restore(run: &RunDir, s: &mut Setup) -> Result<Progress> {
+pub(super) fn restore(run: &RunDir, s: &mut Setup, corpus: &Corpus) -> Result<Progress> {
     let mut p = Progress::new(s.cfg.train.seed);
     let path = run.file(STATE_FILE);
     let (tensors, metadata) = read_safetensors(&path)?;
@@ -195,11 +196,11 @@ pub(super) fn restore(run: &RunDir, s: &mut Setup) -> Result<Progress> {
     )?;
     let saved = SavedState::from_metadata(&metadata, &path)?;
     // Checkpoints of earlier versions have no fingerprint of their corpus.
-    if let Some(corpus) = &saved.corpus {
-        if *corpus != s.corpus {
+    if let Some(whole) = &saved.corpus {
+        if *whole != s.corpus {
             bail!(
                 "{}: resume with the files the run started on, or start a new run with --out",
-                changed_text(&s.cfg.data, saved.texts.as_deref(), &s.texts)
+                changed_text(corpus, saved.texts.as_deref())
             );
         }
     }
@@ -227,38 +228,36 @@ pub(super) fn restore(run: &RunDir, s: &mut Setup) -> Result<Progress> {
     Ok(p)
 }
 
-/// What changed of the texts `data` names, from the fingerprints of each (`saved` where the
-/// checkpoint has them, `now`): the file whose text changed.
-fn changed_text(data: &crate::config::DataConfig, saved: Option<&str>, now: &str) -> String {
-    let print = |texts: &str, key: &str| {
-        texts.split(';').find_map(|part| {
-            part.strip_prefix(key)?
-                .strip_prefix('=')
-                .map(str::to_string)
-        })
-    };
-    let files = [
-        ("data.corpus", Some(&data.corpus), "the corpus this run was trained on (its poems or their order changed), so other poems would be held out for validation and the old ones trained on"),
-        ("data.validation", data.validation.as_ref(), "the file this run was measured on (its held-out text changed), so its curve would not go on from where it stood"),
-        ("data.decay_corpus", data.decay_corpus.as_ref(), "the file this run's decay was trained on (its text changed)"),
-    ];
-    let named: Vec<(&str, &String, &str)> = files
-        .into_iter()
-        .filter_map(|(key, path, what)| Some((key, path?, what)))
-        .collect();
-    if let Some(saved) = saved {
-        if let Some((key, path, what)) = named
-            .iter()
-            .find(|(key, ..)| print(saved, key) != print(now, key))
-        {
-            return format!("{path} ({key}) is not {what}");
-        }
+/// What changed of the texts of `corpus` since a checkpoint that saved their fingerprints
+/// (`saved`; checkpoints of earlier versions saved only the whole one): the file whose text did.
+fn changed_text(corpus: &Corpus, saved: Option<&str>) -> String {
+    let what = |key: &str| {
+        match key {
+        "data.validation" => "the file this run was measured on (its held-out text changed), so its curve would not go on from where it stood",
+        "data.decay_corpus" => "the file this run's decay was trained on (its text changed)",
+        _ => "the corpus this run was trained on (its poems or their order changed), so other poems would be held out for validation and the old ones trained on",
     }
-    match named.as_slice() {
-        [(_, corpus, what)] => format!("{corpus} is not {what}"),
-        _ => format!(
-            "the text of {} is not the one this run was trained and measured on (one of them changed)",
-            named.iter().map(|(key, path, _)| format!("{path} ({key})")).collect::<Vec<_>>().join(", ")
+    };
+    if let Some((key, path)) = saved.and_then(|saved| corpus.changed_text(saved)) {
+        return match key {
+            "data.corpus" => format!("{path} is not {}", what(key)),
+            _ => format!("{path} ({key}) is not {}", what(key)),
+        };
+    }
+    let others: Vec<String> = [
+        &corpus.held_out.as_ref().map(|h| h.path.clone()),
+        &corpus.decay.as_ref().map(|d| d.path.clone()),
+    ]
+    .into_iter()
+    .flatten()
+    .cloned()
+    .collect();
+    match others.is_empty() {
+        true => format!("{} is not {}", corpus.path, what("data.corpus")),
+        false => format!(
+            "the text of {} or of a file read with it ({}) is not the one this run was trained and measured on",
+            corpus.path,
+            others.join(", ")
         ),
     }
 }

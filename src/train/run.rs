@@ -140,7 +140,7 @@ fn set_up(opts: &TrainOptions) -> Result<(Setup, Progress, Vec<String>)> {
     }
     let mut s = s;
     let p = match opts.resume {
-        true => restore(run, &mut s)?,
+        true => restore(run, &mut s, &corpus)?,
         false => Progress::new(s.cfg.train.seed),
     };
     check_steps_left(&run.path, p.step, s.cfg.train.max_iters)?;
