@@ -400,3 +400,13 @@ fn the_larger_corpus_asks_for_the_package_and_opencc() {
         "nothing written"
     );
 }
+
+#[test]
+fn the_share_of_unseen_characters_counts_characters_not_kinds() {
+    use shige::data::unseen_share;
+    assert_eq!(unseen_share("白日依山尽", "白日依山尽"), 0.0);
+    // Two of the five characters unseen, spaces and line ends apart.
+    assert!((unseen_share("白日 a\nb 山", "白日山") - 0.4).abs() < 1e-12);
+    assert_eq!(unseen_share("", "x"), 0.0);
+    assert_eq!(unseen_share("abc", ""), 1.0);
+}

@@ -136,9 +136,14 @@ impl Corpus {
         let corpus = Corpus { held_out, ..self };
         let decay = match others.decay {
             Some(decay) => {
-                let (_, held_text) = corpus.split_text();
-                let kind = corpus.held_out.as_ref().map_or(corpus.kind, |h| h.kind);
-                Some(DecayText::load(decay, &HeldLines::new(&held_text, kind))?)
+                let held = match &corpus.held_out {
+                    Some(held) => held.lines(),
+                    None => {
+                        let (trained, held) = corpus.split_text();
+                        HeldLines::new(&held, corpus.kind, &trained)
+                    }
+                };
+                Some(DecayText::load(decay, &held)?)
             }
             None => None,
         };

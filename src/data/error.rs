@@ -67,7 +67,7 @@ pub enum DataError {
         needed: usize,
     },
     /// A corpus holds poems of the held-out text it is to be measured on.
-    #[error("corpus {corpus} holds {items} item{} that share{} a line with the held-out text of {validation} (the first: \"{example}\"): a run would be measured on what it trained on; leave them out of the corpus (prepare_data --song does), or measure it on its own split (no data.validation)", if *.items == 1 { "" } else { "s" }, if *.items == 1 { "s" } else { "" })]
+    #[error("corpus {corpus} holds {items} item{} that share{} a line with the held-out text of {validation} (the first: \"{example}\"): a run would be measured on what it trained on; leave those items out of the corpus, or measure it on its own split (leave data.validation out)", if *.items == 1 { "" } else { "s" }, if *.items == 1 { "s" } else { "" })]
     Leak {
         /// The corpus file.
         corpus: String,

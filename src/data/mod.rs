@@ -38,3 +38,16 @@ pub fn fingerprint(bytes: impl IntoIterator<Item = u8>) -> String {
     }
     format!("{hash:016x}")
 }
+
+/// The share of the characters of `text` (line ends and spaces apart) that `seen` never holds.
+pub fn unseen_share(text: &str, seen: &str) -> f64 {
+    let known: std::collections::HashSet<char> = seen.chars().collect();
+    let counted = text.chars().filter(|c| !c.is_whitespace());
+    let (total, unseen) = counted.fold((0usize, 0usize), |(t, u), c| {
+        (t + 1, u + usize::from(!known.contains(&c)))
+    });
+    match total {
+        0 => 0.0,
+        _ => unseen as f64 / total as f64,
+    }
+}

@@ -6,8 +6,9 @@
 //! Tang last), its items that share a line with the held-out text left out.
 //!
 //! What a line is depends on the held-out text's kind: in verse and lines, a sentence (between
-//! ，。？！；) of [`SHORTEST_LINE`] characters or more; in running text, a whole line of
-//! [`SHORTEST_TEXT_LINE`] or more (a speaker's name or a common word recurs without a leak).
+//! ，。？！； and line ends) of [`SHORTEST_LINE`] characters or more; in running text, a whole
+//! line of [`SHORTEST_TEXT_LINE`] or more that the file's own training text does not hold too (a
+//! speaker's name, "Exeunt.", recur without a leak).
 
 use crate::data::corpus::{text_lines, Corpus, CorpusKind};
 use crate::data::error::DataError;
@@ -19,8 +20,8 @@ use std::path::Path;
 /// poems).
 pub const SHORTEST_LINE: usize = 4;
 
-/// Lines of running text shorter than this are not compared ("First Citizen:", "Exeunt").
-pub const SHORTEST_TEXT_LINE: usize = 32;
+/// Lines of running text shorter than this are not compared ("O, no!").
+pub const SHORTEST_TEXT_LINE: usize = 8;
 
 /// The files a corpus is read with besides itself: the held-out text it is measured on, what its
 /// decay trains on (a run's `[data] validation` and `decay_corpus`).
@@ -31,25 +32,29 @@ pub struct Others<'a> {
 }
 
 /// The lines of a held-out text, to find them in other text.
-pub struct HeldLines<'a> {
+pub struct HeldLines {
     /// The held-out text's kind, which says what a line is.
     kind: CorpusKind,
-    lines: HashSet<&'a str>,
+    lines: HashSet<String>,
 }
 
-impl<'a> HeldLines<'a> {
-    /// The lines of `text`, held-out text of the kind `kind`.
-    pub fn new(text: &'a str, kind: CorpusKind) -> Self {
-        HeldLines {
-            kind,
-            lines: lines_of(text, kind).collect(),
+impl HeldLines {
+    /// The lines of `text`, held-out text of the kind `kind`; in running text, those that
+    /// `trained`, the training text of the same file, does not hold too.
+    pub fn new(text: &str, kind: CorpusKind, trained: &str) -> Self {
+        let mut lines: HashSet<String> = lines_of(text, kind).map(String::from).collect();
+        if kind == CorpusKind::Text {
+            for line in lines_of(trained, kind) {
+                lines.remove(line);
+            }
         }
+        HeldLines { kind, lines }
     }
 
     /// The first line of `item` that the held-out text holds, if any (read as the held-out
     /// text's lines are).
     pub fn first_shared<'b>(&self, item: &'b str) -> Option<&'b str> {
-        lines_of(item, self.kind).find(|line| self.lines.contains(line))
+        lines_of(item, self.kind).find(|line| self.lines.contains(*line))
     }
 
     /// Whether `item` holds a line of the held-out text.
@@ -141,8 +146,13 @@ impl HeldOut {
     }
 
     /// Its lines, to find them in other text.
-    pub fn lines(&self) -> HeldLines<'_> {
-        HeldLines::new(&self.text, self.kind)
+    pub fn lines(&self) -> HeldLines {
+        HeldLines::new(&self.text, self.kind, self.trained())
+    }
+
+    /// The file's text before its held-out text (what its own split would train on).
+    pub fn trained(&self) -> &str {
+        self.whole.strip_suffix(self.text.as_str()).unwrap_or("")
     }
 
     /// Refuses a corpus that holds a line of the held-out text: its poems, and any poem that
@@ -166,9 +176,9 @@ impl HeldOut {
 }
 
 /// The lines of a text's items, their headers left out, as held-out text of the kind `kind`
-/// reads them: for verse and lines, the runs of characters between ，。？！；, line ends and
-/// spaces, of at least [`SHORTEST_LINE`] characters; for running text its lines, trimmed, of at
-/// least [`SHORTEST_TEXT_LINE`].
+/// reads them: for verse and lines, the runs of characters between ，。？！； and line ends, of
+/// at least [`SHORTEST_LINE`] characters (a line of English is one); for running text its lines,
+/// trimmed, of at least [`SHORTEST_TEXT_LINE`].
 pub fn lines_of(text: &str, kind: CorpusKind) -> Box<dyn Iterator<Item = &str> + '_> {
     match kind {
         CorpusKind::Text => Box::new(
@@ -178,7 +188,7 @@ pub fn lines_of(text: &str, kind: CorpusKind) -> Box<dyn Iterator<Item = &str> +
         ),
         _ => Box::new(text_lines(text).flat_map(|item| {
             without_header(item)
-                .split(|c: char| "，。？！；".contains(c) || c.is_whitespace())
+                .split(|c: char| "，。？！；".contains(c))
                 .filter(|line| line.chars().count() >= SHORTEST_LINE)
         })),
     }
@@ -373,5 +383,60 @@ pub(crate) mod tests {
             (prose(200, 3) + &prose(49, 1) + &prose(300, 1))
                 .replace("This is line number 49 of a long stretch of prose.\n", "")
         );
+        // The held-out text itself as the decay: every line of it that its training text does
+        // not hold is left out (#78: only those of 32 characters or more were).
+        let held = dir.path().join("held.txt");
+        let short: String = (0..50)
+            .map(|i| format!("Speaker:\nO, no, {i}!\n\n"))
+            .collect();
+        std::fs::write(&held, prose(0, 45) + &short).unwrap();
+        let own = Corpus::load(&held, CorpusKind::Auto).unwrap();
+        let held_text = own.split_text().1;
+        let tail = dir.path().join("tail.txt");
+        std::fs::write(&tail, &held_text).unwrap();
+        let others = Others {
+            validation: None,
+            decay: tail.to_str(),
+        };
+        let corpus = Corpus::load_with(held.to_str().unwrap(), CorpusKind::Auto, others).unwrap();
+        let decay = corpus.decay.unwrap();
+        assert!(
+            decay.left_out > 10 && !decay.text.contains("O, no"),
+            "{decay:?}"
+        );
+        assert!(
+            decay.text.lines().all(|l| l.is_empty() || l == "Speaker:"),
+            "{decay:?}"
+        );
+    }
+
+    /// Lines of English, one item a line, are compared whole: a word they share with the
+    /// corpus is no shared line (#78: "have" refused a file of other sentences).
+    #[test]
+    fn a_file_of_english_lines_is_compared_by_its_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let lines: String = (0..40)
+            .map(|i| format!("We have a little poem, number {i}, that rolls along\n"))
+            .collect();
+        let validation = dir.path().join("val.txt");
+        std::fs::write(&validation, &lines).unwrap();
+        let corpus_path = dir.path().join("corpus.txt");
+        std::fs::write(&corpus_path, prose(0, 40).replace("This", "We have")).unwrap();
+        let others = Others {
+            validation: validation.to_str(),
+            decay: None,
+        };
+        let corpus = Corpus::load_with(corpus_path.to_str().unwrap(), CorpusKind::Auto, others);
+        let held = corpus.unwrap().held_out.unwrap();
+        assert_eq!(held.kind, CorpusKind::Lines);
+        // The same line in the corpus is one.
+        std::fs::write(
+            &corpus_path,
+            prose(0, 40) + "We have a little poem, number 19, that rolls along\n",
+        )
+        .unwrap();
+        let err =
+            Corpus::load_with(corpus_path.to_str().unwrap(), CorpusKind::Auto, others).unwrap_err();
+        assert!(err.to_string().contains("number 19"), "{err}");
     }
 }

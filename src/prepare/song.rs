@@ -37,7 +37,7 @@ pub struct TangSong {
 pub fn tang_song(tang: &Corpus, song: &[Kept], forms: &[Form]) -> TangSong {
     let (train, held_out) = tang.split();
     let held_text: String = held_out.iter().map(|p| format!("{p}\n")).collect();
-    let held = HeldLines::new(&held_text, CorpusKind::Verse);
+    let held = HeldLines::new(&held_text, CorpusKind::Verse, "");
     let every_tang: HashSet<&str> = tang.items.iter().map(String::as_str).collect();
     let tang_characters: HashSet<char> = tang.items.iter().flat_map(|p| p.chars()).collect();
     let mut corpus = TangSong::default();

@@ -147,6 +147,10 @@ fn set_up(opts: &TrainOptions) -> Result<(Setup, Progress, Vec<String>)> {
     Ok((s, p, notes))
 }
 
+/// The share of a validation or decay file's characters absent from the corpus above which
+/// `train` says so.
+const UNSEEN_NOTED: f64 = 0.05;
+
 /// The files whose text holds the characters of `tokenizer` past the parent's `parent_vocab`:
 /// `" of data/tiny.txt"`, `" of val.txt (data.validation)"`, or several, each with its count.
 fn holding_new(corpus: &Corpus, tokenizer: &CharTokenizer, parent_vocab: usize) -> String {
@@ -190,10 +194,26 @@ fn holding_new(corpus: &Corpus, tokenizer: &CharTokenizer, parent_vocab: usize) 
     }
 }
 
-/// What is said of a corpus read: which kind it is read as, and why, and how many of its lines
-/// were left out.
+/// What is said of a corpus read: which kind it is read as, and why, how many of its lines were
+/// left out, and where a validation or decay file is mostly in characters the corpus lacks.
 fn corpus_notes(corpus: &Corpus, path: &str) -> Vec<String> {
     let mut notes = vec![corpus.describe(path)];
+    let trained = corpus.text();
+    let others = [
+        ("data.validation", corpus.held_out.as_ref().map(|h| (&h.path, &h.text))),
+        ("data.decay_corpus", corpus.decay.as_ref().map(|d| (&d.path, &d.text))),
+    ];
+    for (key, other) in others {
+        let Some((file, text)) = other else { continue };
+        let unseen = crate::data::unseen_share(text, &trained);
+        if unseen > UNSEEN_NOTED {
+            notes.push(format!(
+                "note: {:.0} % of the characters of {file} ({key}) never occur in {path}: another language or script? \
+                 The model cannot learn them there, so its loss on them says little",
+                100.0 * unseen
+            ));
+        }
+    }
     if corpus.skipped > 0 {
         notes.push(format!(
             "note: {} of {} lines of {path} are not regular verse (4 or 8 lines of 5 or 7 characters, each ended by ，。？！；) and were left out; to keep every line, train with --corpus-kind lines",
