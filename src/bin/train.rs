@@ -348,7 +348,7 @@ fn report(summary: &shige::train::TrainSummary, json: bool, eval_iters: usize) -
         );
     }
     if summary.quit {
-        shige::note!("quit without the final evaluation and samples, as the second Ctrl-C asked");
+        shige::note!("quit without the final evaluation and samples: a resumed run ends with them");
         return Ok(());
     }
     if summary.ended_before {

@@ -369,7 +369,7 @@ impl Job {
     }
 
     /// Sends SIGINT, which `train` takes as Ctrl-C, unless it was sent already: a second one
-    /// would ask `train` to quit without its final evaluation.
+    /// during its save would be said twice, and one after it would end the process at once.
     fn interrupt_once(&mut self) {
         if self.stopping {
             return;

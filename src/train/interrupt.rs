@@ -1,8 +1,8 @@
 //! Ctrl-C (SIGINT) and SIGTERM (what `kill`, systemd and container runtimes send) during training:
-//! the first one asks the loop to save a checkpoint and stop after the current step. Later ones
-//! never cut that save short: one that arrives while it is being written says so and asks to
-//! quit once it is on disk (without the final evaluation and samples); one that arrives after it
-//! ends the process at once.
+//! the first one asks the loop to save a checkpoint after the current step and quit (without the
+//! final evaluation and samples, which a resumed run gives). Later ones never cut that save
+//! short: one that arrives while it is being written says so; one that arrives after it ends
+//! the process at once.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
@@ -14,8 +14,6 @@ const _: () = assert!(SIGINT == libc::SIGINT && SIGTERM == libc::SIGTERM);
 
 /// The signal that asked to stop, 0 if none.
 static SIGNAL: AtomicI32 = AtomicI32::new(0);
-/// Whether a second signal asked to quit as soon as the checkpoint is on disk.
-static QUIT: AtomicBool = AtomicBool::new(false);
 /// Whether the checkpoint that the first signal asked for is on disk.
 static SAVED: AtomicBool = AtomicBool::new(false);
 
@@ -42,7 +40,6 @@ extern "C" fn on_signal(signal: libc::c_int) {
         // writes) and the run's lock goes with the process.
         unsafe { libc::_exit(128 + signal) };
     }
-    QUIT.store(true, Ordering::SeqCst);
     write_stderr("\nstopping: the checkpoint is being saved; the run quits once it is on disk\n");
 }
 
@@ -80,10 +77,8 @@ pub fn signal() -> Option<i32> {
     }
 }
 
-/// Notes that the checkpoint asked for by the stop is on disk, so that a signal from now on
-/// ends the process at once; returns whether one already asked to quit (then the caller skips
-/// what is left: the final evaluation and samples).
-pub fn checkpoint_saved() -> bool {
+/// Notes that the run's checkpoint is on disk, so that a signal from now on (after the first)
+/// ends the process at once.
+pub fn checkpoint_saved() {
     SAVED.store(true, Ordering::SeqCst);
-    QUIT.load(Ordering::SeqCst)
 }

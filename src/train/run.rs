@@ -200,8 +200,14 @@ fn corpus_notes(corpus: &Corpus, path: &str) -> Vec<String> {
     let mut notes = vec![corpus.describe(path)];
     let trained = corpus.text();
     let others = [
-        ("data.validation", corpus.held_out.as_ref().map(|h| (&h.path, &h.text))),
-        ("data.decay_corpus", corpus.decay.as_ref().map(|d| (&d.path, &d.text))),
+        (
+            "data.validation",
+            corpus.held_out.as_ref().map(|h| (&h.path, &h.text)),
+        ),
+        (
+            "data.decay_corpus",
+            corpus.decay.as_ref().map(|d| (&d.path, &d.text)),
+        ),
     ];
     for (key, other) in others {
         let Some((file, text)) = other else { continue };

@@ -53,7 +53,7 @@ pub struct TrainSummary {
     pub samples: Vec<String>,
     /// Whether Ctrl-C stopped the run early (after saving a checkpoint).
     pub interrupted: bool,
-    /// Whether a second Ctrl-C asked to quit once that checkpoint was saved: the final
+    /// Whether a signal ended the run once that checkpoint was saved: the final
     /// evaluation (`val_loss_whole` is NaN) and samples were skipped.
     pub quit: bool,
     /// The steps the run is planned for (`--stop-at` may end it before).
@@ -458,33 +458,30 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
 }
 
 /// Ends a run whose checkpoint is on disk: its loss over the whole validation split and three
-/// poems, unless a second signal asked to quit during the stop's save. A signal during this end
-/// (the first, where the run was not stopped) skips what is left of it: the run is saved, and
-/// a resume completes it; a signal after that one ends the process at once.
+/// poems, unless a signal stopped it (Ctrl-C, SIGTERM: it quits, and a resume ends it so). A
+/// signal during this end skips what is left of it alike; one after that ends the process at
+/// once.
 fn finish(
     dir: &RunDir,
     s: &Setup,
     mut summary: TrainSummary,
     started: Instant,
 ) -> Result<TrainSummary> {
-    let stopped = interrupt::requested();
-    if stopped {
-        // Written before a later signal may end the process at once: the summary then says where
-        // the run stands (its checkpoint's step), without the final evaluation.
+    summary.quit = interrupt::requested();
+    if summary.quit {
+        // Written before a later signal may end the process at once.
         write_summary(dir, &summary)?;
+        interrupt::checkpoint_saved();
+        return Ok(summary);
     }
-    // A second signal during the stop's save asked to quit once it was on disk.
-    summary.quit = interrupt::checkpoint_saved() && stopped;
-    if !summary.quit {
-        let cut_short = || !stopped && interrupt::requested();
-        match final_evaluation(s, cut_short)? {
-            Some((loss, samples)) => (summary.val_loss_whole, summary.samples) = (loss, samples),
-            None => (summary.interrupted, summary.quit) = (true, true),
-        }
-        summary.wall_s = started.elapsed().as_secs_f64(); // the final evaluation's time included
-        summary.peak_memory_bytes = crate::machine::peak_memory();
-        summary.finished = crate::clock::UtcTime::now().to_string();
+    interrupt::checkpoint_saved();
+    match final_evaluation(s, interrupt::requested)? {
+        Some((loss, samples)) => (summary.val_loss_whole, summary.samples) = (loss, samples),
+        None => (summary.interrupted, summary.quit) = (true, true),
     }
+    summary.wall_s = started.elapsed().as_secs_f64(); // the final evaluation's time included
+    summary.peak_memory_bytes = crate::machine::peak_memory();
+    summary.finished = crate::clock::UtcTime::now().to_string();
     write_summary(dir, &summary)?;
     Ok(summary)
 }
