@@ -170,22 +170,44 @@ pub fn remove_empty_dirs(made: &[PathBuf]) {
 /// The suffix every temporary file of [`atomic_write`] ends with.
 pub const TMP_SUFFIX: &str = ".tmp";
 
-/// Whether `name` is a temporary file that [`atomic_write`] (or [`check_writable`]) named for
-/// one of `targets` (a killed process may leave one): `.TARGET.PID.N.tmp`, exactly. A user's
+/// The process that wrote `name`, where it is named as [`atomic_write`] (or [`check_writable`])
+/// names its temporary file for one of `targets`: `.TARGET.PID.N.tmp`, exactly. A user's
 /// `.notes.tmp` or `.a.1.2.tmp` is not one.
+pub fn temporary_of(name: &str, targets: &[&str]) -> Option<u32> {
+    let middle = name.strip_prefix('.')?.strip_suffix(TMP_SUFFIX)?;
+    let mut parts = middle.rsplitn(3, '.');
+    let number = |part: Option<&str>| {
+        part.filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))?
+            .parse::<u64>()
+            .ok()
+    };
+    let (_n, pid, target) = (number(parts.next())?, number(parts.next())?, parts.next()?);
+    let pid = u32::try_from(pid).ok()?;
+    targets.contains(&target).then_some(pid)
+}
+
+/// Whether `name` is one of [`temporary_of`]'s names for one of `targets`.
 pub fn is_temporary_of(name: &str, targets: &[&str]) -> bool {
-    let Some(middle) = name
-        .strip_prefix('.')
-        .and_then(|n| n.strip_suffix(TMP_SUFFIX))
-    else {
-        return false;
-    };
-    let mut numbers = middle.rsplitn(3, '.');
-    let digits = |part: Option<&str>| {
-        part.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
-    };
-    let (n, pid, target) = (numbers.next(), numbers.next(), numbers.next());
-    digits(n) && digits(pid) && target.is_some_and(|t| targets.contains(&t))
+    temporary_of(name, targets).is_some()
+}
+
+/// Whether a process `pid` runs on this machine (true where the system cannot say: a file that
+/// such a process may be writing is left alone).
+pub fn process_runs(pid: u32) -> bool {
+    #[cfg(unix)]
+    {
+        let Ok(pid) = libc::pid_t::try_from(pid) else {
+            return false;
+        };
+        // SAFETY: kill() with signal 0 sends nothing; it only asks whether the process exists.
+        let found = unsafe { libc::kill(pid, 0) } == 0;
+        found || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = pid;
+        true
+    }
 }
 
 /// A temporary name beside `path` that no other write uses: `.NAME.PID.N.tmp`.
@@ -278,10 +300,17 @@ mod tests {
         ] {
             assert!(!is_temporary_of(name, &ours), "{name}");
         }
-        // The names this module writes are found by it.
+        // The names this module writes are found by it, with the process that writes them.
         let tmp = temporary_path(Path::new("run/metrics.csv"));
         let name = tmp.file_name().unwrap().to_str().unwrap();
-        assert!(is_temporary_of(name, &ours), "{name}");
+        assert_eq!(temporary_of(name, &ours), Some(std::process::id()), "{name}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_process_that_runs_is_told_from_one_that_does_not() {
+        assert!(process_runs(std::process::id()));
+        assert!(!process_runs(999_999_999), "beyond any pid_max");
     }
 
     #[cfg(unix)]

@@ -1219,9 +1219,9 @@ fn a_new_run_never_writes_over_files_it_did_not_make() {
     let left = tmp.path().join("left");
     std::fs::create_dir(&left).unwrap();
     std::fs::write(left.join(".lock"), "").unwrap();
-    std::fs::write(left.join(".model.safetensors.999.0.tmp"), "partial").unwrap();
+    std::fs::write(left.join(".model.safetensors.999999999.0.tmp"), "partial").unwrap();
     tiny_run(&left, &[]);
-    assert!(!left.join(".model.safetensors.999.0.tmp").exists());
+    assert!(!left.join(".model.safetensors.999999999.0.tmp").exists());
 }
 
 #[test]
@@ -1250,18 +1250,44 @@ fn a_users_hidden_files_are_never_taken_for_leftovers() {
         ],
     );
     assert_eq!(snapshot(&dir), before, "files changed");
-    // A run resumed keeps a user's file beside its own, and clears its own leftovers.
+    // Names as this program gives its own, in a folder no run of it locked, or whose lock is
+    // the user's: theirs too (#78: deleted).
+    for (case, files) in [
+        ("no lock", vec![(".model.safetensors.123.0.tmp", "m4")]),
+        (
+            "the user's lock",
+            vec![(".lock", "mine"), (".metrics.csv.999999999.3.tmp", "m5")],
+        ),
+    ] {
+        let dir = tmp.path().join(case);
+        std::fs::create_dir(&dir).unwrap();
+        for (name, text) in &files {
+            std::fs::write(dir.join(name), text).unwrap();
+        }
+        let before = snapshot(&dir);
+        let args = [
+            "--config",
+            "configs/tiny.toml",
+            "--out",
+            dir.to_str().unwrap(),
+        ];
+        fails(case, TRAIN, &args, &["not a run's"]);
+        assert_eq!(snapshot(&dir), before, "{case}: files changed");
+    }
+    // A run resumed keeps a user's file beside its own, and a half-written file of a process
+    // that still runs (this test's), and clears its own leftovers (of a process long gone).
     let run = trained_tiny(tmp.path());
     std::fs::write(run.join(".mybackup.tmp"), "precious").unwrap();
-    std::fs::write(run.join(".summary.json.12.3.tmp"), "half").unwrap();
+    std::fs::write(run.join(".summary.json.999999999.3.tmp"), "half").unwrap();
+    let running = format!(".model.safetensors.{}.0.tmp", std::process::id());
+    std::fs::write(run.join(&running), "being written").unwrap();
     let resumed = ["--resume", run.to_str().unwrap(), "--max-iters", "20"];
     let (success, stderr) = run_bin("resume", TRAIN, &resumed);
     assert!(success, "{stderr}");
-    assert_eq!(
-        std::fs::read(run.join(".mybackup.tmp")).unwrap(),
-        b"precious"
-    );
-    assert!(!run.join(".summary.json.12.3.tmp").exists());
+    let read = |name: &str| std::fs::read(run.join(name)).unwrap();
+    assert_eq!(read(".mybackup.tmp"), b"precious");
+    assert_eq!(read(&running), b"being written");
+    assert!(!run.join(".summary.json.999999999.3.tmp").exists());
 }
 
 /// A child process that is killed when this goes out of scope, even when a test fails.

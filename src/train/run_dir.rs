@@ -28,6 +28,10 @@ pub const PARENT_FILE: &str = "parent.json";
 /// The advisory lock a training process holds on its run directory for its whole life.
 pub const LOCK_FILE: &str = ".lock";
 
+/// What the lock file says, so that a `.lock` of the user's is not taken for it (earlier
+/// versions left theirs empty).
+const LOCK_MARK: &[u8] = b"held by shige's train while it writes a run in this folder\n";
+
 /// Every file a run writes.
 pub const RUN_FILES: [&str; 9] = [
     MODEL_FILE,
@@ -98,6 +102,13 @@ impl RunDir {
                     self.path.display()
                 );
             }
+        }
+        if file.metadata().is_ok_and(|m| m.len() == 0) {
+            use std::io::Write;
+            let mut file = &file;
+            file.write_all(LOCK_MARK).with_context(|| {
+                format!("cannot write the lock file in {}", self.path.display())
+            })?;
         }
         Ok(RunLock { _file: file })
     }
@@ -192,7 +203,7 @@ impl RunDir {
                     self.path.display()
                 );
             }
-            let ours = name == LOCK_FILE || is_leftover(&name);
+            let ours = (name == LOCK_FILE && self.own_lock()) || self.is_leftover(&name);
             if !ours {
                 foreign.push(name);
             }
@@ -226,18 +237,28 @@ impl RunDir {
             .flatten()
         {
             let name = entry.file_name().to_string_lossy().into_owned();
-            if is_leftover(&name) {
+            if self.is_leftover(&name) {
                 let _ = std::fs::remove_file(entry.path());
             }
         }
     }
 }
 
-/// Whether `name` is a temporary file that a process of this program writing a run left behind:
-/// one of a run's files, or the probe of its write check, half written (nothing else is).
-fn is_leftover(name: &str) -> bool {
-    use crate::files::{is_temporary_of, WRITE_CHECK};
-    is_temporary_of(name, &RUN_FILES) || is_temporary_of(name, &[WRITE_CHECK])
+impl RunDir {
+    /// Whether its lock file is this program's (empty, as earlier versions left it, or saying
+    /// so): a `.lock` of the user's is theirs.
+    fn own_lock(&self) -> bool {
+        std::fs::read(self.file(LOCK_FILE)).is_ok_and(|b| b.is_empty() || b == LOCK_MARK)
+    }
+
+    /// Whether `name` is a temporary file that a process of this program writing this run left
+    /// behind: one of a run's files, or the probe of its write check, half written, by a process
+    /// that no longer runs, in a folder its lock says is this program's (nothing else is).
+    fn is_leftover(&self, name: &str) -> bool {
+        use crate::files::{process_runs, temporary_of, WRITE_CHECK};
+        let writer = temporary_of(name, &RUN_FILES).or_else(|| temporary_of(name, &[WRITE_CHECK]));
+        writer.is_some_and(|pid| !process_runs(pid)) && self.own_lock()
+    }
 }
 
 /// Refuses a file given where a run directory is expected, naming the run that holds it.
