@@ -221,25 +221,48 @@ fn temporary_path(path: &Path) -> PathBuf {
 }
 
 /// Refuses to write `bytes` to `path` where a file holds other bytes there: a command that makes
-/// a file anew writes over nothing but what it wrote itself before (the same bytes; a corpus a
-/// run was trained on may stand there). `flag` names the option that chooses the place.
-pub fn check_new_or_same(path: &Path, bytes: &[u8], flag: &str) -> anyhow::Result<()> {
+/// a file anew writes over nothing but what it wrote itself before (a corpus a run was trained
+/// on may stand there). `flag` names the option that chooses the place. Returns whether the same
+/// bytes stand there already, in a file (read-only too), so that nothing need be written.
+pub fn check_new_or_same(path: &Path, bytes: &[u8], flag: &str) -> anyhow::Result<bool> {
     if !path.exists() && !path.is_symlink() {
-        return Ok(());
+        return Ok(false);
     }
-    if path.is_symlink() {
+    let file = !path.is_symlink() && path.is_file();
+    if file && std::fs::read(path).is_ok_and(|b| b == bytes) {
+        return Ok(true);
+    }
+    check_replaceable(path).map_err(|e| anyhow::anyhow!("{e}, or give another {flag}"))?;
+    anyhow::bail!(
+        "{} exists and holds something else than what would be written there: \
+         move it away (a run trained on it needs it to resume), or give another {flag}",
+        path.display()
+    )
+}
+
+/// Checks that `path` may be replaced by a file this program writes there: absent, or a regular
+/// file the user may write. A symbolic link (even to the same bytes), a folder or a read-only file
+/// is refused, saying what to do: what stands there is the user's to move.
+pub fn check_replaceable(path: &Path) -> anyhow::Result<()> {
+    let Ok(meta) = std::fs::symlink_metadata(path) else {
+        return Ok(());
+    };
+    if meta.file_type().is_symlink() {
         anyhow::bail!(
-            "{} is a symbolic link (to {}): this program replaces only files it wrote, never a link; \
-             move it away, or give another {flag}",
+            "{} is a symbolic link (to {}): this program replaces only files it wrote, never a link; move it away",
             path.display(),
             std::fs::read_link(path).unwrap_or_default().display()
         );
     }
-    let same = path.is_file() && std::fs::read(path).is_ok_and(|b| b == bytes);
-    if !same {
+    if !meta.is_file() {
         anyhow::bail!(
-            "{} exists and holds something else than what would be written there: \
-             move it away (a run trained on it needs it to resume), or give another {flag}",
+            "{} is a folder (or another thing that is not a file) where this program writes a file: move it away",
+            path.display()
+        );
+    }
+    if meta.permissions().readonly() {
+        anyhow::bail!(
+            "{} is read-only: make it writable to let this program write it again (chmod u+w), or move it away",
             path.display()
         );
     }
@@ -247,10 +270,12 @@ pub fn check_new_or_same(path: &Path, bytes: &[u8], flag: &str) -> anyhow::Resul
 }
 
 /// Writes `bytes` to `path` atomically: a temporary file in the same folder, flushed to disk,
-/// then renamed over the target, whose permissions it keeps (a read-only file stays read-only).
-/// On failure (a full disk, say) the temporary file is removed and the target is left as it was.
+/// then renamed over the target, whose permissions it keeps. What [`check_replaceable`] refuses
+/// is left as it is. On failure (a full disk, say) the temporary file is removed and the target
+/// is left as it was.
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     use anyhow::Context;
+    check_replaceable(path)?;
     let tmp = temporary_path(path);
     let kept = std::fs::symlink_metadata(path)
         .ok()
@@ -303,7 +328,11 @@ mod tests {
         // The names this module writes are found by it, with the process that writes them.
         let tmp = temporary_path(Path::new("run/metrics.csv"));
         let name = tmp.file_name().unwrap().to_str().unwrap();
-        assert_eq!(temporary_of(name, &ours), Some(std::process::id()), "{name}");
+        assert_eq!(
+            temporary_of(name, &ours),
+            Some(std::process::id()),
+            "{name}"
+        );
     }
 
     #[cfg(unix)]
@@ -315,21 +344,38 @@ mod tests {
 
     #[cfg(unix)]
     #[test]
-    fn a_file_written_over_keeps_its_permissions_and_a_link_is_named() {
+    fn a_file_written_over_keeps_its_permissions_and_what_is_not_ours_to_replace_is_refused() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("poems.txt");
         std::fs::write(&path, "old").unwrap();
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
         atomic_write(&path, b"new").unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"new");
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
-        assert_eq!(mode & 0o777, 0o444);
+        assert_eq!(mode & 0o777, 0o640);
+        // A read-only file is the user's word: left as it is, saying so.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).unwrap();
+        let err = atomic_write(&path, b"newer").unwrap_err();
+        assert!(err.to_string().contains("is read-only"), "{err}");
+        assert_eq!(std::fs::read(&path).unwrap(), b"new");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        // A folder where a file goes.
+        let folder = dir.path().join("loss.svg");
+        std::fs::create_dir(&folder).unwrap();
+        let err = atomic_write(&folder, b"x").unwrap_err();
+        assert!(err.to_string().contains("is a folder"), "{err}");
         // A link to the very bytes that would be written is still a link: refused as one.
         let link = dir.path().join("link.txt");
         std::os::unix::fs::symlink(&path, &link).unwrap();
         let err = check_new_or_same(&link, b"new", "--out").unwrap_err();
         assert!(err.to_string().contains("is a symbolic link"), "{err}");
-        assert!(check_new_or_same(&path, b"new", "--out").is_ok());
+        assert!(
+            check_new_or_same(&path, b"new", "--out").unwrap(),
+            "the same bytes"
+        );
+        let err = atomic_write(&link, b"new").unwrap_err();
+        assert!(err.to_string().contains("is a symbolic link"), "{err}");
+        assert!(link.is_symlink());
     }
 }

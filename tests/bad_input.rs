@@ -2440,3 +2440,46 @@ fn hidden_characters_in_paths_and_keys_are_shown_escaped() {
         assert!(!stderr.contains('\u{202e}'), "{case}: {stderr}");
     }
 }
+
+/// What stands where a run writes a file and is not the run's to replace (a folder, a link, a
+/// read-only file) is found before the run trains (#78: after training, in a raw error) and left
+/// as it is.
+#[cfg(unix)]
+#[test]
+fn a_resume_refuses_at_once_what_it_may_not_write_over() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let run = trained_tiny(tmp.path());
+    let resume = ["--resume", run.to_str().unwrap(), "--max-iters", "20"];
+    let metrics = std::fs::read(run.join("metrics.csv")).unwrap();
+    std::fs::write(tmp.path().join("mine.csv"), &metrics).unwrap();
+    for (case, file, make, expect) in [
+        ("a folder", "loss.svg", 0, "is a folder"),
+        (
+            "a link to the same bytes",
+            "metrics.csv",
+            1,
+            "is a symbolic link",
+        ),
+        ("a read-only file", "summary.json", 2, "is read-only"),
+    ] {
+        let path = run.join(file);
+        let saved = std::fs::read(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        match make {
+            0 => std::fs::create_dir(&path).unwrap(),
+            1 => std::os::unix::fs::symlink(tmp.path().join("mine.csv"), &path).unwrap(),
+            _ => {
+                std::fs::write(&path, &saved).unwrap();
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o444)).unwrap();
+            }
+        }
+        let before = snapshot(&run);
+        fails(case, TRAIN, &resume, &[file, expect, "move it away"]);
+        assert_eq!(snapshot(&run), before, "{case}: files changed");
+        let _ = std::fs::remove_dir(&path).or_else(|_| std::fs::remove_file(&path));
+        std::fs::write(&path, &saved).unwrap();
+    }
+    let (ok, stderr) = run_bin("all put back", TRAIN, &resume);
+    assert!(ok, "{stderr}");
+}

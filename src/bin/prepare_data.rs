@@ -95,9 +95,10 @@ fn write_poet(args: &Args, poet: &str) -> Result<()> {
     };
     let path = args.out.join(name);
     let lines: String = corpus.lines.iter().map(|l| format!("{l}\n")).collect();
-    shige::files::check_new_or_same(&path, lines.as_bytes(), "--out")?;
-    shige::files::create_dir(&args.out, "--out")?;
-    shige::files::atomic_write(&path, lines.as_bytes())?;
+    if !shige::files::check_new_or_same(&path, lines.as_bytes(), "--out")? {
+        shige::files::create_dir(&args.out, "--out")?;
+        shige::files::atomic_write(&path, lines.as_bytes())?;
+    }
     shige::say!(
         "{} poems of {poet} written to {} ({} held out, all held out of data/poems.txt too; {} left out to keep them so)",
         corpus.lines.len(),
@@ -171,11 +172,14 @@ fn tang_song_files(
 /// Writes `files` to `out`: nothing written over that holds something else (a corpus runs were
 /// trained on); each file whole or not at all.
 fn write_files(out: &std::path::Path, files: &[(&str, String)]) -> Result<()> {
+    let mut new = Vec::new();
     for (name, text) in files {
-        shige::files::check_new_or_same(&out.join(name), text.as_bytes(), "--out")?;
+        if !shige::files::check_new_or_same(&out.join(name), text.as_bytes(), "--out")? {
+            new.push((name, text));
+        }
     }
     shige::files::create_dir(out, "--out")?;
-    for (name, text) in files {
+    for (name, text) in new {
         shige::files::atomic_write(&out.join(name), text.as_bytes())?;
     }
     Ok(())

@@ -204,7 +204,9 @@ fn run() -> Result<()> {
         Some((minutes, dtype)) => {
             // Refused before the rungs are timed: a folder that cannot take a new run.
             if let Some(out) = &args.out {
-                RunDir::new(out.clone()).check_fresh()?;
+                let out = RunDir::new(out.clone());
+                out.check_not_in_use("another --out")?;
+                out.check_fresh()?;
             }
             PathBuf::from(shige::train::ladder::climb(
                 minutes, dtype, &device, kernels,

@@ -238,8 +238,9 @@ impl Trainer {
                 "`{run}`: a new run's name is one folder name, without /"
             )));
         }
-        RunDir::new(&dir)
-            .check_fresh_or("another name", "Resume in the runs list")
+        let new = RunDir::new(&dir);
+        new.check_not_in_use("another name")
+            .and_then(|()| new.check_fresh_or("another name", "Resume in the runs list"))
             .map_err(|e| ApiError::conflict(format!("{e:#}")))?;
         let parent = match &request.init_from {
             Some(name) => Some(self.parent_run(name)?),

@@ -60,7 +60,10 @@ impl OpenRun {
         // Checked before the lock too, so that no lock file or directory is left where refused.
         match opts.resume {
             true => opts.run.check_present()?,
-            false => opts.run.check_fresh()?,
+            false => {
+                opts.run.check_not_in_use("another --out")?;
+                opts.run.check_fresh()?
+            }
         }
         let (made, had_lock) = (
             crate::files::missing_dirs(&opts.run.path),

@@ -150,7 +150,7 @@ impl RunDir {
     pub fn check_resumable(&self) -> Result<()> {
         self.check_present()?;
         if self.holds_run() {
-            return Ok(());
+            return self.check_run_files();
         }
         if self.holds_run_files() {
             bail!(
@@ -167,11 +167,32 @@ impl RunDir {
         )
     }
 
+    /// Checks that every file a run writes here is a file or absent: a folder or a link in the
+    /// place of one is refused before the run trains (it would be found at the next save).
+    fn check_run_files(&self) -> Result<()> {
+        for name in RUN_FILES {
+            crate::files::check_replaceable(&self.file(name))?;
+        }
+        Ok(())
+    }
+
     /// Checks that a new run may start here: the directory is absent or holds nothing but what an
     /// earlier run of this program left before its first file (its lock and temporary files).
     pub fn check_fresh(&self) -> Result<()> {
         let resume = format!("--resume {}", shell_word(&self.path));
         self.check_fresh_or("another --out", &resume)
+    }
+
+    /// Refuses a directory that another training process writes now (asked before this process
+    /// takes the lock itself).
+    pub fn check_not_in_use(&self, other: &str) -> Result<()> {
+        if self.is_locked() == Some(true) {
+            bail!(
+                "{} is being written by another training process: wait for it to end, or choose {other}",
+                self.path.display()
+            );
+        }
+        Ok(())
     }
 
     /// [`RunDir::check_fresh`], whose refusals end by asking to choose `other`, or to continue a
