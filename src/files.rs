@@ -43,25 +43,29 @@ pub fn read_limited(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
     read_capped(std::fs::File::open(path)?, limit, meta.len() as usize)
 }
 
-/// Where a relative `path` that does not exist was looked for and, where the repository this
-/// program was built from has it (`cargo run` from one of its subfolders, say), what to do:
+/// Where a relative `path` that does not exist was looked for and, where a folder above the
+/// current one holds it (the repository, when run from one of its subfolders), what to do:
 /// `" in /home/u/shige/docs; /home/u/shige/configs/default.toml exists: run from /home/u/shige or
-/// give that path"`. Empty for an absolute path.
+/// give that path"`. Failing that, the repository this program was built from, where it runs
+/// from that build (`cargo run` elsewhere). Empty for an absolute path.
 pub fn where_missing(path: &Path) -> String {
     let Some(cwd) = std::env::current_dir().ok().filter(|_| path.is_relative()) else {
         return String::new();
     };
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let shipped = repo.join(path);
-    if repo != cwd && shipped.exists() {
-        format!(
+    let above = cwd.ancestors().skip(1).find(|dir| dir.join(path).exists());
+    let built_here = || {
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let exe = std::env::current_exe().ok()?;
+        (exe.starts_with(repo) && repo != cwd && repo.join(path).exists()).then_some(repo)
+    };
+    match above.or_else(built_here) {
+        Some(repo) => format!(
             " in {}; {} exists: run from {} or give that path",
             cwd.display(),
-            shipped.display(),
+            repo.join(path).display(),
             repo.display()
-        )
-    } else {
-        format!(" in {}", cwd.display())
+        ),
+        None => format!(" in {}", cwd.display()),
     }
 }
 

@@ -1558,8 +1558,9 @@ fn messages_name_the_file_and_stay_short() {
         .unwrap_or_default();
     assert!(error.len() < 300, "{error}");
     for piece in [
+        "data/poems.txt has ",
         "characters that the run's vocabulary lacks",
-        "resume with that corpus",
+        "resume with that file as it was",
     ] {
         assert!(error.contains(piece), "`{piece}` missing in {error}");
     }
@@ -1614,6 +1615,25 @@ fn commands_run_from_a_subfolder_say_where_the_shipped_files_are() {
         &["--checkpoint", "checkpoints/none"],
     );
     assert!(!stderr.contains("exists"), "{stderr}");
+    // A clone elsewhere, run from its own subfolder: the hint names that clone (#78: it named
+    // the tree the program was built in).
+    let tmp = tempfile::tempdir().unwrap();
+    let clone = tmp.path().join("clone");
+    std::fs::create_dir_all(clone.join("configs")).unwrap();
+    std::fs::create_dir_all(clone.join("docs")).unwrap();
+    std::fs::copy(
+        root().join("configs/default.toml"),
+        clone.join("configs/default.toml"),
+    )
+    .unwrap();
+    let hint = format!("exists: run from {}", clone.display());
+    fails_in(
+        &clone.join("docs"),
+        "a clone's config",
+        TRAIN,
+        &[],
+        &[&hint],
+    );
 }
 
 #[test]
@@ -1918,6 +1938,21 @@ fn a_changed_validation_or_decay_file_is_named_on_resume() {
     fails("the decay file changed", TRAIN, &resume, &[&named]);
     assert_eq!(snapshot(&run), before, "files changed");
     write(&decay, &poems[..100]);
+    // A validation file given characters the run's vocabulary lacks is named for them.
+    let mut strange = poems[200..].to_vec();
+    strange[19] = "龘龘龘龘龘，龘龘龘龘龘。龘龘龘龘龘，龘龘龘龘龘。".into(); // held out
+    write(&validation, &strange);
+    let named = format!(
+        "{} (data.validation) has 1 characters that the run's vocabulary lacks",
+        validation.display()
+    );
+    fails(
+        "new characters in the validation file",
+        TRAIN,
+        &resume,
+        &[&named],
+    );
+    write(&validation, &poems[200..]);
     let (ok, stderr) = run_bin("the same files", TRAIN, &resume);
     assert!(ok, "{stderr}");
 }

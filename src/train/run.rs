@@ -127,7 +127,7 @@ fn set_up(opts: &TrainOptions) -> Result<(Setup, Progress, Vec<String>)> {
     }
     let devices = (&opts.device, opts.kernels);
     let s = match Setup::new(cfg, &corpus, tokenizer, opts.parent.as_ref(), devices) {
-        Err(e) if opts.resume => return Err(vocabulary_kept(e, &opts.config.data.corpus)),
+        Err(e) if opts.resume => return Err(vocabulary_kept(e, &corpus)),
         s => s?,
     };
     if let Some(parent) = &opts.parent {
@@ -245,13 +245,27 @@ fn tokenizer_for(opts: &TrainOptions, corpus: &Corpus) -> Result<CharTokenizer> 
 
 /// A resume's set-up error `e` said as what it is where the corpus holds characters the run's
 /// vocabulary lacks: a run keeps the vocabulary it started with.
-fn vocabulary_kept(e: anyhow::Error, corpus: &str) -> anyhow::Error {
-    match e.downcast_ref::<DataError>() {
-        Some(DataError::UnknownChars(chars)) => anyhow::anyhow!(
-            "{corpus} has {} characters that the run's vocabulary lacks (such as {}): a run keeps the vocabulary of the corpus it started on, so resume with that corpus, or start a new run with --out",
-            chars.len(),
-            chars.iter().take(3).map(|&c| describe_char(c)).collect::<Vec<_>>().join(" ")
-        ),
-        _ => e,
-    }
+fn vocabulary_kept(e: anyhow::Error, corpus: &Corpus) -> anyhow::Error {
+    let Some(DataError::UnknownChars(chars)) = e.downcast_ref::<DataError>() else {
+        return e;
+    };
+    // The file that holds them: the corpus, or a validation or decay file read with it.
+    let texts = [
+        (corpus.path.clone(), corpus.text()),
+        corpus.held_out.as_ref().map_or_else(Default::default, |h| {
+            (format!("{} (data.validation)", h.path), h.whole.clone())
+        }),
+        corpus.decay.as_ref().map_or_else(Default::default, |d| {
+            (format!("{} (data.decay_corpus)", d.path), d.text.clone())
+        }),
+    ];
+    let file = texts
+        .iter()
+        .find(|(_, text)| text.chars().any(|c| chars.contains(&c)))
+        .map_or(corpus.path.clone(), |(name, _)| name.clone());
+    anyhow::anyhow!(
+        "{file} has {} characters that the run's vocabulary lacks (such as {}): a run keeps the vocabulary of the text it started on, so resume with that file as it was, or start a new run with --out",
+        chars.len(),
+        chars.iter().take(3).map(|&c| describe_char(c)).collect::<Vec<_>>().join(" ")
+    )
 }
