@@ -308,6 +308,10 @@ fn ctrl_c_during_the_final_evaluation_quits_and_a_resume_completes_it() {
     let never: serde_json::Value = serde_json::from_slice(&never.stdout).unwrap();
     assert_eq!(completed["val_loss_whole"], never["val_loss_whole"]);
     assert_eq!(completed["samples"], never["samples"]);
+    // The training's figures are the invocation's that trained: the same train loss to every
+    // digit, and its pace (#78: 0 tokens/s and a train loss rounded as metrics.csv keeps it).
+    assert_eq!(completed["train_loss"], never["train_loss"]);
+    assert!(completed["tokens_per_s"].as_f64().unwrap() > 0.0, "{completed}");
     assert_eq!(metric_rows(&stopped), metric_rows(&whole));
     let again = Command::new(TRAIN)
         .args(["--resume", stopped.to_str().unwrap()])

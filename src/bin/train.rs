@@ -357,7 +357,7 @@ fn report(summary: &shige::train::TrainSummary, json: bool, eval_iters: usize) -
         shige::note!(
             "no step was left to run: the run had reached max_iters; give a larger --max-iters to train on"
         );
-    } else if summary.tokens_per_s == 0.0 && !summary.interrupted {
+    } else if summary.steps_trained == 0 && !summary.interrupted {
         shige::note!(
             "the run's {} steps were trained before: this completed its final evaluation",
             summary.steps

@@ -31,8 +31,9 @@ use std::time::Instant;
 /// What a run ended with.
 #[derive(Debug, Clone, Serialize)]
 pub struct TrainSummary {
-    /// Steps done in total.
+    /// Steps done in total, and by this invocation.
     pub steps: usize,
+    pub steps_trained: usize,
     /// Mean training loss over the last evaluation interval.
     pub train_loss: f64,
     /// Validation loss at the last evaluation: the mean over `eval_iters` fixed random batches,
@@ -351,7 +352,8 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
             p.step
         );
     }
-    let ended_before = opts.resume && ended(dir);
+    let last = opts.resume.then(|| last_summary(dir)).flatten();
+    let ended_before = last.as_ref().is_some_and(ended);
     let path = step_path(s); // the header's second line, and the summary's
     if opts.progress {
         let m = &s.cfg.model;
@@ -427,14 +429,15 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
     }
     bar.finish_and_clear();
     let stopped_early = p.step < end || evaluation_pending(s, p);
-    let last = p.rows.last();
-    let summary = TrainSummary {
+    let last_row = p.rows.last();
+    let mut summary = TrainSummary {
         steps: p.step,
+        steps_trained: (run_tokens / tokens_per_step) as usize,
         train_loss: match p.interval.steps {
-            0 => last.map_or(f64::NAN, |r| r.train_loss),
+            0 => last_row.map_or(f64::NAN, |r| r.train_loss),
             _ => p.interval.mean_loss(),
         },
-        val_loss: last.map_or(f64::NAN, |r| r.val_loss),
+        val_loss: last_row.map_or(f64::NAN, |r| r.val_loss),
         val_loss_whole: f64::NAN,
         best_val_loss: p.best_val,
         tokens_per_s: if run_time > 0.0 {
@@ -454,6 +457,9 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
         machine: crate::machine::Machine::detect().describe(),
         finished: crate::clock::UtcTime::now().to_string(),
     };
+    if summary.steps_trained == 0 {
+        carried_over(&mut summary, last.as_ref());
+    }
     finish(dir, s, summary, started)
 }
 
@@ -529,21 +535,32 @@ fn say_fitted(fitted: Vec<crate::train::fit::Fitted>, bar: &ProgressBar) {
     }
 }
 
-/// Whether the summary.json of `run` says that its last invocation ended the run: all its steps
+/// The summary.json that the last invocation on `run` wrote, where it reads.
+fn last_summary(run: &RunDir) -> Option<serde_json::Value> {
+    let path = run.file(SUMMARY_FILE);
+    let text = crate::files::read_text_limited(&path, crate::files::SMALL_FILE_LIMIT).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// Whether `last` (a run's summary.json) says that its invocation ended the run: all its steps
 /// trained, its final evaluation done.
-fn ended(run: &RunDir) -> bool {
-    let Ok(text) =
-        crate::files::read_text_limited(&run.file(SUMMARY_FILE), crate::files::SMALL_FILE_LIMIT)
-    else {
-        return false;
+fn ended(last: &serde_json::Value) -> bool {
+    last["interrupted"] == false
+        && last["val_loss_whole"].is_number()
+        && last["steps"].is_u64()
+        && last["steps"] == last["max_iters"]
+}
+
+/// A summary of an invocation that trained no step takes the training's figures from the one
+/// that trained them (`last`, of the same step): its train loss (metrics.csv keeps it rounded)
+/// and its tokens per second (none were trained here).
+fn carried_over(summary: &mut TrainSummary, last: Option<&serde_json::Value>) {
+    let Some(last) = last.filter(|l| l["steps"].as_u64() == Some(summary.steps as u64)) else {
+        return;
     };
-    let Ok(summary) = serde_json::from_str::<serde_json::Value>(&text) else {
-        return false;
-    };
-    summary["interrupted"] == false
-        && summary["val_loss_whole"].is_number()
-        && summary["steps"].is_u64()
-        && summary["steps"] == summary["max_iters"]
+    if let (Some(loss), Some(rate)) = (last["train_loss"].as_f64(), last["tokens_per_s"].as_f64()) {
+        (summary.train_loss, summary.tokens_per_s) = (loss, rate);
+    }
 }
 
 /// Writes `summary` as the run's summary.json.
