@@ -114,6 +114,14 @@ fn utf8(mut bytes: Vec<u8>) -> std::io::Result<String> {
 /// Creates the directory `dir` (and its parents) for the output that `flag` names, saying so
 /// where a file or a symbolic link to nothing stands in its way.
 pub fn create_dir(dir: &Path, flag: &str) -> anyhow::Result<()> {
+    let text = dir.to_string_lossy();
+    if let Some(c) = text.chars().find(|&c| crate::data::error::is_invisible(c)) {
+        anyhow::bail!(
+            "{} holds {}, which a name should not: every message would print it; give {flag} a name without it",
+            crate::cli::escaped(&text),
+            crate::data::error::describe_char(c)
+        );
+    }
     if dir.exists() && !dir.is_dir() {
         anyhow::bail!(
             "{} is a file, not a directory: give {flag} a directory",

@@ -2460,12 +2460,17 @@ fn hidden_characters_in_paths_and_keys_are_shown_escaped() {
         (
             "a key with U+202E",
             vec!["--set", "model.n_la\u{202e}yer=3"],
-            r"unknown field `n_la\u{202e}yer`",
+            r"--set model.n_la\u{202e}yer is not valid: its key holds U+202E",
         ),
         (
             "a corpus path with a tab",
             vec!["--config", "configs/tiny.toml", "--corpus", "data/a\tb.txt"],
             r"cannot read corpus data/a\tb.txt",
+        ),
+        (
+            "a key with a line end",
+            vec!["--set", "train.seed\n=3"],
+            "its key holds U+000A",
         ),
     ] {
         let (ok, stderr) = run_bin(case, TRAIN, &args);
@@ -2473,6 +2478,24 @@ fn hidden_characters_in_paths_and_keys_are_shown_escaped() {
         assert_eq!(stderr.trim_end().lines().count(), 1, "{case}: {stderr}");
         assert!(stderr.contains(expect), "{case}: {stderr}");
         assert!(!stderr.contains('\u{202e}'), "{case}: {stderr}");
+    }
+    // An output folder named so is refused before anything is made.
+    let tmp = tempfile::tempdir().unwrap();
+    for name in ["a\nb", "a\u{202e}b", "a\u{200b}b"] {
+        let out = tmp.path().join(name);
+        let args = [
+            "--config",
+            "configs/tiny.toml",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        fails(
+            name,
+            TRAIN,
+            &args,
+            &["which a name should not", "give --out a name without it"],
+        );
+        assert!(!out.exists(), "{name}");
     }
 }
 

@@ -311,7 +311,10 @@ fn ctrl_c_during_the_final_evaluation_quits_and_a_resume_completes_it() {
     // The training's figures are the invocation's that trained: the same train loss to every
     // digit, and its pace (#78: 0 tokens/s and a train loss rounded as metrics.csv keeps it).
     assert_eq!(completed["train_loss"], never["train_loss"]);
-    assert!(completed["tokens_per_s"].as_f64().unwrap() > 0.0, "{completed}");
+    assert!(
+        completed["tokens_per_s"].as_f64().unwrap() > 0.0,
+        "{completed}"
+    );
     assert_eq!(metric_rows(&stopped), metric_rows(&whole));
     let again = Command::new(TRAIN)
         .args(["--resume", stopped.to_str().unwrap()])

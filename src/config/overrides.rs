@@ -28,7 +28,17 @@ impl Override {
                 "give section.key=value, e.g. optimizer.learning_rate=1e-3 (configs/default.toml lists the settings)",
             ));
         };
-        let key = key.trim();
+        let key = key.trim_matches(' ');
+        let hidden = |c: char| crate::data::error::is_invisible(c) || c.is_whitespace();
+        if let Some(c) = key.chars().find(|&c| hidden(c)) {
+            return Err(invalid(
+                &crate::cli::escaped(key),
+                &format!(
+                    "its key holds {}, which cannot be seen: type the key again without it (section.key, e.g. train.seed)",
+                    crate::data::error::describe_char(c)
+                ),
+            ));
+        }
         if let Some(c) = value.chars().find(|&c| crate::data::error::is_invisible(c)) {
             return Err(invalid(
                 key,
