@@ -22,7 +22,11 @@ fn clap_message(text: &str) -> String {
         lines.join(" ")
     });
     let first = paragraphs.next().unwrap_or_default();
-    let what = first.strip_prefix("error: ").unwrap_or(&first).to_string();
+    let mut what = first.strip_prefix("error: ").unwrap_or(&first).to_string();
+    if what.starts_with("unexpected argument '-") && !what.starts_with("unexpected argument '--") {
+        // A value that starts with a dash reads as a flag: a folder named -x, say.
+        what += "; a value that starts with - is given as --flag=-x, or as ./-x for a path";
+    }
     let tips = paragraphs.filter(|p| p.starts_with("tip:"));
     std::iter::once(what)
         .chain(tips)
@@ -259,6 +263,11 @@ mod tests {
         assert_eq!(
             missing,
             "the following required arguments were not provided: --plot <PLOT>"
+        );
+        let dashed = message(&["bin", "--plot", "-x"]);
+        assert!(
+            dashed.contains("given as --flag=-x, or as ./-x"),
+            "{dashed}"
         );
         let typo = message(&["bin", "--pome", "x"]);
         assert!(

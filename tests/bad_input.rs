@@ -2541,3 +2541,29 @@ fn a_resume_refuses_at_once_what_it_may_not_write_over() {
     let (ok, stderr) = run_bin("all put back", TRAIN, &resume);
     assert!(ok, "{stderr}");
 }
+
+/// A run stopped before its first evaluation has no weights to sample: `sample` says how to get
+/// them (#78: it said only what a run writes).
+#[test]
+fn sampling_a_run_stopped_before_its_first_evaluation_says_how_to_go_on() {
+    let tmp = tempfile::tempdir().unwrap();
+    let run = tmp.path().join("early");
+    let out = run.to_str().unwrap();
+    let args = [
+        "--config",
+        "configs/tiny.toml",
+        "--stop-at",
+        "5",
+        "--out",
+        out,
+    ];
+    let (ok, stderr) = run_bin("stopped early", TRAIN, &args);
+    assert!(ok, "{stderr}");
+    let resume = format!("`train --resume {out}` evaluates it");
+    fails(
+        "sample",
+        SAMPLE,
+        &["--checkpoint", out],
+        &["has no model.safetensors", &resume],
+    );
+}

@@ -145,7 +145,12 @@ fn read_poems(file: &Path) -> Result<String> {
         true => read_stdin_text_limited(POEMS_LIMIT),
         false => read_text_limited(file, POEMS_LIMIT),
     };
-    text.with_context(|| format!("cannot read the poems in {}", source_name(file)))
+    text.map_err(|e| {
+        anyhow::anyhow!(
+            "cannot read the poems in {}: {e}; give a UTF-8 file of poems, one a line (or - for standard input)",
+            source_name(file)
+        )
+    })
 }
 
 /// How messages name `file`.

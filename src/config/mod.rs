@@ -59,7 +59,7 @@ fn by_name<T: Copy, const N: usize>(
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// The file could not be read.
-    #[error("cannot read config file {path}: {source}")]
+    #[error("cannot read config file {path}: {source}; give a config file (configs/ holds them, e.g. configs/default.toml)")]
     Read {
         /// The file that was asked for.
         path: String,

@@ -64,8 +64,15 @@ impl RunFiles {
         }
         for file in [CONFIG_FILE, TOKENIZER_FILE, MODEL_FILE] {
             if !run.file(file).exists() {
+                let resume = match run.holds_run() {
+                    true => format!(
+                        "; it holds a checkpoint: `train --resume {}` evaluates it",
+                        crate::cli::shell_word(dir)
+                    ),
+                    false => String::new(),
+                };
                 bail!(
-                    "{} has no {file}: it is not a finished run directory (a run writes model.safetensors at its first evaluation)",
+                    "{} has no {file}: it is not a finished run directory (a run writes model.safetensors at its first evaluation){resume}",
                     dir.display()
                 );
             }
