@@ -759,3 +759,48 @@ fn a_pasted_ci_is_judged_by_its_tune() {
 fn ureq_escape(text: &str) -> String {
     text.bytes().map(|b| format!("%{b:02X}")).collect()
 }
+
+/// A run measured on a validation file that since took a line of its corpus is refused when
+/// its resume is asked for, not after the run started (#78: 200, then the child failed).
+#[test]
+fn a_resume_whose_validation_now_leaks_is_refused_when_asked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (poems, tiny) = (
+        common::root_file("data/poems.txt"),
+        common::root_file("data/tiny.txt"),
+    );
+    // Poems that share no line of four characters or more with the tiny corpus.
+    let shares = |poem: &str| {
+        let lines = poem.split(['，', '。']).filter(|l| l.chars().count() >= 4);
+        lines.into_iter().any(|line| tiny.contains(line))
+    };
+    let apart: Vec<&str> = poems.lines().filter(|p| !shares(p)).take(60).collect();
+    let validation = tmp.path().join("val.txt");
+    std::fs::write(&validation, apart.join("\n") + "\n").unwrap();
+    let set = format!("data.validation={}", validation.display());
+    train_cli(
+        &tmp.path().join("leakrun"),
+        &["--set", &set, "--max-iters", "20"],
+    );
+    // A held-out poem (the 20th) becomes a poem of the corpus.
+    let mut leaking = apart.clone();
+    leaking[19] = common::root_file("data/tiny.txt")
+        .lines()
+        .next()
+        .unwrap()
+        .to_string()
+        .leak();
+    std::fs::write(&validation, leaking.join("\n") + "\n").unwrap();
+    let base = serve_runs(tmp.path());
+    let (status, error) = post(
+        &base,
+        "/api/train",
+        &json!({ "resume": "leakrun", "max_iters": 40 }),
+    );
+    assert_eq!(status, 400, "{error}");
+    assert!(
+        error["error"].as_str().unwrap().contains("share"),
+        "{error}"
+    );
+    assert_eq!(get(&base, "/api/train").1["running"], false);
+}

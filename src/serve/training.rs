@@ -305,6 +305,7 @@ impl Trainer {
                 format!("run {run} is being trained by another process (a `train` in a terminal?): wait for it to end, or stop it there"),
             ));
         }
+        check_texts(&saved)?;
         if let Some(max_iters) = r.max_iters {
             let step = saved_step(&dir).map_err(|e| ApiError::bad(format!("{e:#}")))?;
             let asked = RunConfig::load_with(&dir.join(CONFIG_FILE), &r.overrides()?)
@@ -570,13 +571,7 @@ fn check_overrides(
     if let Some(decay) = &config.data.decay_corpus {
         check_corpus("data.decay_corpus", decay, root)?;
     }
-    if config.data.validation.is_some() || config.data.decay_corpus.is_some() {
-        // Read now as `train` reads them: a corpus that holds a held-out line, or a decay of
-        // held-out poems alone, is refused before the run starts.
-        let data = &config.data;
-        crate::data::Corpus::load_with(&data.corpus, data.kind, data.others())
-            .map_err(|e| ApiError::bad(e.to_string()))?;
-    }
+    check_texts(&config)?;
     // The corpus decides the vocabulary when the run starts; any size checks the rest.
     config.model.vocab_size = config.model.vocab_size.max(1);
     config.validate().map_err(ApiError::bad)?;
@@ -587,6 +582,18 @@ fn check_overrides(
         .model
         .check_training_memory(batch, input_parameters)
         .map_err(ApiError::bad)
+}
+
+/// Reads the texts of `config` as `train` will, where it names a validation or decay file: a
+/// corpus that holds a held-out line, or a decay of held-out poems alone, is refused when the
+/// run is asked for (a new run, or a resumed one whose files changed since), not when it starts.
+fn check_texts(config: &RunConfig) -> Result<(), ApiError> {
+    let data = &config.data;
+    if data.validation.is_some() || data.decay_corpus.is_some() {
+        crate::data::Corpus::load_with(&data.corpus, data.kind, data.others())
+            .map_err(|e| ApiError::bad(e.to_string()))?;
+    }
+    Ok(())
 }
 
 /// Refuses a corpus (or validation file, `key`) the page does not offer: the page trains on the
