@@ -98,7 +98,14 @@ impl Variant {
         let mut all = Vec::new();
         for (section, table) in sections {
             for (key, value) in table {
-                all.push(Override::of(&format!("{section}.{key}"), value)?);
+                // Named as the spec names it, not as a --set.
+                let key = format!("{section}.{key}");
+                all.push(Override::of(&key, value).map_err(|e| match e {
+                    crate::config::ConfigError::Parse { message, .. } => {
+                        anyhow::anyhow!("{key} is not valid: {message}")
+                    }
+                    other => other.into(),
+                })?);
             }
         }
         Ok(all)
