@@ -245,3 +245,38 @@ fn a_new_model_with_sounds_and_places_is_the_model_without_them() {
         .to_string();
     assert!(err.contains("verse::inputs::for_tokenizer"), "{err}");
 }
+
+/// Zero-initialised projections (#81): the attention's and the MLP's `c_proj` start at zero (so
+/// a block starts as the identity), and every
+/// other weight is the one the same seed draws without them.
+#[test]
+fn zero_initialised_projections_start_at_zero_and_change_nothing_else() {
+    let cfg = common::small_config(30, 2, Position::Rope);
+    let zero = ModelConfig {
+        zero_init_projections: true,
+        ..cfg.clone()
+    };
+    let (_, plain) = Gpt::seeded(&cfg, 5, &Device::Cpu).unwrap();
+    let (_, zeroed) = Gpt::seeded(&zero, 5, &Device::Cpu).unwrap();
+    let (plain, zeroed) = (plain.data().lock().unwrap(), zeroed.data().lock().unwrap());
+    assert_eq!(plain.len(), zeroed.len());
+    let mut projections = 0;
+    for (name, var) in plain.iter() {
+        let values = |v: &candle_core::Var| {
+            v.as_tensor()
+                .flatten_all()
+                .unwrap()
+                .to_vec1::<f32>()
+                .unwrap()
+        };
+        let (drawn, other) = (values(var), values(&zeroed[name]));
+        if name.ends_with("c_proj.weight") {
+            projections += 1;
+            assert!(other.iter().all(|&x| x == 0.0), "{name}");
+            assert!(drawn.iter().any(|&x| x != 0.0), "{name}");
+        } else {
+            assert_eq!(drawn, other, "{name}");
+        }
+    }
+    assert_eq!(projections, 4, "two blocks, two projections each");
+}

@@ -88,6 +88,9 @@ pub struct ModelConfig {
     pub sinusoidal_scale: f64,
     /// The MLP's nonlinearity: "gelu" (GPT-2's) or "relu2" (ReLU squared).
     pub activation: Activation,
+    /// Whether the output projections of the attention and the MLP start at zero (each block
+    /// then starts as the identity; modded-nanogpt's) instead of GPT-2's N(0, 0.02/√(2·n_layer)).
+    pub zero_init_projections: bool,
     /// The inputs the text gives the model besides its tokens, by name, in the order the model
     /// takes them: `["verse_places", "rhyme_bias", "lead_rhymes"]` in the default (what each one is, and the
     /// names known: `verse::inputs`); empty for a plain GPT.
@@ -110,6 +113,7 @@ impl Default for ModelConfig {
             rope_base: 10_000.0,
             sinusoidal_scale: 1.0,
             activation: Activation::Gelu,
+            zero_init_projections: false,
             inputs: Vec::new(),
         }
     }

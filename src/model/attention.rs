@@ -24,7 +24,7 @@ impl CausalSelfAttention {
     /// residual std 0.02/√(2·n_layer).
     pub fn new(vb: VarBuilder, cfg: &ModelConfig) -> Result<Self> {
         let c = cfg.n_embd;
-        let residual_std = INIT_STD / (2.0 * cfg.n_layer as f64).sqrt();
+        let residual_std = crate::model::layers::projection_std(cfg);
         Ok(CausalSelfAttention {
             c_attn: Linear::new(vb.pp("c_attn"), c, 3 * c, cfg.bias, INIT_STD)?,
             c_proj: Linear::new(vb.pp("c_proj"), c, c, cfg.bias, residual_std)?,

@@ -22,7 +22,7 @@ impl Mlp {
     /// `c_fc` drawn N(0, 0.02); `c_proj` with the scaled residual std 0.02/√(2·n_layer).
     pub fn new(vb: VarBuilder, cfg: &ModelConfig) -> Result<Self> {
         let c = cfg.n_embd;
-        let residual_std = INIT_STD / (2.0 * cfg.n_layer as f64).sqrt();
+        let residual_std = crate::model::layers::projection_std(cfg);
         Ok(Mlp {
             c_fc: Linear::new(vb.pp("c_fc"), c, 4 * c, cfg.bias, INIT_STD)?,
             activation: cfg.activation,

@@ -9,6 +9,16 @@ use rand_chacha::ChaCha8Rng;
 /// GPT-2's initialisation for weights: N(0, 0.02).
 pub const INIT_STD: f64 = 0.02;
 
+/// The initial std of the output projections that add to the residual stream (the attention's
+/// and the MLP's `c_proj`): GPT-2's 0.02/√(2·n_layer), or 0 where the config starts them at zero
+/// (drawn all the same, so that every other weight is the one drawn without it).
+pub fn projection_std(cfg: &crate::config::ModelConfig) -> f64 {
+    match cfg.zero_init_projections {
+        true => 0.0,
+        false => INIT_STD / (2.0 * cfg.n_layer as f64).sqrt(),
+    }
+}
+
 /// The ε LayerNorm adds to the variance.
 pub const LN_EPS: f32 = 1e-5;
 
