@@ -37,6 +37,8 @@ struct Layout {
     dropout: f64,
     /// The MLP's nonlinearity.
     activation: Activation,
+    /// Whether q and k are scaled to unit RMS per head.
+    qk_norm: bool,
     /// The inputs besides the tokens (`verse::inputs`): the characters' sounds, the positions'
     /// verse places, the rhymes so far.
     inputs: &'static [&'static str],
@@ -68,6 +70,7 @@ impl Layout {
                             n_head,
                             dropout: 0.0,
                             activation: Activation::Gelu,
+                            qk_norm: false,
                             inputs: &[],
                         });
                     }
@@ -81,21 +84,25 @@ impl Layout {
                         n_head: 2,
                         dropout: 0.0,
                         activation: Activation::Gelu,
+                        qk_norm: false,
                         inputs,
                     });
                 }
             }
-            // ReLU² in the MLP, with the default's inputs.
-            all.push(Layout {
-                position,
-                bias: true,
-                tie_weights: true,
-                n_embd: 32,
-                n_head: 2,
-                dropout: 0.0,
-                activation: Activation::Relu2,
-                inputs: &["verse_places"],
-            });
+            // ReLU² in the MLP, and QK-norm, with the default's inputs.
+            for (activation, qk_norm) in [(Activation::Relu2, false), (Activation::Gelu, true)] {
+                all.push(Layout {
+                    position,
+                    bias: true,
+                    tie_weights: true,
+                    n_embd: 32,
+                    n_head: 2,
+                    dropout: 0.0,
+                    activation,
+                    qk_norm,
+                    inputs: &["verse_places"],
+                });
+            }
         }
         all
     }
@@ -139,6 +146,7 @@ impl Layout {
             n_head: self.n_head,
             dropout: self.dropout,
             activation: self.activation,
+            qk_norm: self.qk_norm,
             // Not 1: both sides must apply the scale.
             sinusoidal_scale: 0.5,
             block_size: BLOCK_SIZE,
@@ -313,6 +321,7 @@ fn dropout_in_the_engine_draws_the_candle_graphs_masks() {
                 n_head,
                 dropout: 0.2,
                 activation: Activation::Gelu,
+                qk_norm: position == Position::Rope,
                 inputs,
             };
             let case = format!("{layout:?}");
@@ -391,6 +400,7 @@ fn what_the_engine_cannot_run_is_an_error() {
         n_head: 4,
         dropout: 0.0,
         activation: Activation::Gelu,
+        qk_norm: false,
         inputs: &[],
     }
     .model();

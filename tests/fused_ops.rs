@@ -3,7 +3,7 @@
 
 use candle_core::{Device, Tensor, Var};
 use rand::{Rng, SeedableRng};
-use shige::ops::{activation, gelu, layer_norm, linear, relu2, softmax, Precision};
+use shige::ops::{activation, gelu, layer_norm, linear, qk_norm, relu2, softmax, Precision};
 
 fn random(shape: &[usize], scale: f32, seed: u64) -> Var {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
@@ -94,6 +94,55 @@ fn fused_causal_softmax_matches_the_reference() {
             softmax::softmax_reference(&x, causal).unwrap(),
             None,
         );
+    }
+}
+
+/// QK-norm on a fused projection's rows (2 rows, 3 heads of 8): the engine's forward and
+/// backward against the composite reference through autograd, on q and k; v untouched.
+#[test]
+fn qk_norm_matches_the_reference() {
+    let (rows, heads, d) = (2, 3, 8);
+    let c = heads * d;
+    let x = random(&[rows, 3 * c], 2.0, 5);
+    let (q, k) = (
+        x.as_tensor().narrow(1, 0, c).unwrap(),
+        x.as_tensor().narrow(1, c, c).unwrap(),
+    );
+    let by_head = |t: &Tensor| t.reshape((rows, heads, d)).unwrap();
+    let reference = Tensor::cat(
+        &[
+            qk_norm::reference(&by_head(&q))
+                .unwrap()
+                .reshape((rows, c))
+                .unwrap(),
+            qk_norm::reference(&by_head(&k))
+                .unwrap()
+                .reshape((rows, c))
+                .unwrap(),
+            x.as_tensor().narrow(1, 2 * c, c).unwrap(),
+        ],
+        1,
+    )
+    .unwrap();
+    let xs = values(&x);
+    let mut normalized = xs.clone();
+    let rms = qk_norm::forward_qkv(&mut normalized, c, d);
+    let fused = Tensor::from_vec(normalized.clone(), (rows, 3 * c), &Device::Cpu).unwrap();
+    check(
+        "qk_norm",
+        &[&x],
+        fused,
+        reference,
+        Some(&|dy| {
+            let mut dx = dy.to_vec();
+            qk_norm::backward_qkv(&mut dx, &normalized, &rms, c, d);
+            vec![dx]
+        }),
+    );
+    // Each head has unit RMS, against the formula.
+    for head in normalized.chunks(d).take(2 * heads) {
+        let ms = head.iter().map(|v| v * v).sum::<f32>() / d as f32;
+        assert!((ms - 1.0).abs() < 1e-4, "{ms}");
     }
 }
 

@@ -88,6 +88,9 @@ pub struct ModelConfig {
     pub sinusoidal_scale: f64,
     /// The MLP's nonlinearity: "gelu" (GPT-2's) or "relu2" (ReLU squared).
     pub activation: Activation,
+    /// Whether each head's query and key are scaled to unit RMS before RoPE and the scores
+    /// (QK-norm, modded-nanogpt's), which keeps the scores bounded at higher learning rates.
+    pub qk_norm: bool,
     /// Whether the output projections of the attention and the MLP start at zero (each block
     /// then starts as the identity; modded-nanogpt's) instead of GPT-2's N(0, 0.02/√(2·n_layer)).
     pub zero_init_projections: bool,
@@ -113,6 +116,7 @@ impl Default for ModelConfig {
             rope_base: 10_000.0,
             sinusoidal_scale: 1.0,
             activation: Activation::Gelu,
+            qk_norm: false,
             zero_init_projections: false,
             inputs: Vec::new(),
         }

@@ -28,6 +28,7 @@ use crate::ops::activation::Activation;
 use crate::ops::attention::alibi_penalty;
 use crate::ops::fast_math::{self, DOT_GROUP};
 use crate::ops::matvec::{PackedMatrix, WeightFormat};
+use crate::ops::qk_norm;
 use candle_core::{bail, Device, Result, Tensor};
 use rayon::prelude::*;
 use std::ops::Range;
@@ -204,6 +205,8 @@ pub struct CpuDecoder<'m> {
     n_head: usize,
     head_dim: usize,
     scale: f32,
+    /// Whether each head's q and k are scaled to unit RMS (QK-norm).
+    qk_norm: bool,
     /// The threads of the parallel phases, one per thread of rayon's pool.
     team: Team,
 }
@@ -251,6 +254,7 @@ impl<'m> CpuDecoder<'m> {
             n_head: cfg.n_head,
             head_dim: attn.head_dim,
             scale: attn.scale() as f32,
+            qk_norm: attn.qk_norm,
             team: Team::new(rayon::current_num_threads()),
         }))
     }
@@ -414,6 +418,10 @@ impl<'m> CpuDecoder<'m> {
         for (r, (row, y)) in qkv.chunks_mut(3 * d).zip(y_rows).enumerate() {
             let (q, kv) = row.split_at_mut(d);
             let (k, v) = kv.split_at_mut(d);
+            if self.qk_norm {
+                qk_norm::normalize(q);
+                qk_norm::normalize(k);
+            }
             if let Some(rotations) = rotations {
                 rotations.rotate(q, r, false);
                 rotations.rotate(k, r, false);

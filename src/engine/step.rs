@@ -17,7 +17,7 @@ use crate::model::position::{PositionEncoding, Rotations};
 use crate::model::{Gpt, Mode};
 use crate::ops::attention::{self, Heads};
 use crate::ops::lm_head_loss::LogitBias;
-use crate::ops::{activation, linear, lm_head_loss, scratch, Precision};
+use crate::ops::{activation, linear, lm_head_loss, qk_norm, scratch, Precision};
 use candle_core::{bail, Result, Tensor, TensorId};
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -149,8 +149,10 @@ struct BlockActivations {
     x: Vec<f32>,
     /// ln_1(x) (C).
     ln_1: Vec<f32>,
-    /// The fused projection's q | k | v (3C), q and k rotated for RoPE.
+    /// The fused projection's q | k | v (3C), q and k normalized (QK-norm) and rotated for RoPE.
     qkv: Vec<f32>,
+    /// With QK-norm, the RMS each head's q and k had (N × 2H).
+    qk_rms: Option<Vec<f32>>,
     /// The attention weights before dropout (B × H × T × T).
     weights: Vec<f32>,
     /// The heads' outputs side by side (C).
@@ -210,6 +212,9 @@ fn block_forward(
     let n = x.len() / c;
     let ln_1 = Norm::new(&block.ln_1)?.forward(&x); // (N, C)
     let mut qkv = linear_forward(&attn.c_attn, &ln_1, p)?; // (N, 3C)
+    let qk_rms = attn
+        .qk_norm
+        .then(|| qk_norm::forward_qkv(&mut qkv, c, attn.head_dim)); // (N, 2H)
     if let Some(rotations) = &s.rotations {
         rotations.rotate_qkv(&mut qkv, c, false);
     }
@@ -227,6 +232,7 @@ fn block_forward(
         x,
         ln_1,
         qkv,
+        qk_rms,
         weights,
         heads,
         mid,
@@ -268,6 +274,14 @@ fn block_backward(
     let mut d_qkv = attention::qkv_backward(&a.qkv, &d_heads, &a.weights, (s.t, c), &heads); // (N, 3C)
     if let Some(rotations) = &s.rotations {
         rotations.rotate_qkv(&mut d_qkv, c, true);
+    }
+    if let Some(rms) = &a.qk_rms {
+        // The normalized q and k before their rotation, which the gradient now stands in.
+        let mut normalized = a.qkv.clone(); // (N, 3C)
+        if let Some(rotations) = &s.rotations {
+            rotations.rotate_qkv(&mut normalized, c, true);
+        }
+        qk_norm::backward_qkv(&mut d_qkv, &normalized, rms, c, attn.head_dim);
     }
     let d_ln_1 = linear_backward(&attn.c_attn, &a.ln_1, &d_qkv, grads, s.precision)?; // (N, C)
     let mut d_x = d_mid;

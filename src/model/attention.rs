@@ -3,7 +3,7 @@
 use crate::config::ModelConfig;
 use crate::model::layers::{Dropout, Linear, Mode, INIT_STD};
 use crate::model::position::PositionEncoding;
-use crate::ops::Kernels;
+use crate::ops::{qk_norm, Kernels};
 use candle_core::{Result, Tensor};
 use candle_nn::VarBuilder;
 
@@ -17,6 +17,8 @@ pub struct CausalSelfAttention {
     resid_dropout: Dropout,
     pub(crate) n_head: usize,
     pub(crate) head_dim: usize,
+    /// Whether q and k are scaled to unit RMS per head before RoPE (QK-norm).
+    pub(crate) qk_norm: bool,
 }
 
 impl CausalSelfAttention {
@@ -32,6 +34,7 @@ impl CausalSelfAttention {
             resid_dropout: Dropout::new(cfg.dropout),
             n_head: cfg.n_head,
             head_dim: cfg.head_dim(),
+            qk_norm: cfg.qk_norm,
         })
     }
 
@@ -43,7 +46,8 @@ impl CausalSelfAttention {
             .contiguous()
     }
 
-    /// q, k and v for x (B, T, C), each (B, n_head, T, head_dim); q and k rotated for RoPE.
+    /// q, k and v for x (B, T, C), each (B, n_head, T, head_dim); q and k normalized (QK-norm)
+    /// and rotated for RoPE.
     pub fn qkv(
         &self,
         x: &Tensor,
@@ -55,6 +59,10 @@ impl CausalSelfAttention {
         let q = self.split_heads(&qkv.narrow(2, 0, c)?)?; // (B, H, T, D)
         let k = self.split_heads(&qkv.narrow(2, c, c)?)?; // (B, H, T, D)
         let v = self.split_heads(&qkv.narrow(2, 2 * c, c)?)?; // (B, H, T, D)
+        let (q, k) = match self.qk_norm {
+            true => (qk_norm::reference(&q)?, qk_norm::reference(&k)?), // (B, H, T, D)
+            false => (q, k),
+        };
         Ok((pos.rotate(&q, 0)?, pos.rotate(&k, 0)?, v))
     }
 
@@ -120,7 +128,8 @@ impl CausalSelfAttention {
         mode: &mut Mode,
     ) -> Result<Tensor> {
         let fused = kernels == Kernels::Fused;
-        if fused && !pos.acts_in_attention() && !self.attn_dropout.is_active(mode) {
+        if fused && !pos.acts_in_attention() && !self.qk_norm && !self.attn_dropout.is_active(mode)
+        {
             // Plain causal attention: one fused op reads the heads from c_attn's output in place.
             let qkv = self.c_attn.forward(x, kernels)?; // (B, T, 3C)
             let y = crate::ops::attention::causal_attention_qkv(&qkv, self.n_head, self.scale())?; // (B, T, C)

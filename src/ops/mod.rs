@@ -20,6 +20,7 @@ pub mod lm_head_loss;
 pub(crate) mod matmul;
 pub(crate) mod matmul_f32;
 pub(crate) mod matvec;
+pub mod qk_norm;
 pub mod relu2;
 pub(crate) mod scratch;
 pub(crate) mod small_matmul;
