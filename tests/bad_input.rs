@@ -1218,7 +1218,7 @@ fn a_new_run_never_writes_over_files_it_did_not_make() {
     // no obstacle, and the temporary file is cleared.
     let left = tmp.path().join("left");
     std::fs::create_dir(&left).unwrap();
-    std::fs::write(left.join(".lock"), "").unwrap();
+    std::fs::write(left.join(".lock"), shige::train::run_dir::LOCK_MARK).unwrap();
     std::fs::write(left.join(".model.safetensors.999999999.0.tmp"), "partial").unwrap();
     tiny_run(&left, &[]);
     assert!(!left.join(".model.safetensors.999999999.0.tmp").exists());
@@ -1258,6 +1258,10 @@ fn a_users_hidden_files_are_never_taken_for_leftovers() {
             "the user's lock",
             vec![(".lock", "mine"), (".metrics.csv.999999999.3.tmp", "m5")],
         ),
+        (
+            "an empty lock",
+            vec![(".lock", ""), (".metrics.csv.999999999.1.tmp", "m6")],
+        ),
     ] {
         let dir = tmp.path().join(case);
         std::fs::create_dir(&dir).unwrap();
@@ -1288,6 +1292,23 @@ fn a_users_hidden_files_are_never_taken_for_leftovers() {
     assert_eq!(read(".mybackup.tmp"), b"precious");
     assert_eq!(read(&running), b"being written");
     assert!(!run.join(".summary.json.999999999.3.tmp").exists());
+    // Without the program's lock before the resume (none, or an empty one), nothing is removed
+    // and an empty lock is left empty.
+    for lock in [None, Some("")] {
+        match lock {
+            None => std::fs::remove_file(run.join(".lock")).unwrap(),
+            Some(text) => std::fs::write(run.join(".lock"), text).unwrap(),
+        }
+        std::fs::write(run.join(".summary.json.999999999.4.tmp"), "mine?").unwrap();
+        let more = ["--resume", run.to_str().unwrap(), "--max-iters", "30"];
+        let (success, stderr) = run_bin("resume without the lock", TRAIN, &more);
+        assert!(success, "{stderr}");
+        assert_eq!(read(".summary.json.999999999.4.tmp"), b"mine?", "{lock:?}");
+        if lock.is_some() {
+            assert_eq!(read(".lock"), b"", "the user's empty lock");
+        }
+        std::fs::remove_file(run.join(".summary.json.999999999.4.tmp")).unwrap();
+    }
 }
 
 /// A child process that is killed when this goes out of scope, even when a test fails.
@@ -2559,7 +2580,7 @@ fn sampling_a_run_stopped_before_its_first_evaluation_says_how_to_go_on() {
     ];
     let (ok, stderr) = run_bin("stopped early", TRAIN, &args);
     assert!(ok, "{stderr}");
-    let resume = format!("`train --resume {out}` evaluates it");
+    let resume = format!("`train --resume {out}` trains on to its next evaluation");
     fails(
         "sample",
         SAMPLE,

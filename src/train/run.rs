@@ -69,8 +69,9 @@ impl OpenRun {
             crate::files::missing_dirs(&opts.run.path),
             opts.run.file(LOCK_FILE).exists(),
         );
+        let locked_before = opts.run.own_lock();
         let lock = opts.run.lock()?;
-        match set_up(opts) {
+        match set_up(opts, locked_before) {
             Ok((s, p, notes)) => {
                 if opts.progress {
                     notes.iter().for_each(|note| crate::note!("{note}"));
@@ -108,15 +109,16 @@ impl OpenRun {
 }
 
 /// The run `opts` asks for, set up in its locked directory (a new run needs one without a run in
-/// it, a resume one with a checkpoint; the temporary files of killed processes are cleared), at
-/// its step, with the notes on what it reads and changes.
-fn set_up(opts: &TrainOptions) -> Result<(Setup, Progress, Vec<String>)> {
+/// it, a resume one with a checkpoint; the temporary files of killed processes are cleared where
+/// the lock was this program's before: `locked_before`), at its step, with the notes on what it
+/// reads and changes.
+fn set_up(opts: &TrainOptions, locked_before: bool) -> Result<(Setup, Progress, Vec<String>)> {
     let run = &opts.run;
     match opts.resume {
         true => run.check_resumable()?,
         false => run.check_fresh()?,
     }
-    run.remove_temporary_files();
+    run.remove_temporary_files(locked_before);
     let data = &opts.config.data;
     let corpus = Corpus::load_with(&data.corpus, data.kind, data.others())?;
     let mut notes = corpus_notes(&corpus, &opts.config.data.corpus);
@@ -152,7 +154,7 @@ fn set_up(opts: &TrainOptions) -> Result<(Setup, Progress, Vec<String>)> {
 
 /// The share of a validation or decay file's characters absent from the corpus above which
 /// `train` says so.
-const UNSEEN_NOTED: f64 = 0.05;
+const UNSEEN_NOTED: f64 = 0.25;
 
 /// The files whose text holds the characters of `tokenizer` past the parent's `parent_vocab`:
 /// `" of data/tiny.txt"`, `" of val.txt (data.validation)"`, or several, each with its count.
@@ -217,8 +219,8 @@ fn corpus_notes(corpus: &Corpus, path: &str) -> Vec<String> {
         let unseen = crate::data::unseen_share(text, &trained);
         if unseen > UNSEEN_NOTED {
             notes.push(format!(
-                "note: {:.0} % of the characters of {file} ({key}) never occur in {path}: another language or script? \
-                 The model cannot learn them there, so its loss on them says little",
+                "note: {:.0} % of the characters of {file} ({key}) never occur in {path}: the model cannot learn \
+                 them from it, so its loss on them says little",
                 100.0 * unseen
             ));
         }

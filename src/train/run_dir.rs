@@ -30,7 +30,7 @@ pub const LOCK_FILE: &str = ".lock";
 
 /// What the lock file says, so that a `.lock` of the user's is not taken for it (earlier
 /// versions left theirs empty).
-const LOCK_MARK: &[u8] = b"held by shige's train while it writes a run in this folder\n";
+pub const LOCK_MARK: &[u8] = b"held by shige's train while it writes a run in this folder\n";
 
 /// Every file a run writes.
 pub const RUN_FILES: [&str; 9] = [
@@ -85,6 +85,7 @@ impl RunDir {
     /// same run: two runs writing one directory would mix their files.
     pub fn lock(&self) -> Result<RunLock> {
         crate::files::create_dir(&self.path, "--out")?;
+        let made = !self.file(LOCK_FILE).exists();
         let file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
@@ -103,7 +104,9 @@ impl RunDir {
                 );
             }
         }
-        if file.metadata().is_ok_and(|m| m.len() == 0) {
+        if made {
+            // Only a lock file it made says it is this program's: an empty `.lock` found here
+            // is left as it is.
             use std::io::Write;
             let mut file = &file;
             file.write_all(LOCK_MARK).with_context(|| {
@@ -250,8 +253,13 @@ impl RunDir {
         crate::files::remove_empty_dirs(made);
     }
 
-    /// Removes temporary files that a killed process left behind (the lock must be held).
-    pub fn remove_temporary_files(&self) {
+    /// Removes temporary files that a killed process of this program left behind (the lock must
+    /// be held, and must have been this program's before this process took it: `locked_before`,
+    /// [`RunDir::own_lock`] asked then).
+    pub fn remove_temporary_files(&self, locked_before: bool) {
+        if !locked_before {
+            return;
+        }
         for entry in std::fs::read_dir(&self.path)
             .into_iter()
             .flatten()
@@ -266,10 +274,10 @@ impl RunDir {
 }
 
 impl RunDir {
-    /// Whether its lock file is this program's (empty, as earlier versions left it, or saying
-    /// so): a `.lock` of the user's is theirs.
-    fn own_lock(&self) -> bool {
-        std::fs::read(self.file(LOCK_FILE)).is_ok_and(|b| b.is_empty() || b == LOCK_MARK)
+    /// Whether its lock file is this program's (it says so): a `.lock` of the user's is theirs,
+    /// an empty one too (earlier versions left theirs empty: their leftovers stay).
+    pub fn own_lock(&self) -> bool {
+        std::fs::read(self.file(LOCK_FILE)).is_ok_and(|b| b == LOCK_MARK)
     }
 
     /// Whether `name` is a temporary file that a process of this program writing this run left
