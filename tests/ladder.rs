@@ -58,8 +58,11 @@ fn minutes_without_a_config_run_the_rung_chosen_here() {
     // planned for the minutes, with no recorded loss promised.
     let dir = tmp.path().join("climbed");
     let err = train(&["--minutes", "0.001"], &dir);
+    // (A rung that reads data/tang_song.txt, where it is not built, is passed over first.)
     assert!(
-        err.starts_with("0.001 minutes and no config: no recipe of the ladder fits here"),
+        err.lines().any(
+            |l| l.starts_with("0.001 minutes and no config: no recipe of the ladder fits here")
+        ),
         "{err}"
     );
     assert!(err.contains(LADDER[0].config), "{err}");
