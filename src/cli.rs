@@ -142,6 +142,22 @@ pub fn shell_word(path: &std::path::Path) -> String {
         text.insert_str(0, "./");
     }
     let plain = |c: char| c.is_alphanumeric() || "/._-+=:,@%".contains(c);
+    if text.chars().any(char::is_control) {
+        // Bash's $'…', where a tab or a line end can be written as \t, \n.
+        let escaped: String = text
+            .chars()
+            .map(|c| match c {
+                '\t' => r"\t".to_string(),
+                '\n' => r"\n".to_string(),
+                '\r' => r"\r".to_string(),
+                '\\' | '\'' => format!("\\{c}"),
+                c if c.is_control() && (c as u32) < 0x80 => format!("\\x{:02x}", c as u32),
+                c if c.is_control() => format!("\\u{:04x}", c as u32),
+                c => c.to_string(),
+            })
+            .collect();
+        return format!("$'{escaped}'");
+    }
     match !text.is_empty() && text.chars().all(plain) {
         true => text,
         false => format!("'{}'", text.replace('\'', r"'\''")),
@@ -237,6 +253,8 @@ mod tests {
         // A name that a command would read as an option.
         assert_eq!(shell_word(Path::new("-x")), "./-x");
         assert_eq!(shell_word(Path::new("-my run")), "'./-my run'");
+        // A control character, as bash's $'…' writes it.
+        assert_eq!(shell_word(Path::new("x\ty'z")), r"$'x\ty\'z'");
     }
 
     #[test]

@@ -310,7 +310,9 @@ fn ctrl_c_during_the_final_evaluation_quits_and_a_resume_completes_it() {
     assert_eq!(completed["samples"], never["samples"]);
     // The training's figures are the invocation's that trained: the same train loss to every
     // digit, and its pace (#78: 0 tokens/s and a train loss rounded as metrics.csv keeps it).
-    assert_eq!(completed["train_loss"], never["train_loss"]);
+    for figure in ["train_loss", "val_loss", "best_val_loss"] {
+        assert_eq!(completed[figure], never[figure], "{figure}");
+    }
     assert!(
         completed["tokens_per_s"].as_f64().unwrap() > 0.0,
         "{completed}"

@@ -5,7 +5,7 @@
 //! With `--poet`, cuts one poet's corpus from the shipped `data/titled.txt` instead (no feature,
 //! no download).
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Parser;
 use shige::data::poem::Form;
 use shige::prepare::one_poet::poet_corpus;
@@ -75,12 +75,8 @@ fn run() -> Result<()> {
 /// Writes OUT/POET.txt from data/titled.txt.
 fn write_poet(args: &Args, poet: &str) -> Result<()> {
     let titled = std::path::Path::new(shige::data::TITLED_CORPUS);
-    let text = std::fs::read_to_string(titled).with_context(|| {
-        format!(
-            "cannot read {}, the titled poems: run from the repository's root",
-            titled.display()
-        )
-    })?;
+    let text = shige::files::read_text_limited(titled, shige::files::CORPUS_LIMIT)
+        .map_err(|e| anyhow::anyhow!("cannot read {}, the titled poems: {e}", titled.display()))?;
     let corpus = poet_corpus(&text, poet, args.headers, &args.forms).map_err(anyhow::Error::msg)?;
     if corpus.held_out == 0 {
         bail!(
@@ -123,6 +119,7 @@ fn write_tang_song(_: &Args) -> Result<()> {
 /// Writes OUT/tang_song.txt alone, from --source and data/poems.txt.
 #[cfg(feature = "prepare")]
 fn write_tang_song(args: &Args) -> Result<()> {
+    use anyhow::Context;
     use ferrous_opencc::{config::BuiltinConfig, OpenCC};
     let opencc =
         OpenCC::from_config(BuiltinConfig::T2s).context("cannot load OpenCC's t2s tables")?;
@@ -130,7 +127,7 @@ fn write_tang_song(args: &Args) -> Result<()> {
         std::path::Path::new(shige::data::DEFAULT_CORPUS),
         shige::data::CorpusKind::Verse,
     )
-    .context("the Tang poems: run from the repository's root")?;
+    .context("the Tang poems")?;
     let source = args
         .source
         .as_deref()
@@ -188,6 +185,7 @@ fn write_files(out: &std::path::Path, files: &[(&str, String)]) -> Result<()> {
 /// Rebuilds data/ from the packages.
 #[cfg(feature = "prepare")]
 fn rebuild(args: &Args) -> Result<()> {
+    use anyhow::Context;
     use ferrous_opencc::{config::BuiltinConfig, OpenCC};
     use shige::prepare::ci::{build_ci, ci_readme, learn_tunes};
     use shige::prepare::cilin_table::{cilin_readme, cilin_table};

@@ -272,6 +272,7 @@ fn config_path(args: &Args) -> Result<PathBuf> {
             shige::cli::shell_word(dir)
         );
     }
+    shige::files::check_replaceable(&dir.join(file))?; // the run writes it again
     Ok(dir.join(file))
 }
 

@@ -372,7 +372,10 @@ fn check_out(out: &Path) -> Result<()> {
 /// Whether `dir` is a run directory, or one that a run stopped before its first checkpoint left
 /// (with the lock it takes first).
 fn is_run_dir(dir: &Path) -> bool {
-    dir.is_dir() && (dir.join(CONFIG_FILE).exists() || dir.join(LOCK_FILE).exists())
+    // A link to a folder elsewhere is no run of this ablation: it would be written through.
+    dir.is_dir()
+        && !dir.is_symlink()
+        && (dir.join(CONFIG_FILE).exists() || dir.join(LOCK_FILE).exists())
 }
 
 /// [`run`] once the output directory is made: each variant in turn, once per seed.

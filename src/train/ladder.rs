@@ -243,10 +243,10 @@ pub fn applies(given_config: bool, overrides: &[Override]) -> Option<(f64, Optio
         .map(|m| (m, dtype))
 }
 
-/// Settings that make a recipe of their own: given, the ladder's recipes are not the run's.
+/// Settings that make a run other than the recorded one (any but the minutes, and the precision,
+/// which narrows the ladder): given, the ladder's recipes and their records are not the run's.
 fn changes_the_recipe(key: &str) -> bool {
-    let section = key.split('.').next().unwrap_or(key);
-    ["model", "data", "optimizer", "schedule"].contains(&section) || key == "train.batch_size"
+    !["train.minutes", "train.dtype"].contains(&key)
 }
 
 /// The config `train --minutes M` runs where the ladder applies: the rung chosen here (of the
@@ -522,6 +522,7 @@ mod tests {
     #[test]
     fn the_ladder_applies_to_minutes_alone_and_a_precision_narrows_it() {
         let set = |text: &str| Override::parse(text).unwrap();
+        let minutes_again = || set("train.minutes=30");
         let minutes = set("train.minutes=30");
         assert_eq!(applies(false, &[minutes.clone()]), Some((30.0, None)));
         assert_eq!(
@@ -539,5 +540,13 @@ mod tests {
         let steps = set("train.max_iters=10");
         assert_eq!(applies(false, &[minutes, steps]), None);
         assert_eq!(applies(false, &[set("train.seed=3")]), None, "no minutes");
+        // A seed or an evaluation of one's own is another run than the recorded one.
+        for own in [
+            "train.seed=7",
+            "train.eval_iters=5",
+            "train.eval_interval=100",
+        ] {
+            assert_eq!(applies(false, &[minutes_again(), set(own)]), None, "{own}");
+        }
     }
 }

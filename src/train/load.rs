@@ -66,7 +66,7 @@ impl RunFiles {
             if !run.file(file).exists() {
                 let resume = match run.holds_run() {
                     true => format!(
-                        "; it holds a checkpoint: `train --resume {}` evaluates it",
+                        "; it holds a checkpoint: `train --resume {}` trains on to its next evaluation, which writes it",
                         crate::cli::shell_word(dir)
                     ),
                     false => String::new(),

@@ -220,6 +220,13 @@ pub(super) fn restore(run: &RunDir, s: &mut Setup, corpus: &Corpus) -> Result<Pr
     if run.file(METRICS_FILE).exists() {
         p.rows = read_metrics(&run.file(METRICS_FILE))?;
         p.rows.retain(|r| r.step <= p.step);
+    } else if p.step >= s.cfg.train.eval_interval && p.best_val.is_finite() {
+        bail!(
+            "{} has no {METRICS_FILE}, though the run evaluated before step {}: its curve would begin again here; \
+             put the file back, or start a new run with --out",
+            run.path.display(),
+            p.step
+        );
     }
     if run.file(SAMPLES_FILE).exists() {
         p.samples = read_samples(&run.file(SAMPLES_FILE))?;

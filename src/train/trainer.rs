@@ -552,14 +552,22 @@ fn ended(last: &serde_json::Value) -> bool {
 }
 
 /// A summary of an invocation that trained no step takes the training's figures from the one
-/// that trained them (`last`, of the same step): its train loss (metrics.csv keeps it rounded)
-/// and its tokens per second (none were trained here).
+/// that trained them (`last`, of the same step): its losses (metrics.csv keeps them rounded) and
+/// its tokens per second (none were trained here).
 fn carried_over(summary: &mut TrainSummary, last: Option<&serde_json::Value>) {
     let Some(last) = last.filter(|l| l["steps"].as_u64() == Some(summary.steps as u64)) else {
         return;
     };
-    if let (Some(loss), Some(rate)) = (last["train_loss"].as_f64(), last["tokens_per_s"].as_f64()) {
-        (summary.train_loss, summary.tokens_per_s) = (loss, rate);
+    let figures = [
+        ("train_loss", &mut summary.train_loss),
+        ("val_loss", &mut summary.val_loss),
+        ("best_val_loss", &mut summary.best_val_loss),
+        ("tokens_per_s", &mut summary.tokens_per_s),
+    ];
+    for (key, figure) in figures {
+        if let Some(value) = last[key].as_f64() {
+            *figure = value;
+        }
     }
 }
 
