@@ -46,6 +46,17 @@ def written_here(path):
     return old.get("written_by") == MARK or bool(legacy)
 
 
+def repository_path(path, out):
+    """`path` as a record keeps it: from the repository's root where it lies inside, else the
+    folder's name alone (no machine's absolute path)."""
+    root = out.parent.parent.parent
+    full = Path(path).resolve()
+    try:
+        return str(full.relative_to(root))
+    except ValueError:
+        return full.name
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("name")
@@ -69,6 +80,7 @@ def main():
         "summary": json.loads((run / "summary.json").read_text()),
         "config": tomllib.loads((run / "config.toml").read_text()),
     }
+    record["summary"]["checkpoint"] = repository_path(record["summary"].get("checkpoint", str(run)), out)
     for extra in args.extra:
         record[Path(extra).stem] = json.loads(Path(extra).read_text())
     out.write_text(json.dumps(record, ensure_ascii=False, indent=1) + "\n")

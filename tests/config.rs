@@ -195,6 +195,39 @@ fn every_shipped_config_loads_and_its_files_ship_or_are_built() {
     );
 }
 
+/// Every config but configs/default.toml is a change to another: it names its base and holds only
+/// the keys whose values differ from the base's (so that none drifts from the default it copies).
+#[test]
+fn every_config_names_its_base_and_holds_only_what_differs() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let folders = ["configs", "configs/ladder"].map(|f| std::fs::read_dir(root.join(f)).unwrap());
+    let mut paths: Vec<_> = folders
+        .into_iter()
+        .flatten()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    paths.push(root.join("configs/ablations/base.toml"));
+    for path in paths.iter().filter(|p| !p.ends_with("configs/default.toml")) {
+        let file: toml::Table = toml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let Some(toml::Value::String(base)) = file.get("base") else {
+            panic!("{} names no base", path.display());
+        };
+        let base = RunConfig::load(&root.join(base)).unwrap();
+        let base: toml::Table = toml::from_str(&base.spelled_out().to_toml().unwrap()).unwrap();
+        for (section, keys) in file.iter().filter_map(|(s, k)| Some((s, k.as_table()?))) {
+            for (key, value) in keys {
+                assert_ne!(
+                    base.get(section).and_then(|s| s.get(key)),
+                    Some(value),
+                    "{}: {section}.{key} is its base's",
+                    path.display()
+                );
+            }
+        }
+    }
+}
+
 /// The defaults that differ between the code and configs/default.toml, pinned on both sides: a
 /// config naming no schedule keeps the cosine (older configs give what they gave), the default
 /// config names WSD; Muon's learning rate is the one the study chose.

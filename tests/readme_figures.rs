@@ -341,6 +341,29 @@ fn every_record_says_where_it_comes_from() {
     }
 }
 
+/// No record holds a path of the machine it was made on: paths are the repository's (or a run
+/// folder's name).
+#[test]
+fn no_record_holds_an_absolute_path() {
+    fn strings(value: &Value, out: &mut Vec<String>) {
+        match value {
+            Value::String(s) => out.push(s.clone()),
+            Value::Array(items) => items.iter().for_each(|v| strings(v, out)),
+            Value::Object(map) => map.values().for_each(|v| strings(v, out)),
+            _ => {}
+        }
+    }
+    for (name, record) in records() {
+        let mut found = Vec::new();
+        strings(&record, &mut found);
+        let absolute: Vec<_> = found
+            .iter()
+            .filter(|s| s.starts_with('/') && s.len() > 1 && !s.contains(' '))
+            .collect();
+        assert!(absolute.is_empty(), "{name} holds {absolute:?}");
+    }
+}
+
 /// The corpus's figures, counted from the shipped files.
 #[test]
 fn the_recorded_corpus_figures_are_the_shipped_files() {

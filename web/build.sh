@@ -130,7 +130,9 @@ if [[ -f "$corpus" ]]; then
     END { for (poet in count) print count[poet] "\t" poet }' "$corpus" >"$out/run/poets.tsv"
   [[ -s "$out/run/poets.tsv" ]] || rm -f "$out/run/poets.tsv"
 fi
-cp configs/tiny.toml "$out/configs/"
+# The page reads a config whole: tiny.toml names its base (configs/default.toml), so it is written
+# out with its base's keys.
+cargo run -q --release --bin train -- --config configs/tiny.toml --print-config >"$out/configs/tiny.toml"
 cp data/tiny.txt "$out/data/"
 printf '%s%s, "configs": {"tiny": "configs/tiny.toml"}, "corpus": "data/tiny.txt"}\n' "$MARK" "$name" >"$out/manifest.json"
 echo "wrote $out ($(du -sh "$out" | cut -f1), of which the module $(du -h "$out/shige_web_bg.wasm" | cut -f1) and the weights $(du -h "$out/run/model.safetensors" | cut -f1)); serve it with: cd $(printf '%q' "$out") && python3 -m http.server"

@@ -34,6 +34,10 @@ struct Args {
     /// Print one JSON object with the results at the end (progress goes to stderr).
     #[arg(long)]
     json: bool,
+    /// Print the config the run would train, whole (its base's keys and the flags applied), as
+    /// TOML, and train nothing.
+    #[arg(long, conflicts_with_all = ["out", "stop_at", "json", "init_from"])]
+    print_config: bool,
     /// Total optimiser steps.
     #[arg(long)]
     max_iters: Option<usize>,
@@ -182,6 +186,14 @@ fn default_run_dir(config: &std::path::Path) -> PathBuf {
     PathBuf::from("checkpoints").join(format!("{stem}-{now}"))
 }
 
+/// Prints the config `args` give, whole, as TOML (its values checked as the run reads them, with
+/// the corpus; the ladder's choice needs timing: without --config it is the default's).
+fn print_config(args: &Args, overrides: &[Override]) -> Result<()> {
+    let cfg = RunConfig::load_with(&config_path(args)?, overrides)?;
+    print!("{}", cfg.to_toml()?);
+    Ok(())
+}
+
 fn main() -> std::process::ExitCode {
     shige::cli::report(run())
 }
@@ -199,6 +211,9 @@ fn run() -> Result<()> {
         false => shige::ops::Kernels::Fused,
     };
     let overrides = overrides(&args)?;
+    if args.print_config {
+        return print_config(&args, &overrides);
+    }
     let given_config = args.config.is_some() || args.resume.is_some() || args.init_from.is_some();
     let config_path = match shige::train::ladder::applies(given_config, &overrides) {
         Some((minutes, dtype)) => {

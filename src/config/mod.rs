@@ -22,6 +22,7 @@ macro_rules! named_setting {
     };
 }
 
+mod base;
 mod legacy;
 mod model;
 mod overrides;

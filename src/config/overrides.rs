@@ -3,9 +3,7 @@
 //! and the page's Train form sends its fields the same way; all of them meet the file's values in
 //! [`RunConfig::load_with`].
 
-use super::{
-    legacy, parse_error, read_config_file, ConfigError, RunConfig, KIND_SETTINGS, SECTIONS,
-};
+use super::{legacy, parse_error, ConfigError, RunConfig, KIND_SETTINGS};
 use serde::Serialize;
 use std::path::Path;
 
@@ -153,69 +151,63 @@ fn invalid(what: &str, why: &str) -> ConfigError {
 }
 
 impl RunConfig {
-    /// The config in `path` with `overrides` applied in order (a later one wins). A step count
-    /// given (`train.max_iters`) wins over `minutes` in the file; both given are refused.
+    /// The config in `path` (over its bases: `base.rs`) with `overrides` applied in order (a
+    /// later one wins). A step count given (`train.max_iters`) wins over `minutes` in the file;
+    /// both given are refused.
     pub fn load_with(path: &Path, overrides: &[Override]) -> Result<Self, ConfigError> {
-        let text = read_config_file(path)?;
-        Self::from_toml_with(&text, &path.display().to_string(), overrides)
-    }
-
-    /// [`RunConfig::load_with`] of a file's text; `origin` names it in errors.
-    pub fn from_toml_with(
-        text: &str,
-        origin: &str,
-        overrides: &[Override],
-    ) -> Result<Self, ConfigError> {
-        let mut table: toml::Table = toml::from_str(text).map_err(|e| parse_error(origin, e))?;
-        if !SECTIONS.iter().any(|s| table.contains_key(*s)) {
-            return Err(ConfigError::Parse {
-                path: origin.to_string(),
-                message: "it has none of the sections [model], [data], [train], [optimizer], [schedule]: copy configs/default.toml and change what you need".into(),
-            });
-        }
-        // The file's own values are checked (with their lines) before any override hides them.
-        let file = RunConfig::from_toml_str(text, origin)?;
+        let origin = path.display().to_string();
+        let mut table = super::base::table_of(path)?;
         if overrides.is_empty() {
-            return Ok(file);
+            return RunConfig::from_table(table, &origin);
         }
-        legacy::upgraded(&mut table, origin)?;
-        let given = |key: &str| overrides.iter().any(|o| o.key == key);
-        if given("train.max_iters") && given("train.minutes") {
-            return Err(ConfigError::Invalid(
-                "train.max_iters and train.minutes are both given (as flags or with --set): give one, \
-                 a step count or the minutes to plan it for"
-                    .into(),
-            ));
+        apply(&mut table, overrides, "(as flags or with --set)")?;
+        RunConfig::from_table(table, &format!("{origin} with its overrides"))
+    }
+}
+
+/// Sets each of `overrides` in a config's `table` in order (given `given`, as flags or in a
+/// file: said if both a step count and the minutes are). A step count wins over the table's
+/// minutes, and a kind leaves the table's settings of other kinds behind.
+pub(super) fn apply(
+    table: &mut toml::Table,
+    overrides: &[Override],
+    given_how: &str,
+) -> Result<(), ConfigError> {
+    let given = |key: &str| overrides.iter().any(|o| o.key == key);
+    if given("train.max_iters") && given("train.minutes") {
+        return Err(ConfigError::Invalid(format!(
+            "train.max_iters and train.minutes are both given {given_how}: give one, \
+             a step count or the minutes to plan it for"
+        )));
+    }
+    if given("train.max_iters") {
+        if let Some(toml::Value::Table(train)) = table.get_mut("train") {
+            train.remove("minutes");
         }
-        if given("train.max_iters") {
-            if let Some(toml::Value::Table(train)) = table.get_mut("train") {
-                train.remove("minutes");
-            }
-        }
-        // A kind chosen from outside leaves the file's settings of other kinds behind
-        // (default.toml's decay_fraction under `--schedule cosine`); asked for, they still count.
-        for (section, settings) in KIND_SETTINGS {
-            let key = format!("{section}.kind");
-            let Some(kind) = overrides.iter().rev().find(|o| o.key == key) else {
-                continue;
-            };
-            if let Some(toml::Value::Table(own)) = table.get_mut(section) {
-                for (name, owner) in settings {
-                    if kind.value.as_str() != Some(owner) && !given(&format!("{section}.{name}")) {
-                        own.remove(*name);
-                    }
+    }
+    // A kind chosen from outside leaves the file's settings of other kinds behind
+    // (default.toml's decay_fraction under `--schedule cosine`); asked for, they still count.
+    for (section, settings) in KIND_SETTINGS {
+        let key = format!("{section}.kind");
+        let Some(kind) = overrides.iter().rev().find(|o| o.key == key) else {
+            continue;
+        };
+        if let Some(toml::Value::Table(own)) = table.get_mut(section) {
+            for (name, owner) in settings {
+                if kind.value.as_str() != Some(owner) && !given(&format!("{section}.{name}")) {
+                    own.remove(*name);
                 }
             }
         }
-        for o in overrides {
-            let (section, name) = o.key.split_once('.').unwrap_or((&o.key, ""));
-            let section = table
-                .entry(section)
-                .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-            if let toml::Value::Table(section) = section {
-                section.insert(name.to_string(), o.value.clone());
-            }
-        }
-        RunConfig::from_table(table, &format!("{origin} with its overrides"))
     }
+    for o in overrides {
+        let (section, name) = o.key.split_once('.').unwrap_or((&o.key, ""));
+        let section = table
+            .entry(section)
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        if let toml::Value::Table(section) = section {
+            section.insert(name.to_string(), o.value.clone());
+        }
+    }
+    Ok(())
 }
