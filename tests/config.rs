@@ -208,7 +208,10 @@ fn every_config_names_its_base_and_holds_only_what_differs() {
         .filter(|p| p.extension().is_some_and(|e| e == "toml"))
         .collect();
     paths.push(root.join("configs/ablations/base.toml"));
-    for path in paths.iter().filter(|p| !p.ends_with("configs/default.toml")) {
+    for path in paths
+        .iter()
+        .filter(|p| !p.ends_with("configs/default.toml"))
+    {
         let file: toml::Table = toml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
         let Some(toml::Value::String(base)) = file.get("base") else {
             panic!("{} names no base", path.display());

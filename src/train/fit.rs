@@ -1,8 +1,8 @@
 //! Fitted biases: the next-token biases of an input that is fitted (`verse::inputs`, the lead
 //! rhymes) are left out of the optimiser and held at zero while the run trains, so that the model
 //! learns as without them, and are set after the last step, before its evaluation, to the values
-//! that fit the trained model best on training batches. The saved model holds them where that
-//! evaluation is the run's best (an earlier best keeps its weights as they were, unfitted). A run
+//! that fit the trained model best on training batches. Where an earlier evaluation was the best,
+//! the weights it kept (model.safetensors) are fitted then too, on the same batches. A run
 //! stopped before its end (`--stop-at`) and resumed with its end moved to the step it stands at
 //! takes no step, so it is not fitted: give it more steps.
 //!
@@ -14,8 +14,12 @@
 //! bisection finds it.
 
 use crate::data::Split;
+use crate::files::atomic_write;
 use crate::model::inputs::{Biased, NextTokenBias};
 use crate::random::{rng, Stream};
+use crate::train::checkpoint::named_params;
+use crate::train::run_dir::{RunDir, MODEL_FILE};
+use crate::train::safetensors::{read_safetensors, to_safetensors};
 use crate::train::setup::Setup;
 use anyhow::{bail, Result};
 use candle_core::{Tensor, Var};
@@ -105,6 +109,47 @@ pub fn reset(s: &Setup) -> Result<()> {
         var.set(&var.zeros_like()?)?;
     }
     Ok(())
+}
+
+/// Where the run keeps weights of an earlier evaluation than its last (its best, saved unfitted
+/// in model.safetensors), fits their biases too and writes them there; the model as it stands
+/// (the final weights, fitted) is left as it was. Returns the step of the kept weights and their
+/// fit; nothing for a run without a fitted input.
+pub fn fit_kept_weights(run: &RunDir, s: &Setup) -> Result<Option<(String, Vec<Fitted>)>> {
+    if fitted_vars(s)?.is_empty() {
+        return Ok(None);
+    }
+    let path = run.file(MODEL_FILE);
+    let (kept, metadata) = read_safetensors(&path)?;
+    let vars: Vec<(String, Var)> = {
+        let data = s.varmap.data().lock().expect("parameter map");
+        data.iter().map(|(n, v)| (n.clone(), v.clone())).collect()
+    };
+    let stands: Vec<Tensor> = vars
+        .iter()
+        .map(|(_, var)| var.as_tensor().copy())
+        .collect::<candle_core::Result<_>>()?;
+    let refit = || -> Result<Vec<Fitted>> {
+        for (name, var) in &vars {
+            let Some(weights) = kept.get(name) else {
+                bail!(
+                    "{} has no {name}: the run's kept weights are not its model's",
+                    path.display()
+                );
+            };
+            var.set(&weights.to_device(var.device())?.to_dtype(var.dtype())?)?;
+        }
+        let fitted = fit(s)?;
+        let weights = named_params(&s.varmap, s.cfg.model.tie_weights);
+        atomic_write(&path, &to_safetensors(&weights, metadata.clone())?)?;
+        Ok(fitted)
+    };
+    let fitted = refit();
+    for ((_, var), weights) in vars.iter().zip(&stands) {
+        var.set(weights)?;
+    }
+    let step = metadata.get("step").cloned().unwrap_or_else(|| "?".into());
+    Ok(Some((step, fitted?)))
 }
 
 /// The parameter of every fitted input of the run's model, by name.

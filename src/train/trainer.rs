@@ -420,6 +420,9 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
             if let (Some(planner), Some(seconds)) = (planner.as_mut(), forward_s) {
                 planner.evaluated(s.cfg.train.eval_iters, seconds);
             }
+            if p.step == s.cfg.train.max_iters && kept_earlier_weights(p) {
+                say_fitted_kept(crate::train::fit::fit_kept_weights(dir, s)?, &bar);
+            }
         } else if p.step == end || interrupt::requested() {
             save_checkpoint(dir, s.state(), p, None)?;
         }
@@ -508,6 +511,31 @@ fn final_evaluation(s: &Setup, cut_short: impl Fn() -> bool) -> Result<Option<(f
         samples.push(draw_sample(s, &mut sample_rng)?);
     }
     Ok(Some((loss, samples)))
+}
+
+/// Whether the weights the run keeps are of an earlier evaluation than its last (the last was not
+/// its best).
+fn kept_earlier_weights(p: &Progress) -> bool {
+    p.rows.last().is_some_and(|r| r.val_loss > p.best_val)
+}
+
+/// Says that the kept weights of an earlier step were fitted too, and to what.
+fn say_fitted_kept(kept: Option<(String, Vec<crate::train::fit::Fitted>)>, bar: &ProgressBar) {
+    for fitted in kept
+        .map(|(step, f)| f.into_iter().map(move |f| (step.clone(), f)))
+        .into_iter()
+        .flatten()
+    {
+        let biases: Vec<String> = fitted.1.biases.iter().map(|b| format!("{b:.3}")).collect();
+        bar.suspend(|| {
+            crate::note!(
+                "fitted {} to the kept weights of step {} too (the best evaluation): [{}]",
+                fitted.1.tensor,
+                fitted.0,
+                biases.join(", ")
+            )
+        });
+    }
 }
 
 /// Says what the biases fitted after the last step ([`crate::train::fit`]) became.
