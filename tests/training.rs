@@ -73,10 +73,11 @@ fn same_seed_same_curve_and_resume_is_exact() {
             "resumed {y:?} vs uninterrupted {x:?}"
         );
     }
-    // Resuming a finished run runs no step and reports the recorded losses.
+    // Resuming a finished run runs no step and reports the figures of the invocation that
+    // trained them: its losses and its pace.
     let again = run(&cfg, &c, true, None).unwrap();
-    assert_eq!(again.steps, 60);
-    assert_eq!(again.tokens_per_s, 0.0);
+    assert_eq!((again.steps, again.steps_trained), (60, 0));
+    assert_eq!(again.tokens_per_s, resumed.tokens_per_s);
     // (read back from metrics.csv, which keeps 6 decimals)
     assert!((again.train_loss - resumed.train_loss).abs() < 1e-5);
     assert!((again.val_loss - resumed.val_loss).abs() < 1e-5);

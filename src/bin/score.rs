@@ -232,56 +232,60 @@ fn run() -> Result<()> {
             .map(|n| n.iter().sum::<f64>() / n.len() as f64)
     };
     let (mean_nll, ci_mean_nll) = (mean(&nll), mean(&ci_nll));
-    if args.json {
-        let report = Report {
-            summary: &summary,
-            mean_nll,
-            headers,
-            poems: poems
-                .iter()
-                .zip(&scores)
-                .enumerate()
-                .map(|(i, (poem, score))| PoemReport {
-                    poem,
-                    score,
-                    nll: nll.as_ref().map(|n| n[i]),
-                })
-                .collect(),
-            ci_summary,
-            ci_mean_nll,
-            ci: ci_lines
-                .iter()
-                .zip(&ci)
-                .enumerate()
-                .map(|(i, (ci, score))| CiReport {
-                    ci,
-                    score,
-                    nll: ci_nll.as_ref().map(|n| n[i]),
-                })
-                .collect(),
-        };
-        outln!("{}", serde_json::to_string(&report)?)?;
-        return Ok(());
+    let report = Report {
+        summary: &summary,
+        mean_nll,
+        headers,
+        poems: poems
+            .iter()
+            .zip(&scores)
+            .enumerate()
+            .map(|(i, (poem, score))| PoemReport {
+                poem,
+                score,
+                nll: nll.as_ref().map(|n| n[i]),
+            })
+            .collect(),
+        ci_summary,
+        ci_mean_nll,
+        ci: ci_lines
+            .iter()
+            .zip(&ci)
+            .enumerate()
+            .map(|(i, (ci, score))| CiReport {
+                ci,
+                score,
+                nll: ci_nll.as_ref().map(|n| n[i]),
+            })
+            .collect(),
+    };
+    match args.json {
+        true => outln!("{}", serde_json::to_string(&report)?).map_err(Into::into),
+        false => print_text(&report),
     }
-    for (poem, score) in poems.iter().zip(&scores) {
-        outln!("{}\n  {}", printable(poem), describe(score))?;
+}
+
+/// The report as text: each poem and ci with its score, then the summaries.
+fn print_text(report: &Report) -> Result<()> {
+    for poem in &report.poems {
+        outln!("{}\n  {}", printable(poem.poem), describe(poem.score))?;
     }
-    for (ci, score) in ci_lines.iter().zip(&ci) {
-        outln!("{}\n  {}", printable(ci), CiScore::describe(score))?;
+    for ci in &report.ci {
+        outln!("{}\n  {}", printable(ci.ci), CiScore::describe(ci.score))?;
     }
-    if !poems.is_empty() {
-        outln!("{}", summary.describe())?;
+    if !report.poems.is_empty() {
+        outln!("{}", report.summary.describe())?;
     }
-    if let Some(ci) = &ci_summary {
+    if let Some(ci) = &report.ci_summary {
         outln!("{}", ci.describe())?;
     }
-    if let Some(mean) = mean_nll {
+    if let Some(mean) = report.mean_nll {
         outln!("mean negative log-likelihood under the model: {mean:.3} nats per character")?;
     }
-    if let Some(mean) = ci_mean_nll {
+    if let Some(mean) = report.ci_mean_nll {
         outln!("mean negative log-likelihood of the ci under the model: {mean:.3} nats per character (their tune's header given)")?;
     }
-    if let Some(info) = &headers {
+    if let Some(info) = &report.headers {
         outln!("what the headers tell the model (mean negative log-likelihood per character of the poems):")?;
         outln!("  all: {}", info.all.describe())?;
         for (poet, means) in &info.poets {

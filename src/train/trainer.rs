@@ -356,17 +356,7 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
     let ended_before = last.as_ref().is_some_and(ended);
     let path = step_path(s); // the header's second line, and the summary's
     if opts.progress {
-        let m = &s.cfg.model;
-        crate::note!(
-            "training {} × {} × {} dims, {} positions, on {} → {}\n{}",
-            count(m.n_layer, "layer"),
-            count(m.n_head, "head"),
-            m.n_embd,
-            m.position,
-            s.cfg.data.corpus,
-            dir.path.display(),
-            path
-        );
+        announce(s, dir, &path);
     }
     if p.step == end {
         crate::train::fit::check_fitted_at_end(s, p.step)?;
@@ -379,7 +369,7 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
         crate::train::fit::reset(s)?; // the model trains as without its fitted biases
     }
     let tokens_per_step = (s.cfg.train.batch_size * s.cfg.model.block_size) as f64;
-    let (mut run_tokens, mut run_time) = (0.0, 0.0);
+    let mut pace = Pace::default();
     let mut planner = s.cfg.train.minutes.map(|minutes| {
         let val_batches = s.splits.tokens(Split::Val).len() as f64 / tokens_per_step;
         Planner::new(Budget::new(&s.cfg, minutes, val_batches))
@@ -392,14 +382,14 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
         })?;
         let dt = step_start.elapsed().as_secs_f64();
         p.interval.seconds += dt;
-        (run_tokens, run_time) = (run_tokens + tokens_per_step, run_time + dt);
+        (pace.steps, pace.seconds) = (pace.steps + 1, pace.seconds + dt);
         p.elapsed_s += dt;
         if let Some(planner) = planner.as_mut() {
             if planner.wants_timing_at(p.step) {
                 planner.timed_end(time_forward(s)?, crate::train::fit::seconds(s)?);
             }
             // The wall time of this process, and the training time of the runs it resumes.
-            let spent = started.elapsed().as_secs_f64() + p.elapsed_s - run_time;
+            let spent = started.elapsed().as_secs_f64() + p.elapsed_s - pace.seconds;
             let planned = s.cfg.train.max_iters;
             if let Some(plan) = planner.after_step(p.step, dt, spent, planned) {
                 let minutes = s.cfg.train.minutes.unwrap_or_default();
@@ -432,10 +422,51 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
     }
     bar.finish_and_clear();
     let stopped_early = p.step < end || evaluation_pending(s, p);
+    let mut summary = summary_at_end(s, p, dir, (pace, tokens_per_step), started, path);
+    summary.interrupted = stopped_early;
+    summary.ended_before = ended_before;
+    if summary.steps_trained == 0 {
+        carried_over(&mut summary, last.as_ref());
+    }
+    finish(dir, s, summary, started)
+}
+
+/// Says what trains, on what, into which folder, and how a step runs (`path`).
+fn announce(s: &Setup, dir: &RunDir, path: &str) {
+    let m = &s.cfg.model;
+    crate::note!(
+        "training {} × {} × {} dims, {} positions, on {} → {}\n{}",
+        count(m.n_layer, "layer"),
+        count(m.n_head, "head"),
+        m.n_embd,
+        m.position,
+        s.cfg.data.corpus,
+        dir.path.display(),
+        path
+    );
+}
+
+/// The steps this invocation trained and the seconds they took.
+#[derive(Default)]
+struct Pace {
+    steps: usize,
+    seconds: f64,
+}
+
+/// The summary of the run where its training loop ended (before its final evaluation), with the
+/// pace of this invocation (its steps and seconds, of `tokens_per_step` each).
+fn summary_at_end(
+    s: &Setup,
+    p: &Progress,
+    dir: &RunDir,
+    (pace, tokens_per_step): (Pace, f64),
+    started: Instant,
+    step_path: String,
+) -> TrainSummary {
     let last_row = p.rows.last();
-    let mut summary = TrainSummary {
+    TrainSummary {
         steps: p.step,
-        steps_trained: (run_tokens / tokens_per_step) as usize,
+        steps_trained: pace.steps,
         train_loss: match p.interval.steps {
             0 => last_row.map_or(f64::NAN, |r| r.train_loss),
             _ => p.interval.mean_loss(),
@@ -443,27 +474,22 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
         val_loss: last_row.map_or(f64::NAN, |r| r.val_loss),
         val_loss_whole: f64::NAN,
         best_val_loss: p.best_val,
-        tokens_per_s: if run_time > 0.0 {
-            run_tokens / run_time
-        } else {
-            0.0
+        tokens_per_s: match pace.seconds > 0.0 {
+            true => pace.steps as f64 * tokens_per_step / pace.seconds,
+            false => 0.0,
         },
         wall_s: started.elapsed().as_secs_f64(),
         checkpoint: dir.path.display().to_string(),
         samples: Vec::new(),
-        interrupted: stopped_early,
+        interrupted: false,
         quit: true,
         max_iters: s.cfg.train.max_iters,
-        ended_before,
+        ended_before: false,
         peak_memory_bytes: crate::machine::peak_memory(),
-        step_path: path,
+        step_path,
         machine: crate::machine::Machine::detect().describe(),
         finished: crate::clock::UtcTime::now().to_string(),
-    };
-    if summary.steps_trained == 0 {
-        carried_over(&mut summary, last.as_ref());
     }
-    finish(dir, s, summary, started)
 }
 
 /// Ends a run whose checkpoint is on disk: its loss over the whole validation split and three
