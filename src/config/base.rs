@@ -1,6 +1,6 @@
 //! Configs as changes: a config may name the config it changes, `base = "configs/default.toml"`
-//! (a path from the working directory, as its corpus is, and as an ablation spec's base is), and
-//! hold only the keys it changes, as nanoGPT's config files set
+//! (a path from the working directory, as its corpus is, and as an ablation spec's base is; else
+//! from a folder above the config's), and hold only the keys it changes, as nanoGPT's config files set
 //! only what differs from its defaults. The base's own base is read in turn, and each file's keys
 //! win over its base's as a `--set` of them would (a kind it chooses leaves the base's settings
 //! of other kinds behind).
@@ -43,13 +43,12 @@ fn table_in_chain(path: &Path, chain: &mut Vec<PathBuf>) -> Result<toml::Table, 
     let Some(base) = base else {
         return Ok(table);
     };
-    let base_path = PathBuf::from(&base);
-    let base_shown = crate::cli::shell_word(&base_path);
-    if !base_path.is_file() {
+    let Some(base_path) = found(&base, path) else {
         return Err(refused(&origin, format!(
-            "its base {base} ({base_shown}) is not a file: base is a path from the working directory, as the corpus is (configs/ladder/3min.toml names \"configs/default.toml\"); run from the repository's root"
+            "its base {base} is not a file: base is a path from the working directory, as the corpus is (configs/ladder/3min.toml names \"configs/default.toml\"); run from the repository's root"
         )));
-    }
+    };
+    let base_shown = crate::cli::shell_word(&base_path);
     chain.push(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()));
     let canonical = std::fs::canonicalize(&base_path).unwrap_or_else(|_| base_path.clone());
     if chain.contains(&canonical) {
@@ -78,6 +77,16 @@ fn table_in_chain(path: &Path, chain: &mut Vec<PathBuf>) -> Result<toml::Table, 
         .collect::<Vec<_>>();
     super::overrides::apply(&mut merged, &changes, &format!("in {origin}"))?;
     Ok(merged)
+}
+
+/// The file `base` names for the config at `config`: from the working directory, or else from a
+/// folder above the config's (so that a config given by its full path from elsewhere finds its
+/// base beside it, as `configs/default.toml` for `/repo/configs/tiny.toml`).
+fn found(base: &str, config: &Path) -> Option<PathBuf> {
+    let above = config.parent().into_iter().flat_map(Path::ancestors);
+    std::iter::once(PathBuf::from(base))
+        .chain(above.map(|folder| folder.join(base)))
+        .find(|candidate| candidate.is_file())
 }
 
 /// `text` with its top-level `base = …` line blanked (the line kept, so that a parse error's
@@ -158,6 +167,19 @@ mod tests {
         .unwrap();
         assert_eq!((cfg.train.max_iters, cfg.model.n_layer), (40, 3));
         assert_eq!(cfg.schedule.decay_fraction, None);
+    }
+
+    #[test]
+    fn a_config_given_from_elsewhere_finds_its_base_above_it() {
+        let cfg = load(&[
+            (
+                "configs/ladder/small.toml",
+                "base = \"configs/base.toml\"\n[model]\nn_layer = 1\n",
+            ),
+            ("configs/base.toml", BASE),
+        ])
+        .unwrap();
+        assert_eq!((cfg.model.n_layer, cfg.model.n_embd), (1, 96));
     }
 
     #[test]
