@@ -558,3 +558,54 @@ fn a_warm_up_is_checked_against_max_iters_only_when_the_steps_are_given() {
     cfg.train.minutes = Some(5.0);
     cfg.schedule.validate(&cfg.train).unwrap();
 }
+
+/// `train --print-config` prints a config whole (its base's keys, its kinds' settings spelled
+/// out), checked as a run checks it; the printed config loads again as the same config; a base
+/// is found from the config's folders when the config is named from inside configs/.
+#[test]
+fn print_config_prints_the_whole_config_that_loads_again() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let train = |cwd: &std::path::Path, args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_train"))
+            .args(args)
+            .current_dir(cwd)
+            .output()
+            .unwrap();
+        let text = |b: Vec<u8>| String::from_utf8(b).unwrap();
+        (out.status.success(), text(out.stdout), text(out.stderr))
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    for config in ["configs/tiny.toml", "configs/ladder/60min.toml"] {
+        let (ok, printed, err) = train(root, &["--config", config, "--print-config"]);
+        assert!(ok, "{err}");
+        let copy = tmp.path().join("printed.toml");
+        std::fs::write(&copy, &printed).unwrap();
+        let again = RunConfig::load(&copy).unwrap();
+        assert_eq!(
+            again,
+            RunConfig::load(&root.join(config)).unwrap().spelled_out()
+        );
+        assert!(!printed.lines().any(|l| l.starts_with("base")), "{printed}");
+    }
+    // Named from inside configs/, a rung finds its base above it.
+    let (ok, printed, err) = train(
+        &root.join("configs"),
+        &["--config", "ladder/1min.toml", "--print-config"],
+    );
+    assert!(ok && printed.contains("max_iters = 1793"), "{err}");
+    // A value the run would refuse is refused here too, in one line.
+    let (ok, _, err) = train(
+        root,
+        &[
+            "--config",
+            "configs/tiny.toml",
+            "--print-config",
+            "--n-layer",
+            "0",
+        ],
+    );
+    assert!(
+        !ok && err.trim().lines().count() == 1 && err.contains("n_layer"),
+        "{err}"
+    );
+}

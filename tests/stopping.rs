@@ -325,4 +325,13 @@ fn ctrl_c_during_the_final_evaluation_quits_and_a_resume_completes_it() {
         .unwrap();
     let said = String::from_utf8_lossy(&again.stderr);
     assert!(said.contains("no step was left to run"), "{said}");
+    // Given more steps, it trains them, and says nothing of steps not left.
+    let more = Command::new(TRAIN)
+        .args(["--resume", stopped.to_str().unwrap(), "--max-iters", "45"])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&more.stderr);
+    assert!(more.status.success(), "{said}");
+    assert!(!said.contains("no step was left"), "{said}");
 }

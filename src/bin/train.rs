@@ -36,7 +36,7 @@ struct Args {
     json: bool,
     /// Print the config the run would train, whole (its base's keys and the flags applied), as
     /// TOML, and train nothing.
-    #[arg(long, conflicts_with_all = ["out", "stop_at", "json", "init_from"])]
+    #[arg(long, conflicts_with_all = ["out", "stop_at", "json", "init_from", "resume"])]
     print_config: bool,
     /// Total optimiser steps.
     #[arg(long)]
@@ -189,8 +189,17 @@ fn default_run_dir(config: &std::path::Path) -> PathBuf {
 /// Prints the config `args` give, whole, as TOML (its values checked as the run reads them, with
 /// the corpus; the ladder's choice needs timing: without --config it is the default's).
 fn print_config(args: &Args, overrides: &[Override]) -> Result<()> {
-    let cfg = RunConfig::load_with(&config_path(args)?, overrides)?;
-    print!("{}", cfg.to_toml()?);
+    let cfg = RunConfig::load_with(&config_path(args)?, overrides)?.spelled_out();
+    let mut checked = cfg.clone();
+    if checked.model.vocab_size == 0 {
+        checked.model.vocab_size = 1; // taken from the corpus when the run starts
+    }
+    checked.validate()?;
+    if args.config.is_none() && cfg.train.minutes.is_some() {
+        shige::note!("note: without --config, `train --minutes` trains the ladder's rung it times here (configs/ladder/); this is configs/default.toml with the minutes");
+    }
+    shige::cli::stdout_is_the_product("the config")?;
+    shige::outln!("{}", cfg.to_toml()?.trim_end())?;
     Ok(())
 }
 
@@ -369,7 +378,7 @@ fn report(summary: &shige::train::TrainSummary, json: bool, eval_iters: usize) -
         shige::note!("quit without the final evaluation and samples: a resumed run ends with them");
         return Ok(());
     }
-    if summary.ended_before {
+    if summary.ended_before && summary.steps_trained == 0 {
         shige::note!(
             "no step was left to run: the run had reached max_iters; give a larger --max-iters to train on"
         );

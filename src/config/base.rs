@@ -45,7 +45,7 @@ fn table_in_chain(path: &Path, chain: &mut Vec<PathBuf>) -> Result<toml::Table, 
     };
     let Some(base_path) = found(&base, path) else {
         return Err(refused(&origin, format!(
-            "its base {base} is not a file: base is a path from the working directory, as the corpus is (configs/ladder/3min.toml names \"configs/default.toml\"); run from the repository's root"
+            "its base {:?} is not a file, from the working directory nor from a folder above the config's: name it as the corpus is named, from the repository's root (configs/ladder/3min.toml names \"configs/default.toml\"), and run from there", base
         )));
     };
     let base_shown = crate::cli::shell_word(&base_path);
@@ -53,7 +53,7 @@ fn table_in_chain(path: &Path, chain: &mut Vec<PathBuf>) -> Result<toml::Table, 
     let canonical = std::fs::canonicalize(&base_path).unwrap_or_else(|_| base_path.clone());
     if chain.contains(&canonical) {
         return Err(refused(&origin, format!(
-            "its base {base_shown} leads back to itself: a config cannot be its own base; name one that does not"
+            "its base {base_shown} leads back to a config of the chain that reaches it: a config cannot be its own base, nor its base's; name one that does not"
         )));
     }
     if chain.len() >= DEPTH {
@@ -83,6 +83,7 @@ fn table_in_chain(path: &Path, chain: &mut Vec<PathBuf>) -> Result<toml::Table, 
 /// folder above the config's (so that a config given by its full path from elsewhere finds its
 /// base beside it, as `configs/default.toml` for `/repo/configs/tiny.toml`).
 fn found(base: &str, config: &Path) -> Option<PathBuf> {
+    let config = std::path::absolute(config).unwrap_or_else(|_| config.to_path_buf());
     let above = config.parent().into_iter().flat_map(Path::ancestors);
     std::iter::once(PathBuf::from(base))
         .chain(above.map(|folder| folder.join(base)))
@@ -97,9 +98,10 @@ fn without_base_line(text: &str) -> String {
         .map(|line| {
             let trimmed = line.trim_start();
             top &= !trimmed.starts_with('[');
-            let is_base = trimmed
-                .strip_prefix(BASE_KEY)
-                .is_some_and(|rest| rest.trim_start().starts_with('='));
+            let key = ["base", "\"base\"", "'base'"]
+                .iter()
+                .find_map(|key| trimmed.strip_prefix(key));
+            let is_base = key.is_some_and(|rest| rest.trim_start().starts_with('='));
             match top && is_base {
                 true => "",
                 false => line,
