@@ -20,11 +20,21 @@ pub(super) fn table_of(path: &Path) -> Result<toml::Table, ConfigError> {
     table_in_chain(path, &mut Vec::new())
 }
 
-/// [`table_of`] for a file reached from the files of `chain` (each the base of the one before).
-fn table_in_chain(path: &Path, chain: &mut Vec<PathBuf>) -> Result<toml::Table, ConfigError> {
-    let text = read_config_file(path)?;
-    let origin = path.display().to_string();
-    let mut table: toml::Table = toml::from_str(&text).map_err(|e| parse_error(&origin, e))?;
+/// The table of a whole config's text, from `origin` (a text names no base: there is no folder to
+/// find one from), upgraded from the old layout and checked.
+pub(super) fn table_of_text(text: &str, origin: &str) -> Result<toml::Table, ConfigError> {
+    let (table, base) = own_table(text, origin)?;
+    match base {
+        Some(base) => Err(refused(origin, format!(
+            "base = {base:?}: a config given as text cannot name a base; give the whole config (`train --config FILE --print-config` prints it)"
+        ))),
+        None => Ok(table),
+    }
+}
+
+/// A config file's own table, upgraded and checked, and the base it names.
+fn own_table(text: &str, origin: &str) -> Result<(toml::Table, Option<String>), ConfigError> {
+    let mut table: toml::Table = toml::from_str(text).map_err(|e| parse_error(origin, e))?;
     let base = match table.remove(BASE_KEY) {
         None => None,
         Some(toml::Value::String(base)) => Some(base),
@@ -35,11 +45,19 @@ fn table_in_chain(path: &Path, chain: &mut Vec<PathBuf>) -> Result<toml::Table, 
         }
     };
     if base.is_none() && !SECTIONS.iter().any(|s| table.contains_key(*s)) {
-        return Err(refused(&origin, "it has none of the sections [model], [data], [train], [optimizer], [schedule]: name the config it changes (base = \"configs/default.toml\") or copy configs/default.toml and change what you need".into()));
+        return Err(refused(origin, "it has none of the sections [model], [data], [train], [optimizer], [schedule]: name the config it changes (base = \"configs/default.toml\") or copy configs/default.toml and change what you need".into()));
     }
     // Its own values are checked before its base's can hide them.
-    RunConfig::from_toml_str(&without_base_line(&text), &origin)?;
-    legacy::upgraded(&mut table, &origin)?;
+    RunConfig::from_toml_str(&without_base_line(text), origin)?;
+    legacy::upgraded(&mut table, origin)?;
+    Ok((table, base))
+}
+
+/// [`table_of`] for a file reached from the files of `chain` (each the base of the one before).
+fn table_in_chain(path: &Path, chain: &mut Vec<PathBuf>) -> Result<toml::Table, ConfigError> {
+    let text = read_config_file(path)?;
+    let origin = path.display().to_string();
+    let (table, base) = own_table(&text, &origin)?;
     let Some(base) = base else {
         return Ok(table);
     };
@@ -182,6 +200,19 @@ mod tests {
         ])
         .unwrap();
         assert_eq!((cfg.model.n_layer, cfg.model.n_embd), (1, 96));
+    }
+
+    #[test]
+    fn a_config_given_as_text_is_whole_and_names_no_base() {
+        let whole = RunConfig::from_toml_with(BASE, "page", &[]).unwrap();
+        assert_eq!((whole.model.n_layer, whole.train.max_iters), (3, 500));
+        let err = RunConfig::from_toml_with("base = \"configs/default.toml\"\n", "page", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("cannot name a base") && err.contains("--print-config"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -163,6 +163,18 @@ impl RunConfig {
         apply(&mut table, overrides, "(as flags or with --set)")?;
         RunConfig::from_table(table, &format!("{origin} with its overrides"))
     }
+
+    /// [`RunConfig::load_with`] of a whole config's text (the page's, which names no base);
+    /// `origin` names it in errors.
+    pub fn from_toml_with(
+        text: &str,
+        origin: &str,
+        overrides: &[Override],
+    ) -> Result<Self, ConfigError> {
+        let mut table = super::base::table_of_text(text, origin)?;
+        apply(&mut table, overrides, "(as flags or with --set)")?;
+        RunConfig::from_table(table, &format!("{origin} with its overrides"))
+    }
 }
 
 /// Sets each of `overrides` in a config's `table` in order (given `given`, as flags or in a
