@@ -155,13 +155,8 @@ impl RunConfig {
     /// later one wins). A step count given (`train.max_iters`) wins over `minutes` in the file;
     /// both given are refused.
     pub fn load_with(path: &Path, overrides: &[Override]) -> Result<Self, ConfigError> {
-        let origin = path.display().to_string();
-        let mut table = super::base::table_of(path)?;
-        if overrides.is_empty() {
-            return RunConfig::from_table(table, &origin);
-        }
-        apply(&mut table, overrides, "(as flags or with --set)")?;
-        RunConfig::from_table(table, &format!("{origin} with its overrides"))
+        let table = super::base::table_of(path)?;
+        Self::overridden(table, &path.display().to_string(), overrides)
     }
 
     /// [`RunConfig::load_with`] of a whole config's text (the page's, which names no base);
@@ -171,14 +166,26 @@ impl RunConfig {
         origin: &str,
         overrides: &[Override],
     ) -> Result<Self, ConfigError> {
-        let mut table = super::base::table_of_text(text, origin)?;
+        let table = super::base::table_of_text(text, origin)?;
+        Self::overridden(table, origin, overrides)
+    }
+
+    /// The config of `table` (read from `origin`) with `overrides` applied.
+    fn overridden(
+        mut table: toml::Table,
+        origin: &str,
+        overrides: &[Override],
+    ) -> Result<Self, ConfigError> {
+        if overrides.is_empty() {
+            return RunConfig::from_table(table, origin);
+        }
         apply(&mut table, overrides, "(as flags or with --set)")?;
         RunConfig::from_table(table, &format!("{origin} with its overrides"))
     }
 }
 
-/// Sets each of `overrides` in a config's `table` in order (given `given`, as flags or in a
-/// file: said if both a step count and the minutes are). A step count wins over the table's
+/// Sets each of `overrides` in a config's `table` in order (`given_how`, as flags or in a file:
+/// said if both a step count and the minutes are given). A step count wins over the table's
 /// minutes, and a kind leaves the table's settings of other kinds behind.
 pub(super) fn apply(
     table: &mut toml::Table,

@@ -547,21 +547,24 @@ fn kept_earlier_weights(p: &Progress) -> bool {
 
 /// Says that the kept weights of an earlier step were fitted too, and to what.
 fn say_fitted_kept(kept: Option<(String, Vec<crate::train::fit::Fitted>)>, bar: &ProgressBar) {
-    for fitted in kept
-        .map(|(step, f)| f.into_iter().map(move |f| (step.clone(), f)))
-        .into_iter()
-        .flatten()
-    {
-        let biases: Vec<String> = fitted.1.biases.iter().map(|b| format!("{b:.3}")).collect();
+    let Some((step, fitted)) = kept else {
+        return;
+    };
+    for fitted in fitted {
         bar.suspend(|| {
             crate::note!(
-                "fitted {} to the kept weights of step {} too (the best evaluation): [{}]",
-                fitted.1.tensor,
-                fitted.0,
-                biases.join(", ")
+                "fitted {} to the kept weights of step {step} too (the best evaluation): [{}]",
+                fitted.tensor,
+                shown_biases(&fitted)
             )
         });
     }
+}
+
+/// A fit's biases as the notes show them: `0.050, 1.780, 2.290`.
+fn shown_biases(fitted: &crate::train::fit::Fitted) -> String {
+    let biases: Vec<String> = fitted.biases.iter().map(|b| format!("{b:.3}")).collect();
+    biases.join(", ")
 }
 
 /// Says what the biases fitted after the last step ([`crate::train::fit`]) became.
@@ -576,13 +579,12 @@ fn say_fitted(fitted: Vec<crate::train::fit::Fitted>, bar: &ProgressBar) {
             });
             continue;
         }
-        let biases: Vec<String> = fitted.biases.iter().map(|b| format!("{b:.3}")).collect();
         let positions: Vec<String> = fitted.positions.iter().map(|n| n.to_string()).collect();
         bar.suspend(|| {
             crate::note!(
                 "fitted {} to the final weights: [{}] (on {} positions of training batches)",
                 fitted.tensor,
-                biases.join(", "),
+                shown_biases(&fitted),
                 positions.join(", ")
             )
         });
