@@ -135,11 +135,19 @@ pub fn write_or_skip(to: &mut impl std::io::Write, message: std::fmt::Arguments)
 
 /// `path` as one word of a shell command, to paste: as it is where it holds only characters no
 /// shell treats specially, otherwise in single quotes (a quote inside as `'\''`); after `./`
-/// where it starts with `-`, which a command would read as an option.
+/// where it starts with `-`, which a command would read as an option. On Windows, for cmd and
+/// PowerShell alike: in double quotes (no Windows path holds one or a control character).
 pub fn shell_word(path: &std::path::Path) -> String {
     let mut text = path.to_string_lossy().into_owned();
     if text.starts_with('-') {
         text.insert_str(0, "./");
+    }
+    if cfg!(windows) {
+        let plain = |c: char| c.is_alphanumeric() || "/\\._-+=:,@".contains(c);
+        return match !text.is_empty() && text.chars().all(plain) {
+            true => text,
+            false => format!("\"{text}\""),
+        };
     }
     let plain = |c: char| c.is_alphanumeric() || "/._-+=:,@%".contains(c);
     if text.chars().any(char::is_control) {
@@ -239,6 +247,19 @@ mod tests {
         clap_message(&err.to_string())
     }
 
+    #[cfg(windows)]
+    #[test]
+    fn windows_paths_are_quoted_only_where_cmd_or_powershell_would_split_or_expand_them() {
+        use super::shell_word;
+        use std::path::Path;
+        let run = r"C:\Users\li\checkpoints\run-1";
+        assert_eq!(shell_word(Path::new(run)), run);
+        assert_eq!(shell_word(Path::new(r"C:\my runs\a")), r#""C:\my runs\a""#);
+        assert_eq!(shell_word(Path::new("")), r#""""#);
+        assert_eq!(shell_word(Path::new("-x")), "./-x");
+    }
+
+    #[cfg(unix)]
     #[test]
     fn paths_are_quoted_only_where_a_shell_would_split_or_expand_them() {
         use super::shell_word;

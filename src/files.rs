@@ -27,6 +27,10 @@ pub fn read_limited(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
             std::io::ErrorKind::NotFound,
             format!("no such file{}", where_missing(path)),
         ),
+        std::io::ErrorKind::InvalidFilename => std::io::Error::new(
+            std::io::ErrorKind::InvalidFilename,
+            "the file system allows no such name (Windows refuses : * ? \" < > | and control characters in names): give another",
+        ),
         _ => e,
     })?;
     if !meta.is_file() {
@@ -215,7 +219,27 @@ pub fn process_runs(pid: u32) -> bool {
         let found = unsafe { libc::kill(pid, 0) } == 0;
         found || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
     }
-    #[cfg(not(unix))]
+    #[cfg(windows)]
+    {
+        use windows_sys::Win32::Foundation::{CloseHandle, STILL_ACTIVE};
+        use windows_sys::Win32::System::Threading::{
+            GetExitCodeProcess, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION,
+        };
+        // SAFETY: OpenProcess takes a plain number and gives a handle or null; the handle is
+        // only read by GetExitCodeProcess into a local and closed once.
+        unsafe {
+            let handle = OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid);
+            if handle.is_null() {
+                // No such process, or one this user may not ask about (then it runs).
+                return std::io::Error::last_os_error().raw_os_error() == Some(5); // access denied
+            }
+            let mut code = 0u32;
+            let asked = GetExitCodeProcess(handle, &mut code) != 0;
+            CloseHandle(handle);
+            !asked || code == STILL_ACTIVE as u32
+        }
+    }
+    #[cfg(not(any(unix, windows)))]
     {
         let _ = pid;
         true
@@ -347,7 +371,7 @@ mod tests {
         );
     }
 
-    #[cfg(unix)]
+    #[cfg(any(unix, windows))]
     #[test]
     fn a_process_that_runs_is_told_from_one_that_does_not() {
         assert!(process_runs(std::process::id()));

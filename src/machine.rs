@@ -93,8 +93,15 @@ impl Machine {
 }
 
 /// The rule of gemm-common 0.19's `init_gemm_fn` for float32, with the `x86-v4` feature that
-/// Cargo.toml turns on: AVX-512 where the CPU has it, else FMA (AVX2), else scalar code.
+/// Cargo.toml turns on: AVX-512 where the CPU has it, else FMA (AVX2), else scalar code; NEON on
+/// ARM (every aarch64 CPU has it); SIMD128 in a browser that has it.
 fn gemm_kernels() -> &'static str {
+    #[cfg(target_arch = "aarch64")]
+    if std::arch::is_aarch64_feature_detected!("neon") {
+        return "neon";
+    }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    return "simd128";
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx512f") {
@@ -113,8 +120,12 @@ fn fused_kernels() -> String {
         "avx512f"
     } else if cfg!(all(target_feature = "avx2", target_feature = "fma")) {
         "avx2+fma"
-    } else {
+    } else if cfg!(target_arch = "aarch64") {
+        "aarch64 (NEON)"
+    } else if cfg!(target_arch = "x86_64") {
         "baseline x86-64"
+    } else {
+        std::env::consts::ARCH
     };
     format!(
         "{} (chosen at run time; build target {target})",

@@ -6,7 +6,7 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 const TRAIN: &str = env!("CARGO_BIN_EXE_train");
@@ -53,7 +53,7 @@ fn run_bin_in(cwd: &Path, case: &str, bin: &str, args: &[&str]) -> (bool, String
     let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let err_path =
         std::env::temp_dir().join(format!("shige-bad-input-{}-{n}.err", std::process::id()));
-    let mut child = Command::new(bin)
+    let mut child = common::binary(bin)
         .args(args)
         .current_dir(cwd)
         .env("RUST_BACKTRACE", "1")
@@ -1329,7 +1329,7 @@ fn a_second_training_process_cannot_write_the_same_run() {
     // The first process evaluates only at the end: it holds the directory with nothing written
     // yet, the moment at which two runs used to write the same files.
     let start_first = || {
-        Command::new(TRAIN)
+        common::binary(TRAIN)
             .args(["--config", "configs/tiny.toml", "--max-iters", "1000000"])
             .args(["--eval-interval", "1000000", "--out", dir_arg])
             .current_dir(root())
@@ -1683,7 +1683,7 @@ fn the_page_and_the_scorer_refuse_what_cannot_work() {
         &["is a file", "give the folder"],
     );
     // Without --checkpoint, in a directory with no checkpoints/ at all.
-    let out = Command::new(SERVE)
+    let out = common::binary(SERVE)
         .current_dir(tmp.path())
         .stdin(Stdio::null())
         .output()
@@ -1781,7 +1781,7 @@ fn run_into_closed_pipe(
         true => Stdio::piped(),
         false => std::fs::File::create(&err_path).unwrap().into(),
     };
-    let mut child = Command::new(bin)
+    let mut child = common::binary(bin)
         .args(args)
         .current_dir(root())
         .env("RUST_BACKTRACE", "1")
@@ -2056,7 +2056,7 @@ fn line_breaks_inside_a_prompt_or_a_poem_are_refused() {
 /// Runs `bin` with `args`, its standard input the bytes of `input` (written from a thread, as
 /// long as `bin` reads), standard output to `stdout`; returns (success, stdout text, stderr).
 fn run_with_input(bin: &str, args: &[&str], input: Vec<u8>) -> (bool, String, String) {
-    let mut child = Command::new(bin)
+    let mut child = common::binary(bin)
         .args(args)
         .current_dir(root())
         .env("RUST_BACKTRACE", "1")
@@ -2145,7 +2145,7 @@ fn standard_output_that_cannot_be_written_is_an_error_not_a_panic() {
     ];
     // `> /dev/full`: a full disk.
     for (bin, args) in cases {
-        let out = Command::new(bin)
+        let out = common::binary(bin)
             .args(args)
             .current_dir(root())
             .env("RUST_BACKTRACE", "1")
@@ -2168,7 +2168,7 @@ fn standard_output_that_cannot_be_written_is_an_error_not_a_panic() {
         );
     }
     // `2> /dev/full`: the poems are written, the summary that cannot be is skipped.
-    let out = Command::new(SAMPLE)
+    let out = common::binary(SAMPLE)
         .args(["--checkpoint", run_arg])
         .stdout(Stdio::piped())
         .stderr(
@@ -2182,14 +2182,10 @@ fn standard_output_that_cannot_be_written_is_an_error_not_a_panic() {
     assert!(out.status.success(), "{:?}", out.status);
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 3);
     // `>&-`: the poems would be lost, so nothing is drawn.
-    let out = Command::new("sh")
-        .args([
-            "-c",
-            "exec \"$0\" \"$@\" >&-",
-            SAMPLE,
-            "--checkpoint",
-            run_arg,
-        ])
+    let out = std::process::Command::new("sh")
+        .args(["-c", "exec \"$@\" >&-", "sh"])
+        .args(common::binary_words(SAMPLE))
+        .args(["--checkpoint", run_arg])
         .stderr(Stdio::piped())
         .output()
         .unwrap();
@@ -2197,7 +2193,7 @@ fn standard_output_that_cannot_be_written_is_an_error_not_a_panic() {
     assert!(!out.status.success(), "{stderr}");
     assert!(stderr.contains("standard output is closed"), "{stderr}");
     // `> /dev/null` is a choice, not a closed output.
-    let out = Command::new(SAMPLE)
+    let out = common::binary(SAMPLE)
         .args(["--checkpoint", run_arg])
         .stdout(Stdio::null())
         .output()
@@ -2476,7 +2472,11 @@ fn hidden_characters_in_paths_and_keys_are_shown_escaped() {
         (
             "a config path with a line end",
             vec!["--config", "configs/a\nb.toml"],
-            r"cannot read config file configs/a\nb.toml: no such file",
+            if cfg!(windows) {
+                r"cannot read config file configs/a\nb.toml: the file system allows no such name"
+            } else {
+                r"cannot read config file configs/a\nb.toml: no such file"
+            },
         ),
         (
             "a key with U+202E",

@@ -1,5 +1,7 @@
 //! Bad model configs are rejected with a message that names the problem.
 
+mod common;
+
 use shige::config::{ModelConfig, Position, RunConfig};
 
 fn error_of(toml: &str) -> String {
@@ -566,7 +568,7 @@ fn a_warm_up_is_checked_against_max_iters_only_when_the_steps_are_given() {
 fn print_config_prints_the_whole_config_that_loads_again() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let train = |cwd: &std::path::Path, args: &[&str]| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_train"))
+        let out = common::binary(env!("CARGO_BIN_EXE_train"))
             .args(args)
             .current_dir(cwd)
             .output()

@@ -1,8 +1,10 @@
 //! Every kind of corpus through the binaries: running text and a line collection train, resume
 //! exactly, evaluate, sample and answer the order question; the verse-only commands refuse them.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 const TRAIN: &str = env!("CARGO_BIN_EXE_train");
 const SAMPLE: &str = env!("CARGO_BIN_EXE_sample");
@@ -14,7 +16,7 @@ fn root() -> &'static Path {
 }
 
 fn run(bin: &str, args: &[&str]) -> Output {
-    Command::new(bin)
+    common::binary(bin)
         .args(args)
         .current_dir(root())
         .output()

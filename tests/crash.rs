@@ -11,7 +11,7 @@ use shige::train::load::load_run;
 use shige::train::run_dir::STATE_FILE;
 use shige::train::safetensors::read_safetensors;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 const TRAIN: &str = env!("CARGO_BIN_EXE_train");
@@ -49,7 +49,7 @@ fn start(dir: &Path) -> Child {
             dir_arg,
         ]
     };
-    Command::new(TRAIN)
+    common::binary(TRAIN)
         .args(&args)
         .current_dir(root())
         .stdout(Stdio::null())
@@ -226,7 +226,7 @@ fn ctrl_c_during_an_ablation_saves_its_variant_and_the_same_command_continues() 
     std::fs::write(&spec, text).unwrap();
     let out = tmp.path().join("out");
     let ablate = || {
-        Command::new(ABLATE)
+        common::binary(ABLATE)
             .args([spec.to_str().unwrap(), "--out", out.to_str().unwrap()])
             .current_dir(root())
             .stdout(Stdio::null())
@@ -269,7 +269,7 @@ fn ctrl_c_during_an_evaluation_ends_it_and_the_resumed_run_evaluates_there() {
         args.extend(["--out".into(), dir.display().to_string()]);
         args
     };
-    let child = Command::new(TRAIN)
+    let child = common::binary(TRAIN)
         .args(args(&cut))
         .current_dir(root())
         .stdout(Stdio::null())
@@ -340,7 +340,7 @@ fn a_save_that_fails_midway_leaves_the_previous_checkpoint() {
     // Resumed with a file-size limit below the state's size, the next save stops mid-write
     // (EFBIG, as on a full disk).
     let limit = state.len() as u64 / 2;
-    let mut resumed = Command::new(TRAIN);
+    let mut resumed = common::binary(TRAIN);
     resumed.args(["--resume", dir_arg]).current_dir(root());
     // SAFETY: between fork and exec the closure only calls setrlimit and signal, both
     // async-signal-safe.

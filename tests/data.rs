@@ -316,7 +316,7 @@ fn one_poets_corpus_writes_over_nothing_and_keeps_the_forms_asked() {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().to_str().unwrap();
     let prepare = |extra: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_prepare_data"))
+        common::binary(env!("CARGO_BIN_EXE_prepare_data"))
             .args(["--poet", "杜甫", "--out", out])
             .args(extra)
             .current_dir(env!("CARGO_MANIFEST_DIR"))
@@ -336,7 +336,7 @@ fn one_poets_corpus_writes_over_nothing_and_keeps_the_forms_asked() {
     );
     // Only the forms asked.
     let wujue = tmp.path().join("wujue");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_prepare_data"))
+    let out = common::binary(env!("CARGO_BIN_EXE_prepare_data"))
         .args(["--poet", "杜甫", "--forms", "wujue,qijue", "--out"])
         .arg(&wujue)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
@@ -372,7 +372,7 @@ fn one_poets_corpus_writes_over_nothing_and_keeps_the_forms_asked() {
 #[test]
 fn the_larger_corpus_asks_for_the_package_and_opencc() {
     let prepare = |args: &[&str]| {
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_prepare_data"))
+        let out = common::binary(env!("CARGO_BIN_EXE_prepare_data"))
             .args(args)
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .output()

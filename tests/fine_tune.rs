@@ -168,7 +168,7 @@ fn a_fine_tune_refuses_another_shape_a_resume_and_a_missing_run() {
     let parent = parent_dir.display().to_string();
     let out = tmp.path().join("child").display().to_string();
     let fails = |args: &[&str], says: &[&str]| {
-        let output = std::process::Command::new(env!("CARGO_BIN_EXE_train"))
+        let output = common::binary(env!("CARGO_BIN_EXE_train"))
             .args(args)
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .output()

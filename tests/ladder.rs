@@ -2,6 +2,8 @@
 //! run its record keeps, its config is that run's recipe (the steps it planned as max_iters), and
 //! each rung ends below the one under it.
 
+mod common;
+
 use shige::config::RunConfig;
 use shige::train::ladder::LADDER;
 use std::path::Path;
@@ -33,7 +35,7 @@ fn each_rung_is_the_run_its_record_keeps() {
 
 /// `train` with `args`, one step into the run folder `out`, from the repository: (success, stderr).
 fn train_one_step(args: &[&str], out: &Path) -> (bool, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_train"))
+    let out = common::binary(env!("CARGO_BIN_EXE_train"))
         .args(args)
         .args(["--stop-at", "1", "--out", out.to_str().unwrap()])
         .current_dir(root())
@@ -121,7 +123,7 @@ fn copy_of_the_repository(tmp: &Path) -> std::path::PathBuf {
 
 /// `train --minutes M --stop-at 1` in the folder `cwd` with `extra` flags: (success, stderr).
 fn minutes_in(cwd: &Path, minutes: &str, extra: &[&str]) -> (bool, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_train"))
+    let out = common::binary(env!("CARGO_BIN_EXE_train"))
         .args(["--minutes", minutes, "--stop-at", "1", "--out", "run"])
         .args(extra)
         .current_dir(cwd)

@@ -121,7 +121,7 @@ fn the_trainer_takes_bf16_only_where_the_cpu_multiplies_bf16() {
             "the run's config does not record its dtype"
         );
         // The command says which instructions multiply.
-        let out = std::process::Command::new(env!("CARGO_BIN_EXE_train"))
+        let out = common::binary(env!("CARGO_BIN_EXE_train"))
             .args(["--config", "configs/tiny.toml", "--dtype", "bf16"])
             .args(["--max-iters", "2", "--warmup-iters", "0", "--out"])
             .arg(dir.path().join("command"))

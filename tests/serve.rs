@@ -493,7 +493,7 @@ fn start_serve_binary(dir: &std::path::Path) -> (std::process::Child, String) {
         .local_addr()
         .unwrap()
         .port();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_serve"))
+    let mut child = common::binary(env!("CARGO_BIN_EXE_serve"))
         .args([
             "--checkpoint",
             dir.to_str().unwrap(),

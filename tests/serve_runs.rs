@@ -169,8 +169,11 @@ fn a_run_trained_from_the_page_updates_stops_and_resumes_as_if_never_stopped() {
             .iter()
             .find(|r| r["name"] == "page")?
             .clone();
-        assert_eq!(run["active"], true, "{run}");
-        run["step"].as_u64()
+        // Marked active once it has a step: the lock is taken a moment after the folder is
+        // made, which a slow start (wine's) shows.
+        let step = run["step"].as_u64();
+        assert!(step.is_none() || run["active"] == true, "{run}");
+        step
     };
     common::wait_for("a first evaluation", || {
         step(&base).is_some_and(|s| s >= 20)
@@ -196,8 +199,10 @@ fn a_run_trained_from_the_page_updates_stops_and_resumes_as_if_never_stopped() {
     );
     assert!(!tmp.path().join("second").exists());
 
-    // Stopping saves a checkpoint: the run ends as Ctrl-C ends it. Stop pressed twice is one
-    // stop (a second SIGINT after the save would end `train` at once).
+    // Stopping saves a checkpoint: the run ends as Ctrl-C ends it (on Windows, where no signal
+    // reaches one process alone, as the closed pipe of --stop-with-parent ends it: SIGTERM's
+    // code). Stop pressed twice is one stop (a second SIGINT after the save would end `train` at
+    // once).
     let (status, stopping) = post(&base, "/api/train/stop", &json!({}));
     assert_eq!(status, 200, "{stopping}");
     let (status, again) = post(&base, "/api/train/stop", &json!({}));
@@ -207,7 +212,8 @@ fn a_run_trained_from_the_page_updates_stops_and_resumes_as_if_never_stopped() {
         get(&base, "/api/train").1["running"] == false
     });
     let (_, stopped) = get(&base, "/api/train");
-    assert_eq!(stopped["exit"], 130, "{stopped}");
+    let code = if cfg!(unix) { 130 } else { 143 };
+    assert_eq!(stopped["exit"], code, "{stopped}");
     let log = stopped["log"].to_string();
     assert!(
         log.contains("interrupted at step") && log.contains("--resume"),

@@ -28,7 +28,7 @@ fn send(pid: u32, signal: libc::c_int) {
 
 /// `train` on the tiny config for `steps` steps into `dir`, with `extra` flags.
 fn train(dir: &Path, steps: usize, extra: &[&str]) -> Command {
-    let mut command = Command::new(TRAIN);
+    let mut command = common::binary(TRAIN);
     let steps = steps.to_string();
     command
         .args(["--config", "configs/tiny.toml", "--max-iters", &steps])
@@ -48,7 +48,7 @@ fn metric_rows(dir: &Path) -> Vec<String> {
 
 /// Resumes the run in `dir` with `train --resume` to its end; panics if it fails.
 fn resume_to_the_end(dir: &Path) {
-    let out = Command::new(TRAIN)
+    let out = common::binary(TRAIN)
         .args(["--resume", dir.to_str().unwrap()])
         .current_dir(root())
         .output()
@@ -203,7 +203,7 @@ fn ctrl_c_twice_leaves_a_summary_of_the_step_saved() {
         .unwrap();
     assert!(out.status.success());
     for wait_ms in [0, 50, 150] {
-        let mut child = Command::new(TRAIN)
+        let mut child = common::binary(TRAIN)
             .args([
                 "--resume",
                 dir.to_str().unwrap(),
@@ -257,7 +257,7 @@ fn ctrl_c_during_the_final_evaluation_quits_and_a_resume_completes_it() {
         .map(String::from)
         .collect()
     };
-    let mut child = Command::new(TRAIN)
+    let mut child = common::binary(TRAIN)
         .args(args(&stopped))
         .current_dir(root())
         .stdout(Stdio::piped())
@@ -285,7 +285,7 @@ fn ctrl_c_during_the_final_evaluation_quits_and_a_resume_completes_it() {
             .unwrap();
     assert!(summary["val_loss_whole"].is_null(), "{summary}");
     // Resumed as told: the final evaluation of a run never stopped, and no offer of more steps.
-    let resumed = Command::new(TRAIN)
+    let resumed = common::binary(TRAIN)
         .args(["--resume", stopped.to_str().unwrap(), "--json"])
         .current_dir(root())
         .output()
@@ -299,7 +299,7 @@ fn ctrl_c_during_the_final_evaluation_quits_and_a_resume_completes_it() {
         "{said}"
     );
     let completed: serde_json::Value = serde_json::from_slice(&resumed.stdout).unwrap();
-    let never = Command::new(TRAIN)
+    let never = common::binary(TRAIN)
         .args(args(&whole))
         .current_dir(root())
         .output()
@@ -318,7 +318,7 @@ fn ctrl_c_during_the_final_evaluation_quits_and_a_resume_completes_it() {
         "{completed}"
     );
     assert_eq!(metric_rows(&stopped), metric_rows(&whole));
-    let again = Command::new(TRAIN)
+    let again = common::binary(TRAIN)
         .args(["--resume", stopped.to_str().unwrap()])
         .current_dir(root())
         .output()
@@ -326,7 +326,7 @@ fn ctrl_c_during_the_final_evaluation_quits_and_a_resume_completes_it() {
     let said = String::from_utf8_lossy(&again.stderr);
     assert!(said.contains("no step was left to run"), "{said}");
     // Given more steps, it trains them, and says nothing of steps not left.
-    let more = Command::new(TRAIN)
+    let more = common::binary(TRAIN)
         .args(["--resume", stopped.to_str().unwrap(), "--max-iters", "45"])
         .current_dir(root())
         .output()

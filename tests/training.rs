@@ -233,7 +233,7 @@ fn bad_training_input_gets_clear_errors() {
 fn a_run_on_the_shipped_corpus_needs_no_memory_per_character_of_it() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("run");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_train"))
+    let out = common::binary(env!("CARGO_BIN_EXE_train"))
         .args([
             "--max-iters",
             "1",

@@ -1,6 +1,8 @@
 //! Regulated verse: the forms' templates, the shipped tone and rhyme tables, and the scorer on
 //! well-known poems, those that keep the rules and those that break them.
 
+mod common;
+
 use shige::data::poem::Form;
 use shige::prepare::tone_tables::ToneCounts;
 use shige::verse::{mark_poem, score_poem, templates, Novelty, Summary, Tables, Tone};
@@ -278,7 +280,7 @@ fn malformed_tables_are_refused_with_the_line() {
 #[test]
 fn score_reads_standard_input_for_a_dash_and_the_lines_of_sample_json() {
     use std::io::Write;
-    use std::process::{Command, Stdio};
+    use std::process::Stdio;
     let poems = "白日依山尽，黄河入海流。欲穷千里目，更上一层楼。\n# a comment\n床前明月光，疑是地上霜。举头望明月，低头思故乡。\n";
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("poems.txt");
@@ -287,7 +289,7 @@ fn score_reads_standard_input_for_a_dash_and_the_lines_of_sample_json() {
         // Only `-` reads standard input: a file's score may end before anything is written to a
         // pipe it never reads, so the others get none (writing to it could fail: broken pipe).
         let from_stdin = source == "-";
-        let mut child = Command::new(env!("CARGO_BIN_EXE_score"))
+        let mut child = common::binary(env!("CARGO_BIN_EXE_score"))
             .args(["--json", "--corpus", "data/tiny.txt", source])
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .stdin(if from_stdin {

@@ -162,7 +162,7 @@ mod tests {
         let cfg = load(&[
             (
                 "ladder/small.toml",
-                "base = \"{dir}/base.toml\"\n[model]\nn_layer = 1\n",
+                "base = '{dir}/base.toml'\n[model]\nn_layer = 1\n",
             ),
             ("base.toml", BASE),
         ])
@@ -176,11 +176,11 @@ mod tests {
         let cfg = load(&[
             (
                 "c.toml",
-                "base = \"{dir}/b.toml\"\n[schedule]\nkind = \"cosine\"\n",
+                "base = '{dir}/b.toml'\n[schedule]\nkind = \"cosine\"\n",
             ),
             (
                 "b.toml",
-                "base = \"{dir}/base.toml\"\n[train]\nmax_iters = 40\n",
+                "base = '{dir}/base.toml'\n[train]\nmax_iters = 40\n",
             ),
             ("base.toml", BASE),
         ])
@@ -218,29 +218,29 @@ mod tests {
     #[test]
     fn a_bad_base_is_refused_with_what_to_do() {
         let message = |files: &[(&str, &str)]| load(files).unwrap_err().to_string();
-        let missing = message(&[("a.toml", "base = \"{dir}/nothing.toml\"\n")]);
+        let missing = message(&[("a.toml", "base = '{dir}/nothing.toml'\n")]);
         assert!(
             missing.contains("is not a file") && missing.contains("working directory"),
             "{missing}"
         );
         let looped = message(&[
-            ("a.toml", "base = \"{dir}/b.toml\"\n"),
-            ("b.toml", "base = \"{dir}/a.toml\"\n[model]\nn_layer = 1\n"),
+            ("a.toml", "base = '{dir}/b.toml'\n"),
+            ("b.toml", "base = '{dir}/a.toml'\n[model]\nn_layer = 1\n"),
         ]);
         assert!(looped.contains("cannot be its own base"), "{looped}");
-        let itself = message(&[("a.toml", "base = \"{dir}/a.toml\"\n")]);
+        let itself = message(&[("a.toml", "base = '{dir}/a.toml'\n")]);
         assert!(itself.contains("cannot be its own base"), "{itself}");
         let number = message(&[("a.toml", "base = 3\n")]);
         assert!(number.contains("is not a path"), "{number}");
         // A bad key of the file is named in the file, as in a config without a base.
         let bad = message(&[
-            ("a.toml", "base = \"{dir}/b.toml\"\n[model]\nn_headz = 2\n"),
+            ("a.toml", "base = '{dir}/b.toml'\n[model]\nn_headz = 2\n"),
             ("b.toml", BASE),
         ]);
         assert!(bad.contains("a.toml") && bad.contains("n_headz"), "{bad}");
         // A bad key of the base is named in the base.
         let bad = message(&[
-            ("a.toml", "base = \"{dir}/b.toml\"\n"),
+            ("a.toml", "base = '{dir}/b.toml'\n"),
             ("b.toml", "[model]\nn_layerz = 2\n"),
         ]);
         assert!(bad.contains("b.toml") && bad.contains("n_layerz"), "{bad}");

@@ -36,6 +36,15 @@ pub fn exp(x: f32) -> f32 {
     p * scale
 }
 
+/// ln x for f32, the same bits on every system: f32's `ln` is the C library's `logf`, whose last
+/// bit differs between them (glibc and MinGW's gave one loss 1e-10 apart), while f64's `log`
+/// rounded to f32 is correctly rounded on both unless it lies within an f64 ulp of a rounding
+/// boundary (a chance of about 2⁻²⁹). Called once per row, so its cost does not show.
+#[inline(always)]
+pub fn ln(x: f32) -> f32 {
+    (x as f64).ln() as f32
+}
+
 /// erf(x), Abramowitz & Stegun 7.1.26.
 #[inline(always)]
 pub fn erf(x: f32) -> f32 {

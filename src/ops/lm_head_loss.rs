@@ -284,14 +284,14 @@ pub(crate) fn cross_entropy_rows(
                 let (max, target) = (fast_math::max(row), row[t as usize]);
                 let sum = fast_math::exp_in_place(row, max);
                 row[t as usize] -= sum;
-                *loss = max + sum.ln() - target;
+                *loss = max + fast_math::ln(sum) - target;
                 *scale = inv_n / sum;
             }
         }
         None => {
             for ((row, &t), loss) in rows {
                 let (max, target) = (fast_math::max(row), row[t as usize]);
-                *loss = max + fast_math::sum_exp(row, max).ln() - target;
+                *loss = max + fast_math::ln(fast_math::sum_exp(row, max)) - target;
             }
         }
     }

@@ -108,7 +108,8 @@ struct Job {
     child: Child,
     /// The write end of the pipe `train --stop-with-parent` watches: held for the child's life,
     /// so that it closes, and the child saves and stops, when this server ends in any way.
-    _parent: Option<ChildStdin>,
+    #[cfg_attr(unix, expect(dead_code, reason = "held for its drop alone where signals exist"))]
+    parent: Option<ChildStdin>,
     log: Arc<Mutex<VecDeque<String>>>,
     stopping: bool,
     /// How the process ended: its exit code, or the signal that killed it.
@@ -195,7 +196,7 @@ impl Trainer {
         }
         *job = Some(Job {
             run,
-            _parent: child.stdin.take(),
+            parent: child.stdin.take(),
             child,
             log,
             stopping: false,
@@ -382,8 +383,10 @@ impl Job {
         unsafe {
             libc::kill(self.child.id() as libc::pid_t, libc::SIGINT);
         }
+        // Elsewhere (Windows) no signal reaches a child alone: the pipe it watches closes, and
+        // it saves and stops as on a first SIGTERM.
         #[cfg(not(unix))]
-        let _ = self.child.kill();
+        drop(self.parent.take());
         self.stopping = true;
     }
 }

@@ -93,16 +93,19 @@ impl RunDir {
             .open(self.file(LOCK_FILE))
             .with_context(|| format!("cannot create the lock file in {}", self.path.display()))?;
         crate::files::check_writable(&self.path, "--out")?;
-        #[cfg(unix)]
-        {
-            use std::os::fd::AsRawFd;
-            // SAFETY: flock only reads the descriptor, which `file` keeps open.
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-                bail!(
-                    "{} is being written by another training process: wait for it to end, or choose another --out",
-                    self.path.display()
-                );
-            }
+        // An advisory lock on unix (flock), a lock of the whole file on Windows; none where the
+        // system has no locks (the browser's page trains in one process).
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => bail!(
+                "{} is being written by another training process: wait for it to end, or choose another --out",
+                self.path.display()
+            ),
+            Err(std::fs::TryLockError::Error(e)) if e.kind() == std::io::ErrorKind::Unsupported => {}
+            Err(std::fs::TryLockError::Error(e)) => bail!(
+                "cannot lock {}: {e}; check the folder's file system, or choose another --out",
+                self.file(LOCK_FILE).display()
+            ),
         }
         if made {
             // Only a lock file it made says it is this program's: an empty `.lock` found here
@@ -119,19 +122,15 @@ impl RunDir {
     /// Whether a training process holds the directory's lock now (`None` where the system has
     /// no advisory locks to ask).
     pub fn is_locked(&self) -> Option<bool> {
-        #[cfg(unix)]
-        {
-            use std::os::fd::AsRawFd;
-            let Ok(file) = std::fs::File::open(self.file(LOCK_FILE)) else {
-                return Some(false); // no lock file: nothing ever trained here
-            };
-            // SAFETY: flock only reads the descriptor, which `file` keeps open; a shared lock
-            // taken here is released when `file` closes, at once.
-            let free = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) } == 0;
-            Some(!free)
+        let Ok(file) = std::fs::File::open(self.file(LOCK_FILE)) else {
+            return Some(false); // no lock file: nothing ever trained here
+        };
+        // A shared lock taken here is released when `file` closes, at once.
+        match file.try_lock_shared() {
+            Ok(()) => Some(false),
+            Err(std::fs::TryLockError::WouldBlock) => Some(true),
+            Err(std::fs::TryLockError::Error(_)) => None,
         }
-        #[cfg(not(unix))]
-        None
     }
 
     /// Checks that the directory to resume exists and is one (what it holds is checked under its

@@ -11,6 +11,25 @@ use shige::train::{train, TrainOptions, TrainSummary};
 use shige::verse::inputs::Vocabulary;
 use std::path::Path;
 
+/// A command that runs `program`, one of this package's binaries: under the emulator that
+/// `SHIGE_TEST_RUNNER` names (with its arguments, split at spaces) where it is set, as .ci/run
+/// sets it to qemu-user for the ARM Linux tests (no kernel here runs those binaries itself),
+/// else directly.
+pub fn binary(program: &str) -> std::process::Command {
+    let words = binary_words(program);
+    let mut command = std::process::Command::new(&words[0]);
+    command.args(&words[1..]);
+    command
+}
+
+/// The words of a command line that runs `program` as [`binary`] does (for a shell's `exec`).
+pub fn binary_words(program: &str) -> Vec<String> {
+    let runner = std::env::var("SHIGE_TEST_RUNNER").unwrap_or_default();
+    let mut words: Vec<String> = runner.split_whitespace().map(String::from).collect();
+    words.push(program.to_string());
+    words
+}
+
 /// configs/tiny.toml with its corpus path made absolute.
 pub fn tiny_config() -> RunConfig {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -153,7 +172,7 @@ pub fn train_ok(args: &[&str]) {
 
 /// [`train_ok`], returning what `train` printed.
 pub fn train_output(args: &[&str]) -> std::process::Output {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_train"))
+    let out = binary(env!("CARGO_BIN_EXE_train"))
         .args(args)
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
@@ -184,7 +203,7 @@ pub fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
 pub fn serve_binary(cwd: &Path, args: &[&str]) -> (std::process::Child, String) {
     use std::io::BufRead;
     use std::process::Stdio;
-    let mut server = std::process::Command::new(env!("CARGO_BIN_EXE_serve"))
+    let mut server = binary(env!("CARGO_BIN_EXE_serve"))
         .args(args)
         .args(["--port", "0"])
         .current_dir(cwd)
