@@ -230,8 +230,9 @@ pub fn process_runs(pid: u32) -> bool {
         unsafe {
             let handle = OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid);
             if handle.is_null() {
-                // No such process, or one this user may not ask about (then it runs).
-                return std::io::Error::last_os_error().raw_os_error() == Some(5); // access denied
+                // No such process, or one this user may not ask about (ERROR_ACCESS_DENIED, 5):
+                // then it runs.
+                return std::io::Error::last_os_error().raw_os_error() == Some(5);
             }
             let mut code = 0u32;
             let asked = GetExitCodeProcess(handle, &mut code) != 0;

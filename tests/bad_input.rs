@@ -2588,3 +2588,34 @@ fn sampling_a_run_stopped_before_its_first_evaluation_says_how_to_go_on() {
         &["has no model.safetensors", &resume],
     );
 }
+
+/// Names Windows refuses as a folder (a device, a reserved name with an extension, a colon, a
+/// wildcard) are refused as --out in one line that says to choose another, and nothing is made.
+#[cfg(windows)]
+#[test]
+fn names_windows_refuses_are_refused_as_out_in_one_line() {
+    let tmp = tempfile::tempdir().unwrap();
+    let tiny = root().join("configs/tiny.toml");
+    let corpus = root().join("data/tiny.txt");
+    for out in ["CON", "aux.txt", "a:b", "x?y"] {
+        let args = [
+            "--config",
+            tiny.to_str().unwrap(),
+            "--corpus",
+            corpus.to_str().unwrap(),
+            "--max-iters",
+            "1",
+            "--out",
+            out,
+        ];
+        fails_in(
+            tmp.path(),
+            out,
+            TRAIN,
+            &args,
+            &["cannot create", "choose another --out"],
+        );
+    }
+    let made: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+    assert!(made.is_empty(), "{made:?}");
+}

@@ -108,7 +108,10 @@ struct Job {
     child: Child,
     /// The write end of the pipe `train --stop-with-parent` watches: held for the child's life,
     /// so that it closes, and the child saves and stops, when this server ends in any way.
-    #[cfg_attr(unix, expect(dead_code, reason = "held for its drop alone where signals exist"))]
+    #[cfg_attr(
+        unix,
+        expect(dead_code, reason = "held for its drop alone where signals exist")
+    )]
     parent: Option<ChildStdin>,
     log: Arc<Mutex<VecDeque<String>>>,
     stopping: bool,
