@@ -18,8 +18,9 @@ cargo run --release --bin train -- --config configs/tiny.toml --out checkpoints/
 cargo run --release --bin train -- --resume checkpoints/tiny --max-iters 400"
 )]
 struct Args {
-    /// Config file (TOML with [model], [data], [train], [optimizer] and [schedule] tables). Default: configs/default.toml, or the
-    /// saved config of the run given to --resume.
+    /// Config file (TOML with [model], [data], [train], [optimizer] and [schedule] tables; or
+    /// `base = "configs/default.toml"` and only the keys it changes, bases up to 8 deep).
+    /// Default: configs/default.toml, or the saved config of the run given to --resume.
     #[arg(long)]
     config: Option<PathBuf>,
     /// Run directory to write. Default: checkpoints/<config name>-<date>-<time>.

@@ -79,7 +79,10 @@ fn table_in_chain(path: &Path, chain: &mut Vec<PathBuf>) -> Result<toml::Table, 
             "its bases go more than {DEPTH} deep: name a config nearer the end of the chain (configs/default.toml)"
         )));
     }
-    let mut merged = table_in_chain(&base_path, chain)?;
+    let mut merged = table_in_chain(&base_path, chain).map_err(|inner| ConfigError::InBase {
+        config: origin.clone(),
+        inner: Box::new(inner),
+    })?;
     let changes = table
         .into_iter()
         .flat_map(|(section, keys)| match keys {
@@ -244,5 +247,8 @@ mod tests {
             ("b.toml", "[model]\nn_layerz = 2\n"),
         ]);
         assert!(bad.contains("b.toml") && bad.contains("n_layerz"), "{bad}");
+        // ... and the config that names that base is named after it.
+        assert!(bad.ends_with("a.toml"), "{bad}");
+        assert!(bad.contains("; it is the base of "), "{bad}");
     }
 }

@@ -78,6 +78,14 @@ pub enum ConfigError {
     /// The values parse but do not make a model.
     #[error("invalid config: {0}")]
     Invalid(String),
+    /// What is wrong with a config's base, and which config names that base.
+    #[error("{inner}; it is the base of {config}")]
+    InBase {
+        /// The config that names the base.
+        config: String,
+        /// What is wrong with the base (or with a base of its own).
+        inner: Box<ConfigError>,
+    },
     /// Training the model would need more memory than the machine has available.
     #[error("training this config needs about {needed} of memory but {available} is available: lower batch_size, block_size, n_layer or n_embd")]
     TooLarge {
