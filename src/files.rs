@@ -29,7 +29,7 @@ pub fn read_limited(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
         ),
         std::io::ErrorKind::InvalidFilename => std::io::Error::new(
             std::io::ErrorKind::InvalidFilename,
-            "the file system allows no such name (Windows refuses : * ? \" < > | and control characters in names): give another",
+            "the file system allows no such name (too long, or on Windows holding : * ? \" < > | or a control character): give another",
         ),
         _ => e,
     })?;
@@ -221,7 +221,7 @@ pub fn process_runs(pid: u32) -> bool {
     }
     #[cfg(windows)]
     {
-        use windows_sys::Win32::Foundation::{CloseHandle, STILL_ACTIVE};
+        use windows_sys::Win32::Foundation::{CloseHandle, ERROR_ACCESS_DENIED, STILL_ACTIVE};
         use windows_sys::Win32::System::Threading::{
             GetExitCodeProcess, OpenProcess, PROCESS_QUERY_LIMITED_INFORMATION,
         };
@@ -230,9 +230,9 @@ pub fn process_runs(pid: u32) -> bool {
         unsafe {
             let handle = OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, 0, pid);
             if handle.is_null() {
-                // No such process, or one this user may not ask about (ERROR_ACCESS_DENIED, 5):
-                // then it runs.
-                return std::io::Error::last_os_error().raw_os_error() == Some(5);
+                // No such process, or one this user may not ask about: then it runs.
+                let denied = ERROR_ACCESS_DENIED as i32;
+                return std::io::Error::last_os_error().raw_os_error() == Some(denied);
             }
             let mut code = 0u32;
             let asked = GetExitCodeProcess(handle, &mut code) != 0;
