@@ -433,6 +433,14 @@ fn fitted_biases_leave_the_training_as_it_is_and_are_fitted_after_the_last_step(
     // A finished run may be ended again where it stands: its fit is the same.
     run(&cfg, &whole, true, None).unwrap();
     assert_eq!(curve(&whole), with);
+    // So with checkpoints of an earlier version, which do not say whether they were fitted: their
+    // biases tell (zero: never fitted).
+    forget_fitted_flag(&early);
+    let err = run(&ended, &early, true, None).unwrap_err().to_string();
+    assert!(err.contains("not yet fitted"), "{err}");
+    forget_fitted_flag(&whole);
+    run(&cfg, &whole, true, None).unwrap();
+    assert_eq!(curve(&whole), with);
     let biases = |dir: &std::path::Path| -> Vec<f32> {
         let (tensors, _) = read_safetensors(&dir.join(MODEL_FILE)).unwrap();
         tensors["transformer.blr.weight"].to_vec1().unwrap()
@@ -461,6 +469,16 @@ fn fitted_biases_leave_the_training_as_it_is_and_are_fitted_after_the_last_step(
         }
     }
     assert_ne!(biases(&whole), fitted, "fitted again at the new end");
+}
+
+/// Rewrites the training state of `dir` as a version before the `fitted` flag wrote it.
+fn forget_fitted_flag(dir: &std::path::Path) {
+    let path = dir.join(STATE_FILE);
+    let (tensors, mut metadata) = read_safetensors(&path).unwrap();
+    assert!(metadata.remove("fitted").is_some(), "the state says whether it is fitted");
+    let tensors: Vec<_> = tensors.into_iter().collect();
+    let bytes = shige::train::safetensors::to_safetensors(&tensors, metadata).unwrap();
+    std::fs::write(path, bytes).unwrap();
 }
 
 /// A run whose last evaluation is not its best keeps the weights of its best, and those are

@@ -183,15 +183,7 @@ impl SequenceEmbedding {
     /// The rows each position of `ids` (N) takes, read as sequences of `t` tokens, each from a
     /// fresh reader.
     pub fn shares_of(&self, ids: &[u32], t: usize) -> Vec<Shares> {
-        ids.chunks(t)
-            .flat_map(|sequence| {
-                let mut reader = self.reader();
-                sequence
-                    .iter()
-                    .map(|&id| reader.read(id))
-                    .collect::<Vec<_>>()
-            })
-            .collect()
+        read_sequences(ids, t, || self.reader(), |reader, id| reader.read(id))
     }
 
     /// x (B, T, C) plus the rows each position takes for tokens idx (B, T), as a graph of
@@ -228,6 +220,26 @@ impl SequenceEmbedding {
     }
 }
 
+/// What `read` gives for each position of `ids` (N), read as sequences of `t` tokens, each from a
+/// fresh reader of `new_reader`: the one loop of [`SequenceEmbedding::shares_of`] and
+/// [`NextTokenBias::entries_of`].
+fn read_sequences<R, T>(
+    ids: &[u32],
+    t: usize,
+    new_reader: impl Fn() -> R,
+    read: impl Fn(&mut R, u32) -> T,
+) -> Vec<T> {
+    ids.chunks(t)
+        .flat_map(|sequence| {
+            let mut reader = new_reader();
+            sequence
+                .iter()
+                .map(|&id| read(&mut reader, id))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 /// A next-token bias with its learned biases.
 #[derive(Clone)]
 pub struct NextTokenBias {
@@ -251,15 +263,7 @@ impl NextTokenBias {
     /// The biased next tokens of each position of `ids` (N), read as sequences of `t` tokens,
     /// each from a fresh reader.
     pub fn entries_of(&self, ids: &[u32], t: usize) -> Vec<Biased> {
-        ids.chunks(t)
-            .flat_map(|sequence| {
-                let mut reader = self.reader();
-                sequence
-                    .iter()
-                    .map(|&id| reader.read(id))
-                    .collect::<Vec<_>>()
-            })
-            .collect()
+        read_sequences(ids, t, || self.reader(), |reader, id| reader.read(id))
     }
 
     /// logits (N, V) plus the biases of `entries` (N), as a graph of differentiable ops: each

@@ -536,10 +536,8 @@ impl<'m> Generator<'m> {
         rng: &mut ChaCha8Rng,
         on_token: &mut (dyn FnMut(u32) + Send),
     ) -> Result<Vec<u32>> {
-        if gen.use_cache {
-            self.prepare()?;
-        }
-        self.generate_prepared(prompt, gen, rng, on_token)
+        self.prepared_for(gen)?
+            .generate_prepared(prompt, gen, rng, on_token)
     }
 
     /// Writes the poem that `start` begins, under its rules (`gen.constraint` is `start`'s): the
@@ -553,10 +551,16 @@ impl<'m> Generator<'m> {
         rng: &mut ChaCha8Rng,
         on_token: &mut (dyn FnMut(u32) + Send),
     ) -> Result<Vec<u32>> {
+        self.prepared_for(gen)?
+            .write_prepared(start, gen, rng, on_token)
+    }
+
+    /// This generator, its weights packed if `gen` uses the cache.
+    fn prepared_for(&mut self, gen: &Generation) -> Result<&Self> {
         if gen.use_cache {
             self.prepare()?;
         }
-        self.write_prepared(start, gen, rng, on_token)
+        Ok(self)
     }
 
     /// As [`Generator::write`], from a generator that [`Generator::prepare`] has packed (if the

@@ -227,6 +227,7 @@ pub(crate) fn save_checkpoint(
         best_val_loss: p.best_val,
         elapsed_s: p.elapsed_s,
         interval: Some(p.interval),
+        fitted: Some(p.fitted),
     }
     .to_metadata();
     atomic_write(&run.file(STATE_FILE), &to_safetensors(&tensors, metadata)?)?;

@@ -21,6 +21,7 @@ use crate::train::checkpoint::named_params;
 use crate::train::run_dir::{RunDir, MODEL_FILE};
 use crate::train::safetensors::{read_safetensors, to_safetensors};
 use crate::train::setup::Setup;
+use crate::train::state::Progress;
 use anyhow::{bail, Result};
 use candle_core::{Tensor, Var};
 
@@ -68,47 +69,53 @@ struct Position {
     hit: bool,
 }
 
-/// After the run's last step (before its evaluation), [`fit`]; elsewhere nothing.
-pub fn fit_after_last_step(s: &Setup, step: usize) -> Result<Vec<Fitted>> {
-    match step == s.cfg.train.max_iters {
-        true => fit(s),
-        false => Ok(Vec::new()),
+/// After the run's last step (before its evaluation), [`fit`], and the run marked fitted;
+/// elsewhere nothing.
+pub(crate) fn fit_after_last_step(s: &Setup, p: &mut Progress) -> Result<Vec<Fitted>> {
+    if p.step != s.cfg.train.max_iters {
+        return Ok(Vec::new());
     }
+    let fitted = fit(s)?;
+    p.fitted = true;
+    Ok(fitted)
 }
 
 /// Refuses to end a run at the step it stands at where its fitted biases were never fitted (a run
 /// stopped before its end, resumed with its end moved back to that step): no step is left for the
-/// fit to follow. Fits them to find out, and puts them back as they were.
-pub fn check_fitted_at_end(s: &Setup, step: usize) -> Result<()> {
-    if step == 0 || step != s.cfg.train.max_iters {
+/// fit to follow.
+pub(crate) fn check_fitted_at_end(s: &Setup, p: &Progress) -> Result<()> {
+    let vars = fitted_vars(s)?;
+    if p.step == 0 || p.step != s.cfg.train.max_iters || vars.is_empty() || p.fitted {
         return Ok(());
     }
-    let vars = fitted_vars(s)?;
-    let before: Vec<Vec<f32>> = vars
-        .iter()
-        .map(|(_, var)| var.as_tensor().to_vec1::<f32>())
-        .collect::<candle_core::Result<_>>()?;
-    let after: Vec<Vec<f32>> = fit(s)?.into_iter().map(|f| f.biases).collect();
-    for ((_, var), before) in vars.iter().zip(&before) {
-        var.set(&Tensor::new(before.as_slice(), var.device())?)?;
-    }
-    if after != before {
-        bail!(
-            "the run stands at step {step} with its fitted biases ({}) not yet fitted: they are fitted after the last step a run trains, so give --max-iters {} or more",
-            vars.iter().map(|(name, _)| name.as_str()).collect::<Vec<_>>().join(", "),
-            step + 1
-        );
-    }
-    Ok(())
+    bail!(
+        "the run stands at step {} with its fitted biases ({}) not yet fitted: they are fitted after the last step a run trains, so give --max-iters {} or more",
+        p.step,
+        vars.iter().map(|(name, _)| name.as_str()).collect::<Vec<_>>().join(", "),
+        p.step + 1
+    )
 }
 
-/// Sets the biases of every fitted input of the run's model to zero: before a run trains (a run
-/// resumed past its end, or one fine-tuned from a fitted parent, would train with them).
-pub fn reset(s: &Setup) -> Result<()> {
+/// Sets the biases of every fitted input of the run's model to zero, and the run unfitted: before
+/// a run trains (a run resumed past its end, or one fine-tuned from a fitted parent, would train
+/// with them).
+pub(crate) fn reset(s: &Setup, p: &mut Progress) -> Result<()> {
     for (_, var) in fitted_vars(s)? {
         var.set(&var.zeros_like()?)?;
     }
+    p.fitted = false;
     Ok(())
+}
+
+/// Whether any fitted bias of the run's model is not zero: fitted, for a checkpoint of an earlier
+/// version that has no flag ([`Progress::fitted`]); training holds them at zero.
+pub fn any_fitted(s: &Setup) -> Result<bool> {
+    for (_, var) in fitted_vars(s)? {
+        if var.as_tensor().abs()?.max_all()?.to_scalar::<f32>()? != 0.0 {
+            return Ok(true);
+        }
+    }
+    Ok(false)
 }
 
 /// Where the run keeps weights of an earlier evaluation than its last (its best, saved unfitted

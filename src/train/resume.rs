@@ -210,6 +210,10 @@ pub(super) fn restore(run: &RunDir, s: &mut Setup, corpus: &Corpus) -> Result<Pr
     p.batch_rng.set_word_pos(saved.batch_rng_pos);
     p.dropout_rng.set_word_pos(saved.dropout_rng_pos);
     p.interval = saved.interval.unwrap_or_default();
+    p.fitted = match saved.fitted {
+        Some(fitted) => fitted,
+        None => crate::train::fit::any_fitted(s)?, // an earlier version's checkpoint
+    };
     s.opt.load_state(&tensors, p.step).with_context(|| {
         format!(
             "{}: its optimiser moments do not fit this model, so it cannot be resumed (start a new run with --out)",

@@ -96,7 +96,7 @@ impl Session {
     /// training loss.
     pub fn train_step(&mut self) -> Result<f64> {
         let loss = train_step(&mut self.s, &mut self.p)?;
-        crate::train::fit::fit_after_last_step(&self.s, self.p.step)?;
+        crate::train::fit::fit_after_last_step(&self.s, &mut self.p)?;
         Ok(loss)
     }
 

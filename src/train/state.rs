@@ -22,6 +22,9 @@ pub(crate) struct Progress {
     pub samples: Vec<EvalSample>,
     /// The step of the checkpoint in the run directory, if there is one.
     pub saved_step: Option<usize>,
+    /// Whether the fitted biases ([`crate::train::fit`]) were fitted to the weights as they
+    /// stand: after the last step; no longer once a step trains.
+    pub fitted: bool,
 }
 
 impl Progress {
@@ -37,6 +40,7 @@ impl Progress {
             rows: Vec::new(),
             samples: Vec::new(),
             saved_step: None,
+            fitted: false,
         }
     }
 }
@@ -72,6 +76,9 @@ pub(crate) struct SavedState {
     /// The running sums (`None` in checkpoints of earlier versions, which were written at
     /// evaluations only).
     pub interval: Option<Interval>,
+    /// Whether the fitted biases were fitted ([`Progress::fitted`]; `None` in checkpoints of
+    /// earlier versions).
+    pub fitted: Option<bool>,
 }
 
 // The metadata keys, one per scalar.
@@ -85,6 +92,7 @@ const ELAPSED: &str = "elapsed_s";
 const INTERVAL_LOSS: &str = "interval_loss";
 const INTERVAL_STEPS: &str = "interval_steps";
 const INTERVAL_SECONDS: &str = "interval_s";
+const FITTED: &str = "fitted";
 
 impl SavedState {
     /// The metadata to save: each scalar as text that parses back to the same value (Rust's
@@ -106,6 +114,9 @@ impl SavedState {
         }
         if let Some(texts) = &self.texts {
             metadata.insert(TEXTS, texts.clone());
+        }
+        if let Some(fitted) = self.fitted {
+            metadata.insert(FITTED, fitted.to_string());
         }
         metadata
             .into_iter()
@@ -132,6 +143,10 @@ impl SavedState {
             best_val_loss: metadata_value(metadata, BEST_VAL, path)?,
             elapsed_s: metadata_value(metadata, ELAPSED, path)?,
             interval,
+            fitted: match metadata.contains_key(FITTED) {
+                true => Some(metadata_value(metadata, FITTED, path)?),
+                false => None,
+            },
         })
     }
 }
@@ -173,16 +188,19 @@ mod tests {
                 steps: 3,
                 seconds: 1e-300,
             }),
+            fitted: Some(true),
         };
         let back = SavedState::from_metadata(&state.to_metadata(), Path::new("s")).unwrap();
         assert_eq!(back, state);
-        // An earlier version's checkpoint: no fingerprint, no running sums.
+        // An earlier version's checkpoint: no fingerprint, no running sums, no fitted flag.
         let mut old = state.to_metadata();
         old.retain(|k, _| {
-            !k.starts_with("interval") && !k.ends_with("_fingerprint") && k != "text_fingerprints"
+            let newer = ["text_fingerprints", "fitted"].contains(&k.as_str());
+            !k.starts_with("interval") && !k.ends_with("_fingerprint") && !newer
         });
         let back = SavedState::from_metadata(&old, Path::new("s")).unwrap();
-        assert_eq!((back.corpus, back.texts, back.interval), (None, None, None));
+        let newer = (back.corpus, back.texts, back.interval, back.fitted);
+        assert_eq!(newer, (None, None, None, None));
         old.remove("step");
         let missing = SavedState::from_metadata(&old, Path::new("s")).unwrap_err();
         assert!(

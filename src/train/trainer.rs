@@ -359,14 +359,14 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
         announce(s, dir, &path);
     }
     if p.step == end {
-        crate::train::fit::check_fitted_at_end(s, p.step)?;
+        crate::train::fit::check_fitted_at_end(s, p)?;
     }
     let bar = progress_bar(opts.progress, max_iters, p.step);
     if evaluation_pending(s, p) {
         evaluate_and_save(dir, s, p, &bar)?;
     }
     if p.step < end {
-        crate::train::fit::reset(s)?; // the model trains as without its fitted biases
+        crate::train::fit::reset(s, p)?; // the model trains as without its fitted biases
     }
     let tokens_per_step = (s.cfg.train.batch_size * s.cfg.model.block_size) as f64;
     let mut pace = Pace::default();
@@ -399,7 +399,7 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
                 bar.set_length(plan.steps as u64);
             }
         }
-        say_fitted(crate::train::fit::fit_after_last_step(s, p.step)?, &bar);
+        say_fitted(crate::train::fit::fit_after_last_step(s, p)?, &bar);
         bar.set_position(p.step as u64);
         bar.set_message(format!(
             "loss {loss:.3} | {:.0} tok/s",

@@ -37,15 +37,23 @@ struct Known {
     tensor: &'static str,
     /// Rows of its W (or its biases) for a model of this many tokens.
     rows: fn(usize) -> usize,
-    /// Whether its rows are the tokens' (one per token): they grow with the vocabulary.
-    per_token: bool,
-    /// Whether it is a next-token bias, whose rows are single numbers (else rows of n_embd).
-    bias: bool,
-    /// Whether its biases are fitted to the trained model after the last step
-    /// ([`crate::train::fit`]) instead of trained with it.
-    fitted: bool,
+    kind: Kind,
     /// What it reads, for a vocabulary and a model of this many tokens.
     reads: fn(&Vocabulary, usize) -> Reads,
+}
+
+/// What an input's parameter is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Rows of n_embd added to the token embeddings, a fixed number of them.
+    Rows,
+    /// Rows of n_embd, one per token: they grow with the vocabulary.
+    TokenRows,
+    /// Next-token biases, single numbers, trained with the model.
+    Bias,
+    /// Next-token biases fitted to the trained model after the last step
+    /// ([`crate::train::fit`]) instead of trained with it.
+    FittedBias,
 }
 
 /// Every input, by config name.
@@ -54,63 +62,49 @@ const INPUTS: [Known; 7] = [
         name: "sound",
         tensor: "wse",
         rows: |_| sound::rows(),
-        per_token: false,
-        bias: false,
-        fitted: false,
+        kind: Kind::Rows,
         reads: |vocabulary, _| sound::reads(vocabulary),
     },
     Known {
         name: "verse_places",
         tensor: "wvp",
         rows: |_| places::ROWS,
-        per_token: false,
-        bias: false,
-        fitted: false,
+        kind: Kind::Rows,
         reads: |vocabulary, _| places::reads(vocabulary),
     },
     Known {
         name: "rhyme_memory",
         tensor: "wrm",
         rows: |vocab_size| vocab_size,
-        per_token: true,
-        bias: false,
-        fitted: false,
+        kind: Kind::TokenRows,
         reads: rhymes::reads,
     },
     Known {
         name: "rhyme_bias",
         tensor: "brh",
         rows: |_| 2,
-        per_token: false,
-        bias: true,
-        fitted: false,
+        kind: Kind::Bias,
         reads: |vocabulary, _| rhymes::rhyme_bias(vocabulary),
     },
     Known {
         name: "lead_rhymes",
         tensor: "blr",
         rows: |_| lead_rhymes::BIASES,
-        per_token: false,
-        bias: true,
-        fitted: true,
+        kind: Kind::FittedBias,
         reads: |vocabulary, _| lead_rhymes::reads(vocabulary),
     },
     Known {
         name: "ci_places",
         tensor: "wcp",
         rows: |_| ci_places::ROWS,
-        per_token: false,
-        bias: false,
-        fitted: false,
+        kind: Kind::Rows,
         reads: |vocabulary, _| ci_places::reads(vocabulary),
     },
     Known {
         name: "ci_rhyme_bias",
         tensor: "bcr",
         rows: |_| ci_places::BIASES,
-        per_token: false,
-        bias: true,
-        fitted: false,
+        kind: Kind::Bias,
         reads: |vocabulary, _| ci_places::rhyme_bias(vocabulary),
     },
 ];
@@ -145,7 +139,10 @@ pub fn check(cfg: &ModelConfig) -> Result<()> {
 pub fn parameters(cfg: &ModelConfig) -> Result<usize> {
     cfg.inputs().into_iter().try_fold(0, |sum, name| {
         let known = known(name)?;
-        let width = if known.bias { 1 } else { cfg.n_embd };
+        let width = match known.kind {
+            Kind::Bias | Kind::FittedBias => 1,
+            Kind::Rows | Kind::TokenRows => cfg.n_embd,
+        };
         Ok(sum + (known.rows)(cfg.vocab_size) * width)
     })
 }
@@ -153,20 +150,20 @@ pub fn parameters(cfg: &ModelConfig) -> Result<usize> {
 /// The parameters of the inputs `cfg` switches on whose rows are the tokens': a model with a
 /// larger vocabulary (a fine-tune on new characters) has more of them.
 pub fn per_token_tensors(cfg: &ModelConfig) -> Result<Vec<String>> {
-    tensors_where(cfg, |known| known.per_token)
+    tensors_where(cfg, Kind::TokenRows)
 }
 
 /// The parameters of the inputs `cfg` names whose biases are fitted after training, not trained.
 pub fn fitted_tensors(cfg: &ModelConfig) -> Result<Vec<String>> {
-    tensors_where(cfg, |known| known.fitted)
+    tensors_where(cfg, Kind::FittedBias)
 }
 
-/// The parameters of the inputs `cfg` names that are `what`.
-fn tensors_where(cfg: &ModelConfig, what: fn(&Known) -> bool) -> Result<Vec<String>> {
+/// The parameters of the inputs `cfg` names that are of the kind `kind`.
+fn tensors_where(cfg: &ModelConfig, kind: Kind) -> Result<Vec<String>> {
     let mut names = Vec::new();
     for name in cfg.inputs() {
         let known = known(name)?;
-        if what(known) {
+        if known.kind == kind {
             names.push(format!("transformer.{}.weight", known.tensor));
         }
     }
