@@ -8,7 +8,7 @@ use rand_chacha::ChaCha8Rng;
 use shige::config::CorpusKind;
 use shige::data::corpus::VAL_EVERY;
 use shige::data::poem::{regular_form, Form};
-use shige::data::{CharTokenizer, Corpus, DataError, Split, Splits};
+use shige::data::{CharTokenizer, Corpus, RunText, DataError, Split, Splits};
 use std::collections::HashSet;
 use std::path::Path;
 
@@ -76,7 +76,7 @@ fn split_keeps_whole_poems_on_one_side() {
 fn one_seed_gives_the_same_batches() {
     let corpus = common::tiny_corpus();
     let tokenizer = common::tiny_tokenizer();
-    let splits = Splits::new(&corpus, &tokenizer, 16).unwrap();
+    let splits = Splits::new(&RunText::from(corpus.clone()), &tokenizer, 16).unwrap();
     let draw = |seed| {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let (x, y) = splits
@@ -124,7 +124,7 @@ fn a_block_longer_than_the_val_split_is_an_error() {
     )
     .unwrap();
     let tokenizer = CharTokenizer::from_text(&corpus.text()).unwrap();
-    let err = Splits::new(&corpus, &tokenizer, 64)
+    let err = Splits::new(&RunText::from(corpus.clone()), &tokenizer, 64)
         .err()
         .expect("too short");
     assert!(
@@ -132,7 +132,7 @@ fn a_block_longer_than_the_val_split_is_an_error() {
         "{err}"
     );
     assert!(err.to_string().contains("--block-size"), "{err}");
-    assert!(Splits::new(&corpus, &tokenizer, 20).is_ok());
+    assert!(Splits::new(&RunText::from(corpus.clone()), &tokenizer, 20).is_ok());
     // A validation file too small to hold anything out is named, with what it needs.
     let dir = tempfile::tempdir().unwrap();
     let small = dir.path().join("small.txt");
@@ -141,7 +141,7 @@ fn a_block_longer_than_the_val_split_is_an_error() {
         "白日依山尽，黄河入海流。欲穷千里目，更上一层楼。\n".repeat(19),
     )
     .unwrap();
-    let others = shige::data::validation::Others {
+    let others = shige::data::run_text::OtherFiles {
         validation: small.to_str(),
         decay: None,
     };
@@ -150,11 +150,10 @@ fn a_block_longer_than_the_val_split_is_an_error() {
         Path::new("x"),
         CorpusKind::Auto,
     )
-    .unwrap()
-    .with_others(others, "x")
     .unwrap();
-    let tokenizer = CharTokenizer::from_text(&corpus.vocabulary_text()).unwrap();
-    let err = Splits::new(&corpus, &tokenizer, 20)
+    let run_text = RunText::new(corpus, others).unwrap();
+    let tokenizer = CharTokenizer::from_text(&run_text.vocabulary_text()).unwrap();
+    let err = Splits::new(&run_text, &tokenizer, 20)
         .err()
         .expect("nothing held out")
         .to_string();
@@ -186,7 +185,7 @@ fn a_byte_order_mark_does_not_cost_the_first_poem() {
 fn windows_of_a_split_predict_every_token_once() {
     let corpus = common::tiny_corpus();
     let tokenizer = common::tiny_tokenizer();
-    let splits = Splits::new(&corpus, &tokenizer, 32).unwrap();
+    let splits = Splits::new(&RunText::from(corpus.clone()), &tokenizer, 32).unwrap();
     let val = splits.tokens(Split::Val);
     let batches = splits.windows(Split::Val, 5, 32, &Device::Cpu).unwrap();
     let (mut xs, mut ys) = (Vec::new(), Vec::new());
@@ -228,11 +227,11 @@ fn running_text_too_short_for_a_block_says_so() {
     .unwrap();
     assert_eq!(corpus.kind, CorpusKind::Text);
     let tokenizer = CharTokenizer::from_text(&corpus.text()).unwrap();
-    let err = Splits::new(&corpus, &tokenizer, 8)
+    let err = Splits::new(&RunText::from(corpus.clone()), &tokenizer, 8)
         .err()
         .expect("too short");
     assert!(err.to_string().contains("--block-size"), "{err}");
-    assert!(Splits::new(&corpus, &tokenizer, 1).is_ok());
+    assert!(Splits::new(&RunText::from(corpus.clone()), &tokenizer, 1).is_ok());
 }
 
 #[test]
@@ -241,7 +240,7 @@ fn a_kind_asked_for_is_kept_and_said() {
     let corpus = Corpus::parse(&text, Path::new("x"), CorpusKind::Text).unwrap();
     assert_eq!((corpus.kind, corpus.items.len()), (CorpusKind::Text, 1));
     assert_eq!(corpus.text(), text);
-    assert!(corpus.describe("x").contains("as the config asks"));
+    assert!(RunText::from(corpus.clone()).describe("x").contains("as the config asks"));
 }
 
 /// `prepare_data` reads every source before it writes a file; a source that gives nothing to

@@ -78,9 +78,10 @@ fn a_fine_tune_keeps_the_parents_weights_and_ids_and_draws_the_new_rows() {
     // The weights the run's own set-up starts from: the parent's tensors, and for the new
     // characters' rows a new model's draws from the run's seed.
     let corpus = shige::data::Corpus::load(Path::new(&corpus), cfg.data.kind).unwrap();
-    let cfg = complete_config(cfg, &corpus, &tokenizer).unwrap();
+    let run_text = shige::data::RunText::from(corpus);
+    let cfg = complete_config(cfg, &run_text, &tokenizer).unwrap();
     let devices = (&Device::Cpu, shige::ops::Kernels::Fused);
-    let setup = Setup::new(cfg.clone(), &corpus, tokenizer, Some(&parent), devices).unwrap();
+    let setup = Setup::new(cfg.clone(), &run_text, tokenizer, Some(&parent), devices).unwrap();
     let varmap = setup.varmap;
     let drawn = Gpt::seeded_with(&cfg.model, Vec::new(), 7, &Device::Cpu)
         .unwrap()

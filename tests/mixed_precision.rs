@@ -10,7 +10,7 @@ use candle_core::Device;
 use common::{run, tiny_config};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use shige::data::{CharTokenizer, Corpus, Split, Splits};
+use shige::data::{CharTokenizer, Corpus, RunText, Split, Splits};
 use shige::experiments::ablation::{self, AblationOptions, Spec};
 use shige::model::Gpt;
 use shige::ops::{bf16, Precision};
@@ -32,7 +32,7 @@ fn losses(precision: Precision) -> Vec<f64> {
         ..cfg.model.clone()
     };
     let t = model_cfg.block_size;
-    let splits = Splits::new(&corpus, &tokenizer, t).unwrap();
+    let splits = Splits::new(&RunText::from(corpus.clone()), &tokenizer, t).unwrap();
     let (model, varmap) = Gpt::seeded(&model_cfg, 1, &Device::Cpu).unwrap();
     let mut opt = Optimizer::new(
         varmap.data().lock().unwrap().clone(),

@@ -233,7 +233,7 @@ fn run() -> Result<()> {
                 out.check_not_in_use("another --out")?;
                 out.check_fresh()?;
             }
-            PathBuf::from(shige::train::ladder::climb(
+            PathBuf::from(shige::train::ladder::config_for_minutes(
                 minutes, dtype, &device, kernels,
             )?)
         }

@@ -273,6 +273,38 @@ impl RunConfig {
         Self::load_with(path, &[])
     }
 
+    /// The config in `path` (over its bases: `base.rs`) with `overrides` applied in order (a
+    /// later one wins). A step count given (`train.max_iters`) wins over `minutes` in the file;
+    /// both given are refused.
+    pub fn load_with(path: &Path, overrides: &[Override]) -> Result<Self, ConfigError> {
+        let table = base::table_of(path)?;
+        Self::overridden(table, &path.display().to_string(), overrides)
+    }
+
+    /// [`RunConfig::load_with`] of a whole config's text (the page's, which names no base);
+    /// `origin` names it in errors.
+    pub fn from_toml_with(
+        text: &str,
+        origin: &str,
+        overrides: &[Override],
+    ) -> Result<Self, ConfigError> {
+        let table = base::table_of_text(text, origin)?;
+        Self::overridden(table, origin, overrides)
+    }
+
+    /// The config of `table` (read from `origin`) with `overrides` applied.
+    fn overridden(
+        mut table: toml::Table,
+        origin: &str,
+        overrides: &[Override],
+    ) -> Result<Self, ConfigError> {
+        if overrides.is_empty() {
+            return RunConfig::from_table(table, origin);
+        }
+        overrides::apply(&mut table, overrides, "(as flags or with --set)")?;
+        RunConfig::from_table(table, &format!("{origin} with its overrides"))
+    }
+
     /// Parses TOML text (not yet validated); `origin` names it in error messages.
     pub fn from_toml_str(text: &str, origin: &str) -> Result<Self, ConfigError> {
         let table: toml::Table = toml::from_str(text).map_err(|e| parse_error(origin, e))?;

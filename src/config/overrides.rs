@@ -5,7 +5,6 @@
 
 use super::{legacy, parse_error, ConfigError, RunConfig, KIND_SETTINGS};
 use serde::Serialize;
-use std::path::Path;
 
 /// A setting to change: its `section.key` and its new value.
 #[derive(Debug, Clone, PartialEq)]
@@ -147,40 +146,6 @@ fn invalid(what: &str, why: &str) -> ConfigError {
     ConfigError::Parse {
         path: format!("--set {what}"),
         message: why.to_string(),
-    }
-}
-
-impl RunConfig {
-    /// The config in `path` (over its bases: `base.rs`) with `overrides` applied in order (a
-    /// later one wins). A step count given (`train.max_iters`) wins over `minutes` in the file;
-    /// both given are refused.
-    pub fn load_with(path: &Path, overrides: &[Override]) -> Result<Self, ConfigError> {
-        let table = super::base::table_of(path)?;
-        Self::overridden(table, &path.display().to_string(), overrides)
-    }
-
-    /// [`RunConfig::load_with`] of a whole config's text (the page's, which names no base);
-    /// `origin` names it in errors.
-    pub fn from_toml_with(
-        text: &str,
-        origin: &str,
-        overrides: &[Override],
-    ) -> Result<Self, ConfigError> {
-        let table = super::base::table_of_text(text, origin)?;
-        Self::overridden(table, origin, overrides)
-    }
-
-    /// The config of `table` (read from `origin`) with `overrides` applied.
-    fn overridden(
-        mut table: toml::Table,
-        origin: &str,
-        overrides: &[Override],
-    ) -> Result<Self, ConfigError> {
-        if overrides.is_empty() {
-            return RunConfig::from_table(table, origin);
-        }
-        apply(&mut table, overrides, "(as flags or with --set)")?;
-        RunConfig::from_table(table, &format!("{origin} with its overrides"))
     }
 }
 

@@ -97,8 +97,8 @@ impl Default for DataConfig {
 
 impl DataConfig {
     /// The files the corpus is read with besides itself.
-    pub fn others(&self) -> crate::data::validation::Others<'_> {
-        crate::data::validation::Others {
+    pub fn others(&self) -> crate::data::run_text::OtherFiles<'_> {
+        crate::data::run_text::OtherFiles {
             validation: self.validation.as_deref(),
             decay: self.decay_corpus.as_deref(),
         }

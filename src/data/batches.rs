@@ -1,6 +1,6 @@
 //! Token streams for the train and validation splits, and seeded random windows over them.
 
-use crate::data::corpus::Corpus;
+use crate::data::RunText;
 use crate::data::error::DataError;
 use crate::data::tokenizer::CharTokenizer;
 use candle_core::{Device, Result, Tensor};
@@ -18,7 +18,7 @@ pub enum Split {
     Decay,
 }
 
-/// The two splits as token streams (`Corpus::split_text`), and the decay's where it has its own.
+/// The two splits as token streams (`RunText::split_text`), and the decay's where it has its own.
 pub struct Splits {
     /// Training tokens.
     pub train: Vec<u32>,
@@ -32,12 +32,12 @@ impl Splits {
     /// Encodes the corpus's split; fails when either side is shorter than one window of
     /// `block_size + 1` tokens.
     pub fn new(
-        corpus: &Corpus,
+        run_text: &RunText,
         tokenizer: &CharTokenizer,
         block_size: usize,
     ) -> std::result::Result<Self, DataError> {
-        let (train, val) = corpus.split_text();
-        let decay = corpus.decay.as_ref().map(|d| tokenizer.encode(&d.text));
+        let (train, val) = run_text.split_text();
+        let decay = run_text.decay.as_ref().map(|d| tokenizer.encode(&d.text));
         let splits = Splits {
             train: tokenizer.encode(&train)?,
             val: tokenizer.encode(&val)?,
@@ -51,7 +51,7 @@ impl Splits {
             if tokens.len() < block_size + 1 {
                 return Err(DataError::TooShort {
                     split: name,
-                    origin: corpus.source_of(name),
+                    origin: run_text.source_of(name),
                     tokens: tokens.len(),
                     needed: block_size + 1,
                 });

@@ -1,4 +1,5 @@
-//! Loading a corpus file of one of three kinds, and splitting it into train and validation text.
+//! Loading a corpus file of one of three kinds, and splitting it into train and validation text
+//! (a run's text besides it, held out or decayed on from other files: `data::run_text`).
 //!
 //! - *verse*: one poem per line; lines that are not regular verse are left out;
 //! - *lines*: one item per line (ci, couplets, a poet's lines), every non-empty line kept;
@@ -10,7 +11,6 @@
 use crate::data::error::DataError;
 use crate::data::header::{split_header, without_header, SEPARATOR};
 use crate::data::poem::regular_form;
-use crate::data::validation::{DecayText, HeldLines, HeldOut, Others};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -92,11 +92,6 @@ pub struct Corpus {
     pub items: Vec<String>,
     /// Non-empty lines that were not regular-form verse and were left out (verse only).
     pub skipped: usize,
-    /// Where the validation text comes from another file (`[data] validation`): then every item
-    /// trains.
-    pub held_out: Option<HeldOut>,
-    /// What the schedule's decay trains on instead, from another file (`[data] decay_corpus`).
-    pub decay: Option<DecayText>,
 }
 
 impl Corpus {
@@ -117,37 +112,6 @@ impl Corpus {
             offset: e.utf8_error().valid_up_to(),
         })?;
         Corpus::parse(&text, path, kind)
-    }
-
-    /// [`Corpus::load`] with the files `others` names besides it: the held-out text it is
-    /// measured on (`[data] validation`) and what its decay trains on (`[data] decay_corpus`).
-    pub fn load_with(path: &str, kind: CorpusKind, others: Others) -> Result<Corpus, DataError> {
-        Corpus::load(Path::new(path), kind)?.with_others(others, path)
-    }
-
-    /// This corpus measured on the held-out text of `others.validation` when one is given (every
-    /// item of it trained on; refused when it holds a line of that text), its decay trained on
-    /// `others.decay`'s items when one is given. `path` names it in errors.
-    pub fn with_others(self, others: Others, path: &str) -> Result<Corpus, DataError> {
-        let held_out = match others.validation {
-            Some(validation) => Some(HeldOut::load(validation, &self, path)?),
-            None => None,
-        };
-        let corpus = Corpus { held_out, ..self };
-        let decay = match others.decay {
-            Some(decay) => {
-                let held = match &corpus.held_out {
-                    Some(held) => held.lines(),
-                    None => {
-                        let (trained, held) = corpus.split_text();
-                        HeldLines::new(&held, corpus.kind, &trained)
-                    }
-                };
-                Some(DecayText::load(decay, &held)?)
-            }
-            None => None,
-        };
-        Ok(Corpus { decay, ..corpus })
     }
 
     /// Parses the text of a corpus; `path` names it in errors. A byte-order mark at the start
@@ -182,8 +146,6 @@ impl Corpus {
                 why,
                 items: vec![text_lines(text).collect::<Vec<_>>().join("\n")],
                 skipped: 0,
-                held_out: None,
-                decay: None,
             }),
             CorpusKind::Lines => Ok(Corpus {
                 path: path.display().to_string(),
@@ -191,8 +153,6 @@ impl Corpus {
                 why,
                 items: lines.iter().map(|l| l.to_string()).collect(),
                 skipped: 0,
-                held_out: None,
-                decay: None,
             }),
             _ => Corpus::verse(&lines, path, why),
         }
@@ -217,8 +177,6 @@ impl Corpus {
             why,
             skipped: lines.len() - poems.len(),
             items: poems,
-            held_out: None,
-            decay: None,
         })
     }
 
@@ -252,79 +210,9 @@ impl Corpus {
         }
     }
 
-    /// The text the vocabulary is built from: the corpus's, a validation file's whole text (so
-    /// that every character of its held-out text is scored), and the decay's.
-    pub fn vocabulary_text(&self) -> String {
-        let mut text = self.text();
-        if let Some(held_out) = &self.held_out {
-            text += &held_out.whole;
-        }
-        if let Some(decay) = &self.decay {
-            text += &decay.text;
-        }
-        text
-    }
-
-    /// A fingerprint of the text in its order (FNV-1a), and of a validation file's held-out text
-    /// and the decay's: a run resumed on a corpus whose text changed would hold other text out.
-    pub fn fingerprint(&self) -> String {
-        let held_out = self.held_out.iter().flat_map(|h| h.text.bytes());
-        let decay = self.decay.iter().flat_map(|d| d.text.bytes());
-        super::fingerprint(self.text().bytes().chain(held_out).chain(decay))
-    }
-
-    /// The fingerprint of each text it reads, by the config key that names its file (the corpus,
-    /// then the held-out text of `[data] validation` and the decay's, where given), as
-    /// `data.corpus=…;data.validation=…`: a resume that finds the whole [`Corpus::fingerprint`]
-    /// changed names the file whose text did.
-    pub fn fingerprints(&self) -> String {
-        let mut parts = vec![format!(
-            "data.corpus={}",
-            super::fingerprint(self.text().bytes())
-        )];
-        if let Some(held_out) = &self.held_out {
-            let print = super::fingerprint(held_out.text.bytes());
-            parts.push(format!("data.validation={print}"));
-        }
-        if let Some(decay) = &self.decay {
-            let print = super::fingerprint(decay.text.bytes());
-            parts.push(format!("data.decay_corpus={print}"));
-        }
-        parts.join(";")
-    }
-
-    /// The first text whose fingerprint differs from `saved` (fingerprints as
-    /// [`Corpus::fingerprints`] writes them): its key and its file. None where every text is as
-    /// saved.
-    pub fn changed_text(&self, saved: &str) -> Option<(&'static str, String)> {
-        let print = |texts: &str, key: &str| {
-            texts.split(';').find_map(|part| {
-                part.strip_prefix(key)?
-                    .strip_prefix('=')
-                    .map(str::to_string)
-            })
-        };
-        let now = self.fingerprints();
-        let files = [
-            ("data.corpus", Some(self.path.clone())),
-            (
-                "data.validation",
-                self.held_out.as_ref().map(|h| h.path.clone()),
-            ),
-            (
-                "data.decay_corpus",
-                self.decay.as_ref().map(|d| d.path.clone()),
-            ),
-        ];
-        files.into_iter().find_map(|(key, path)| {
-            let differs = print(saved, key) != print(&now, key);
-            differs.then(|| (key, path.unwrap_or_else(|| "(none given)".into())))
-        })
-    }
-
     /// (train, val) items: every `VAL_EVERY`-th item (the last of each group) goes to
-    /// validation. Running text is one item: see [`Corpus::split_text`]. (A corpus measured on
-    /// another file's text, [`Corpus::with_others`], trains every item: `split_text` says so.)
+    /// validation. Running text is one item: see [`Corpus::split_text`]. (A run measured on
+    /// another file's text trains every item: [`crate::data::RunText::split_text`].)
     pub fn split(&self) -> (Vec<&String>, Vec<&String>) {
         let (mut train, mut val) = (Vec::new(), Vec::new());
         for (i, item) in self.items.iter().enumerate() {
@@ -341,9 +229,6 @@ impl Corpus {
     /// joined, for running text its first nine tenths and its last tenth (cut between
     /// characters).
     pub fn split_text(&self) -> (String, String) {
-        if let Some(held_out) = &self.held_out {
-            return (self.text(), held_out.text.clone());
-        }
         if self.kind != CorpusKind::Text {
             let (train, val) = self.split();
             return (join_items(train.into_iter()), join_items(val.into_iter()));
@@ -357,60 +242,7 @@ impl Corpus {
         (text[..cut].to_string(), text[cut..].to_string())
     }
 
-    /// Where the text of `split` comes from and what makes it longer, for an error saying it is
-    /// too short for a window: `"the held-out text of val.txt (every 20th of its poems or lines:
-    /// give at least 20 …)"`.
-    pub fn source_of(&self, split: &str) -> String {
-        let decay = self.decay.as_ref().filter(|_| split == "decay");
-        let (what, path, kind) = match (&self.held_out, decay) {
-            (_, Some(decay)) => ("the decay text", decay.path.as_str(), CorpusKind::Lines),
-            (Some(held), None) if split == "val" => {
-                ("the held-out text", held.path.as_str(), held.kind)
-            }
-            _ if split == "val" => ("the held-out text", self.path.as_str(), self.kind),
-            _ => ("the training text", self.path.as_str(), self.kind),
-        };
-        let longer = match (split, kind) {
-            ("val", CorpusKind::Text) => "its last tenth is held out: give a longer text",
-            ("val", _) => "every 20th of its poems or lines is held out: give at least 20, the held-out ones longer than a window",
-            _ => "give a longer file",
-        };
-        format!("{what} of {path} ({longer})")
-    }
 
-    /// One line for `train`'s start: the kind, why, and how to choose another.
-    pub fn describe(&self, path: &str) -> String {
-        let (what, own_split) = match self.kind {
-            CorpusKind::Verse => (
-                "regular verse, one poem per line",
-                format!("every {VAL_EVERY}th held out"),
-            ),
-            CorpusKind::Lines => ("one item per line", format!("every {VAL_EVERY}th held out")),
-            _ => (
-                "running text, one token stream",
-                "its last tenth held out".to_string(),
-            ),
-        };
-        let split = match &self.held_out {
-            Some(held_out) => format!(
-                "every item trained on, measured on the held-out text of {}",
-                held_out.path
-            ),
-            None => own_split,
-        };
-        let decay = match &self.decay {
-            Some(decay) => format!(
-                ", its decay trained on {} items of {} ({} sharing a line with the held-out text left out)",
-                decay.items, decay.path, decay.left_out
-            ),
-            None => String::new(),
-        };
-        let what = format!("{what}, {split}{decay}");
-        format!(
-            "corpus {path}: {what} ({}); another kind: kind = \"verse\", \"lines\" or \"text\" in [data], or --corpus-kind",
-            self.why
-        )
-    }
 }
 
 /// The kind of a file read with `auto`, and why: verse when at least half its non-empty lines

@@ -59,7 +59,7 @@ pub enum DataError {
     TooShort {
         /// "train", "val" or "decay".
         split: &'static str,
-        /// Where its text comes from, and how to make it longer ([`super::Corpus::source_of`]).
+        /// Where its text comes from, and how to make it longer ([`super::RunText::source_of`]).
         origin: String,
         /// Its length in tokens.
         tokens: usize,

@@ -2,15 +2,18 @@
 
 pub mod batches;
 pub mod corpus;
+pub mod decay;
 pub mod error;
 pub mod header;
+pub mod held_out;
 pub mod poem;
+pub mod run_text;
 pub mod tokenizer;
-pub mod validation;
 
 pub use batches::{Split, Splits};
 pub use corpus::{Corpus, CorpusKind};
 pub use error::DataError;
+pub use run_text::RunText;
 pub use tokenizer::CharTokenizer;
 
 /// The shipped corpus.

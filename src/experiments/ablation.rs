@@ -15,7 +15,7 @@
 //! ```
 
 use crate::config::{CorpusKind, Override, RunConfig};
-use crate::data::{CharTokenizer, Corpus, Split, Splits};
+use crate::data::{CharTokenizer, RunText, Split, Splits};
 use crate::experiments::{lesson, probe};
 use crate::model::{Gpt, Mode};
 use crate::train::checkpoint::load_params;
@@ -499,7 +499,7 @@ fn measure(spec: &Spec, variant: &Variant, label: String, dir: &Path) -> Result<
         .sum();
     let cfg = &loaded.config;
     let data = &cfg.data;
-    let corpus = Corpus::load_with(&data.corpus, data.kind, data.others())?;
+    let run_text = RunText::load(&data.corpus, data.kind, data.others())?;
     let longest = spec
         .contexts
         .iter()
@@ -507,7 +507,7 @@ fn measure(spec: &Spec, variant: &Variant, label: String, dir: &Path) -> Result<
         .max()
         .unwrap_or(0)
         .max(cfg.model.block_size);
-    let splits = Splits::new(&corpus, &loaded.tokenizer, longest)?;
+    let splits = Splits::new(&run_text, &loaded.tokenizer, longest)?;
     let val_loss_whole = final_whole_split_loss(dir, cfg, (&loaded.tokenizer, &splits))?;
     let mut context_losses = Vec::new();
     for &ctx in &spec.contexts {

@@ -8,7 +8,7 @@
 
 use super::poems::{Kept, PrepareStats};
 use crate::data::poem::{regular_form, Form};
-use crate::data::validation::HeldLines;
+use crate::data::held_out::HeldLines;
 use crate::data::{Corpus, CorpusKind};
 use std::collections::HashSet;
 
@@ -98,7 +98,7 @@ pub fn tang_song_readme(corpus: &TangSong, stats: &PrepareStats, command: &str) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::validation::tests::poem_of;
+    use crate::data::run_text::tests::poem_of;
     use crate::data::CorpusKind;
     use std::path::Path;
 

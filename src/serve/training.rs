@@ -596,7 +596,7 @@ fn check_overrides(
 fn check_texts(config: &RunConfig) -> Result<(), ApiError> {
     let data = &config.data;
     if data.validation.is_some() || data.decay_corpus.is_some() {
-        crate::data::Corpus::load_with(&data.corpus, data.kind, data.others())
+        crate::data::RunText::load(&data.corpus, data.kind, data.others())
             .map_err(|e| ApiError::bad(e.to_string()))?;
     }
     Ok(())

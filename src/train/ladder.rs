@@ -8,7 +8,7 @@
 //! over, saying why; where none can, the default config is planned for the minutes.
 
 use crate::config::{minutes_said, Override, RunConfig};
-use crate::data::{CharTokenizer, Corpus};
+use crate::data::{CharTokenizer, RunText};
 use crate::ops::{Kernels, Precision};
 use crate::train::setup::{check_precision, complete_config, Setup};
 use crate::train::state::Progress;
@@ -68,7 +68,7 @@ pub struct Recorded {
     /// The seconds a training step of it took, timed as [`time_step`] times it (without the
     /// evaluations, which the run's minutes held too).
     pub step_s: f64,
-    /// The fingerprints of the texts it read (`data::Corpus::fingerprints`): its corpus, and
+    /// The fingerprints of the texts it read (`data::RunText::fingerprints`): its corpus, and
     /// the held-out text and the decay's where other files gave them.
     pub texts: String,
     /// The config it ran, as the run completed it.
@@ -252,7 +252,7 @@ fn changes_the_recipe(key: &str) -> bool {
 /// The config `train --minutes M` runs where the ladder applies: the rung chosen here (of the
 /// precision `dtype` where one is asked), said with the loss to expect; the default config where
 /// no rung runs here.
-pub fn climb(
+pub fn config_for_minutes(
     minutes: f64,
     dtype: Option<Precision>,
     device: &Device,
@@ -311,15 +311,15 @@ fn ready(
         return Err(why);
     }
     let data = &cfg.data;
-    let corpus = Corpus::load_with(&data.corpus, data.kind, data.others())
+    let run_text = RunText::load(&data.corpus, data.kind, data.others())
         .map_err(|e| format!("its corpus cannot be read as it reads it ({e})"))?;
-    if let Some(why) = other_text(&corpus, &recorded.texts) {
+    if let Some(why) = other_text(&run_text, &recorded.texts) {
         return Err(why);
     }
     let set_up = || -> Result<Setup> {
-        let tokenizer = CharTokenizer::from_text(&corpus.vocabulary_text())?;
-        let cfg = complete_config(cfg, &corpus, &tokenizer)?;
-        Setup::new(cfg, &corpus, tokenizer, None, (device, kernels))
+        let tokenizer = CharTokenizer::from_text(&run_text.vocabulary_text())?;
+        let cfg = complete_config(cfg, &run_text, &tokenizer)?;
+        Setup::new(cfg, &run_text, tokenizer, None, (device, kernels))
     };
     set_up().map_err(|e| format!("it cannot be set up ({})", crate::cli::one_line(&e)))
 }
@@ -369,8 +369,8 @@ fn corpus_missing(cfg: &RunConfig) -> Option<String> {
 /// Why the texts of `corpus` are not those the rung ran on (their fingerprints `ran`): a corpus
 /// built otherwise (or edited), or a changed validation or decay file, would not give the
 /// recorded loss. None where they are.
-fn other_text(corpus: &Corpus, ran: &str) -> Option<String> {
-    let (key, path) = corpus.changed_text(ran)?;
+fn other_text(run_text: &RunText, ran: &str) -> Option<String> {
+    let (key, path) = run_text.changed_text(ran)?;
     let rebuild = crate::data::how_to_build(Path::new(&path))
         .map(|how| format!(": move it away and build it again ({how})"))
         .unwrap_or_default();

@@ -2,7 +2,7 @@
 //! named), and the checkpoint it continues, loaded into the run's model and optimiser.
 
 use crate::config::{shown, RunConfig};
-use crate::data::Corpus;
+use crate::data::RunText;
 use crate::train::checkpoint::load_params;
 use crate::train::metrics::{read_metrics, read_samples};
 use crate::train::run_dir::{RunDir, CONFIG_FILE, METRICS_FILE, SAMPLES_FILE, STATE_FILE};
@@ -183,7 +183,7 @@ fn schedule_named(s: &crate::config::ScheduleConfig) -> String {
 /// The progress of the checkpoint a resume continues in `run`, whose weights and moments it loads
 /// into the model and optimiser of `s`: refused where they are not finite, or where the corpus is
 /// not the one the run was trained on.
-pub(super) fn restore(run: &RunDir, s: &mut Setup, corpus: &Corpus) -> Result<Progress> {
+pub(super) fn restore(run: &RunDir, s: &mut Setup, run_text: &RunText) -> Result<Progress> {
     let mut p = Progress::new(s.cfg.train.seed);
     let path = run.file(STATE_FILE);
     let (tensors, metadata) = read_safetensors(&path)?;
@@ -200,7 +200,7 @@ pub(super) fn restore(run: &RunDir, s: &mut Setup, corpus: &Corpus) -> Result<Pr
         if *whole != s.corpus {
             bail!(
                 "{}: resume with the files the run started on, or start a new run with --out",
-                changed_text(corpus, saved.texts.as_deref())
+                changed_text(run_text, saved.texts.as_deref())
             );
         }
     }
@@ -241,7 +241,7 @@ pub(super) fn restore(run: &RunDir, s: &mut Setup, corpus: &Corpus) -> Result<Pr
 
 /// What changed of the texts of `corpus` since a checkpoint that saved their fingerprints
 /// (`saved`; checkpoints of earlier versions saved only the whole one): the file whose text did.
-fn changed_text(corpus: &Corpus, saved: Option<&str>) -> String {
+fn changed_text(run_text: &RunText, saved: Option<&str>) -> String {
     let what = |key: &str| {
         match key {
         "data.validation" => "the file this run was measured on (its held-out text changed), so its curve would not go on from where it stood",
@@ -249,25 +249,25 @@ fn changed_text(corpus: &Corpus, saved: Option<&str>) -> String {
         _ => "the corpus this run was trained on (its poems or their order changed), so other poems would be held out for validation and the old ones trained on",
     }
     };
-    if let Some((key, path)) = saved.and_then(|saved| corpus.changed_text(saved)) {
+    if let Some((key, path)) = saved.and_then(|saved| run_text.changed_text(saved)) {
         return match key {
             "data.corpus" => format!("{path} is not {}", what(key)),
             _ => format!("{path} ({key}) is not {}", what(key)),
         };
     }
     let others: Vec<String> = [
-        &corpus.held_out.as_ref().map(|h| h.path.clone()),
-        &corpus.decay.as_ref().map(|d| d.path.clone()),
+        &run_text.held_out.as_ref().map(|h| h.path.clone()),
+        &run_text.decay.as_ref().map(|d| d.path.clone()),
     ]
     .into_iter()
     .flatten()
     .cloned()
     .collect();
     match others.is_empty() {
-        true => format!("{} is not {}", corpus.path, what("data.corpus")),
+        true => format!("{} is not {}", run_text.corpus.path, what("data.corpus")),
         false => format!(
             "the text of {} or of a file read with it ({}) is not the one this run was trained and measured on",
-            corpus.path,
+            run_text.corpus.path,
             others.join(", ")
         ),
     }

@@ -6,7 +6,7 @@
 
 use crate::config::RunConfig;
 use crate::data::error::describe_char;
-use crate::data::{CharTokenizer, Corpus, DataError};
+use crate::data::{CharTokenizer, RunText, DataError};
 use crate::train::parent::Parent;
 use crate::train::resume::check_steps_left;
 use crate::train::resume::{check_resume, restore};
@@ -120,16 +120,16 @@ fn set_up(opts: &TrainOptions, locked_before: bool) -> Result<(Setup, Progress, 
     }
     run.remove_temporary_files(locked_before);
     let data = &opts.config.data;
-    let corpus = Corpus::load_with(&data.corpus, data.kind, data.others())?;
-    let mut notes = corpus_notes(&corpus, &opts.config.data.corpus);
-    let tokenizer = tokenizer_for(opts, &corpus)?;
-    let cfg = complete_config(opts.config.clone(), &corpus, &tokenizer)?;
+    let run_text = RunText::load(&data.corpus, data.kind, data.others())?;
+    let mut notes = corpus_notes(&run_text, &opts.config.data.corpus);
+    let tokenizer = tokenizer_for(opts, &run_text)?;
+    let cfg = complete_config(opts.config.clone(), &run_text, &tokenizer)?;
     if opts.resume {
         notes.extend(check_resume(run, &cfg)?);
     }
     let devices = (&opts.device, opts.kernels);
-    let s = match Setup::new(cfg, &corpus, tokenizer, opts.parent.as_ref(), devices) {
-        Err(e) if opts.resume => return Err(vocabulary_kept(e, &corpus)),
+    let s = match Setup::new(cfg, &run_text, tokenizer, opts.parent.as_ref(), devices) {
+        Err(e) if opts.resume => return Err(vocabulary_kept(e, &run_text)),
         s => s?,
     };
     if let Some(parent) = &opts.parent {
@@ -140,12 +140,12 @@ fn set_up(opts: &TrainOptions, locked_before: bool) -> Result<(Setup, Progress, 
             record.weights,
             record.vocab_size,
             vocab_size - record.vocab_size,
-            holding_new(&corpus, &s.tokenizer, record.vocab_size)
+            holding_new(&run_text, &s.tokenizer, record.vocab_size)
         ));
     }
     let mut s = s;
     let p = match opts.resume {
-        true => restore(run, &mut s, &corpus)?,
+        true => restore(run, &mut s, &run_text)?,
         false => Progress::new(s.cfg.train.seed),
     };
     check_steps_left(&run.path, p.step, s.cfg.train.max_iters)?;
@@ -158,20 +158,20 @@ const UNSEEN_NOTED: f64 = 0.25;
 
 /// The files whose text holds the characters of `tokenizer` past the parent's `parent_vocab`:
 /// `" of data/tiny.txt"`, `" of val.txt (data.validation)"`, or several, each with its count.
-fn holding_new(corpus: &Corpus, tokenizer: &CharTokenizer, parent_vocab: usize) -> String {
+fn holding_new(run_text: &RunText, tokenizer: &CharTokenizer, parent_vocab: usize) -> String {
     let new: std::collections::HashSet<char> = tokenizer
         .chars()
         .filter(|&(_, id)| id as usize >= parent_vocab)
         .map(|(c, _)| c)
         .collect();
-    let mut texts = vec![(corpus.path.clone(), corpus.text())];
-    if let Some(held_out) = &corpus.held_out {
+    let mut texts = vec![(run_text.corpus.path.clone(), run_text.corpus.text())];
+    if let Some(held_out) = &run_text.held_out {
         texts.push((
             format!("{} (data.validation)", held_out.path),
             held_out.whole.clone(),
         ));
     }
-    if let Some(decay) = &corpus.decay {
+    if let Some(decay) = &run_text.decay {
         texts.push((
             format!("{} (data.decay_corpus)", decay.path),
             decay.text.clone(),
@@ -201,17 +201,17 @@ fn holding_new(corpus: &Corpus, tokenizer: &CharTokenizer, parent_vocab: usize) 
 
 /// What is said of a corpus read: which kind it is read as, and why, how many of its lines were
 /// left out, and where a validation or decay file is mostly in characters the corpus lacks.
-fn corpus_notes(corpus: &Corpus, path: &str) -> Vec<String> {
-    let mut notes = vec![corpus.describe(path)];
-    let trained = corpus.text();
+fn corpus_notes(run_text: &RunText, path: &str) -> Vec<String> {
+    let mut notes = vec![run_text.describe(path)];
+    let trained = run_text.corpus.text();
     let others = [
         (
             "data.validation",
-            corpus.held_out.as_ref().map(|h| (&h.path, &h.text)),
+            run_text.held_out.as_ref().map(|h| (&h.path, &h.text)),
         ),
         (
             "data.decay_corpus",
-            corpus.decay.as_ref().map(|d| (&d.path, &d.text)),
+            run_text.decay.as_ref().map(|d| (&d.path, &d.text)),
         ),
     ];
     for (key, other) in others {
@@ -225,11 +225,11 @@ fn corpus_notes(corpus: &Corpus, path: &str) -> Vec<String> {
             ));
         }
     }
-    if corpus.skipped > 0 {
+    if run_text.corpus.skipped > 0 {
         notes.push(format!(
             "note: {} of {} lines of {path} are not regular verse (4 or 8 lines of 5 or 7 characters, each ended by ，。？！；) and were left out; to keep every line, train with --corpus-kind lines",
-            corpus.skipped,
-            corpus.skipped + corpus.items.len(),
+            run_text.corpus.skipped,
+            run_text.corpus.skipped + run_text.corpus.items.len(),
         ));
     }
     notes
@@ -237,34 +237,34 @@ fn corpus_notes(corpus: &Corpus, path: &str) -> Vec<String> {
 
 /// The vocabulary: the run's saved tokenizer when resuming, else one built from the corpus (the
 /// parent's extended by it, when fine-tuning).
-fn tokenizer_for(opts: &TrainOptions, corpus: &Corpus) -> Result<CharTokenizer> {
+fn tokenizer_for(opts: &TrainOptions, run_text: &RunText) -> Result<CharTokenizer> {
     match (opts.resume, &opts.parent) {
         (true, _) => Ok(CharTokenizer::load(&opts.run.file(TOKENIZER_FILE))?),
-        (false, Some(parent)) => parent.tokenizer_for(&corpus.vocabulary_text()),
-        (false, None) => Ok(CharTokenizer::from_text(&corpus.vocabulary_text())?),
+        (false, Some(parent)) => parent.tokenizer_for(&run_text.vocabulary_text()),
+        (false, None) => Ok(CharTokenizer::from_text(&run_text.vocabulary_text())?),
     }
 }
 
 /// A resume's set-up error `e` said as what it is where the corpus holds characters the run's
 /// vocabulary lacks: a run keeps the vocabulary it started with.
-fn vocabulary_kept(e: anyhow::Error, corpus: &Corpus) -> anyhow::Error {
+fn vocabulary_kept(e: anyhow::Error, run_text: &RunText) -> anyhow::Error {
     let Some(DataError::UnknownChars(chars)) = e.downcast_ref::<DataError>() else {
         return e;
     };
     // The file that holds them: the corpus, or a validation or decay file read with it.
     let texts = [
-        (corpus.path.clone(), corpus.text()),
-        corpus.held_out.as_ref().map_or_else(Default::default, |h| {
+        (run_text.corpus.path.clone(), run_text.corpus.text()),
+        run_text.held_out.as_ref().map_or_else(Default::default, |h| {
             (format!("{} (data.validation)", h.path), h.whole.clone())
         }),
-        corpus.decay.as_ref().map_or_else(Default::default, |d| {
+        run_text.decay.as_ref().map_or_else(Default::default, |d| {
             (format!("{} (data.decay_corpus)", d.path), d.text.clone())
         }),
     ];
     let file = texts
         .iter()
         .find(|(_, text)| text.chars().any(|c| chars.contains(&c)))
-        .map_or(corpus.path.clone(), |(name, _)| name.clone());
+        .map_or(run_text.corpus.path.clone(), |(name, _)| name.clone());
     anyhow::anyhow!(
         "{file} has {} characters that the run's vocabulary lacks (such as {}): a run keeps the vocabulary of the text it started on, so resume with that file as it was, or start a new run with --out",
         chars.len(),

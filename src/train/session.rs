@@ -7,7 +7,7 @@ use super::setup::{complete_config, Setup};
 use super::state::Progress;
 use super::trainer::{evaluate, evaluates_at, record_evaluation, train_step};
 use crate::config::{Override, RunConfig};
-use crate::data::{CharTokenizer, Corpus};
+use crate::data::{CharTokenizer, Corpus, RunText};
 use anyhow::{Context, Result};
 use candle_core::Device;
 use std::path::Path;
@@ -70,9 +70,10 @@ impl Session {
         }
         let corpus = Corpus::parse(text, Path::new(origin), config.data.kind)?;
         let tokenizer = CharTokenizer::from_text(&corpus.text())?;
-        let config = complete_config(config, &corpus, &tokenizer)?;
+        let run_text = RunText::from(corpus);
+        let config = complete_config(config, &run_text, &tokenizer)?;
         let devices = (&Device::Cpu, Default::default());
-        let s = Setup::new(config, &corpus, tokenizer, None, devices)?;
+        let s = Setup::new(config, &run_text, tokenizer, None, devices)?;
         let p = Progress::new(s.cfg.train.seed);
         Ok(Session { s, p })
     }

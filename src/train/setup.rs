@@ -5,7 +5,7 @@
 //! memory ([`super::Session`]) the same way.
 
 use crate::config::{OptimizerKind, RunConfig};
-use crate::data::{CharTokenizer, Corpus, Splits};
+use crate::data::{CharTokenizer, RunText, Splits};
 use crate::model::Gpt;
 use crate::ops::{Kernels, Precision};
 use crate::train::checkpoint::{ParentRecord, RunState};
@@ -20,7 +20,7 @@ use candle_core::Device;
 pub struct Setup {
     pub cfg: RunConfig,
     /// The fingerprint of the corpus's poems, saved with the training state, and of each text
-    /// read ([`Corpus::fingerprints`]).
+    /// read ([`crate::data::RunText::fingerprints`]).
     pub corpus: String,
     pub texts: String,
     pub tokenizer: CharTokenizer,
@@ -39,11 +39,11 @@ pub struct Setup {
 /// writes what the run was trained on), and the vocabulary's size; its inputs known by name.
 pub fn complete_config(
     mut cfg: RunConfig,
-    corpus: &Corpus,
+    run_text: &RunText,
     tokenizer: &CharTokenizer,
 ) -> Result<RunConfig> {
-    cfg.data.kind = corpus.kind;
-    let header_fields = corpus.header_fields();
+    cfg.data.kind = run_text.corpus.kind;
+    let header_fields = run_text.corpus.header_fields();
     match cfg.data.header_fields {
         Some(given) if given != header_fields => bail!(
             "data.header_fields is {given} but {} begins its lines with headers of {header_fields} fields: it is what train \
@@ -72,12 +72,12 @@ impl Setup {
     /// where the machine lacks the memory or the instructions it needs.
     pub fn new(
         cfg: RunConfig,
-        corpus: &Corpus,
+        run_text: &RunText,
         tokenizer: CharTokenizer,
         parent: Option<&Parent>,
         (device, kernels): (&Device, Kernels),
     ) -> Result<Setup> {
-        let splits = Splits::new(corpus, &tokenizer, cfg.model.block_size)?;
+        let splits = Splits::new(run_text, &tokenizer, cfg.model.block_size)?;
         let inputs = crate::verse::inputs::for_tokenizer(&cfg.model, &tokenizer)?;
         let input_parameters = crate::model::inputs::parameters(&inputs, cfg.model.n_embd) as f64;
         cfg.model
@@ -94,8 +94,8 @@ impl Setup {
             parent: parent.map(|p| p.record.clone()),
             shards: Shards::for_device(device, (t.batch_size, cfg.model.block_size))?,
             device: device.clone(),
-            corpus: corpus.fingerprint(),
-            texts: corpus.fingerprints(),
+            corpus: run_text.fingerprint(),
+            texts: run_text.fingerprints(),
             cfg,
             tokenizer,
             splits,

@@ -64,7 +64,7 @@ impl Interval {
 pub(crate) struct SavedState {
     /// The fingerprint of the corpus's poems (`None` in checkpoints of earlier versions).
     pub corpus: Option<String>,
-    /// The fingerprint of each text read, by key ([`crate::data::Corpus::fingerprints`]; `None`
+    /// The fingerprint of each text read, by key ([`crate::data::RunText::fingerprints`]; `None`
     /// in checkpoints of earlier versions).
     pub texts: Option<String>,
     pub step: usize,

@@ -32,7 +32,7 @@ use candle_core::{bail, Result};
 pub use vocabulary::Vocabulary;
 
 /// An input: its config name, its parameter, its rows and what it reads from a vocabulary.
-struct Known {
+struct InputEntry {
     name: &'static str,
     tensor: &'static str,
     /// Rows of its W (or its biases) for a model of this many tokens.
@@ -57,50 +57,50 @@ enum Kind {
 }
 
 /// Every input, by config name.
-const INPUTS: [Known; 7] = [
-    Known {
+const INPUTS: [InputEntry; 7] = [
+    InputEntry {
         name: "sound",
         tensor: "wse",
         rows: |_| sound::rows(),
         kind: Kind::Rows,
         reads: |vocabulary, _| sound::reads(vocabulary),
     },
-    Known {
+    InputEntry {
         name: "verse_places",
         tensor: "wvp",
         rows: |_| places::ROWS,
         kind: Kind::Rows,
         reads: |vocabulary, _| places::reads(vocabulary),
     },
-    Known {
+    InputEntry {
         name: "rhyme_memory",
         tensor: "wrm",
         rows: |vocab_size| vocab_size,
         kind: Kind::TokenRows,
         reads: rhymes::reads,
     },
-    Known {
+    InputEntry {
         name: "rhyme_bias",
         tensor: "brh",
         rows: |_| 2,
         kind: Kind::Bias,
         reads: |vocabulary, _| rhymes::rhyme_bias(vocabulary),
     },
-    Known {
+    InputEntry {
         name: "lead_rhymes",
         tensor: "blr",
         rows: |_| lead_rhymes::BIASES,
         kind: Kind::FittedBias,
         reads: |vocabulary, _| lead_rhymes::reads(vocabulary),
     },
-    Known {
+    InputEntry {
         name: "ci_places",
         tensor: "wcp",
         rows: |_| ci_places::ROWS,
         kind: Kind::Rows,
         reads: |vocabulary, _| ci_places::reads(vocabulary),
     },
-    Known {
+    InputEntry {
         name: "ci_rhyme_bias",
         tensor: "bcr",
         rows: |_| ci_places::BIASES,
@@ -110,7 +110,7 @@ const INPUTS: [Known; 7] = [
 ];
 
 /// The input named `name` in the config, or an error that lists the names known.
-fn known(name: &str) -> Result<&'static Known> {
+fn known(name: &str) -> Result<&'static InputEntry> {
     match INPUTS.iter().find(|known| known.name == name) {
         Some(known) => Ok(known),
         None => {
@@ -179,7 +179,7 @@ pub fn for_vocabulary(cfg: &ModelConfig, vocabulary: &Vocabulary) -> Result<Vec<
             cfg.vocab_size
         )
     }
-    let input = |known: &'static Known| Input {
+    let input = |known: &'static InputEntry| Input {
         name: known.name,
         tensor: known.tensor,
         reads: (known.reads)(vocabulary, cfg.vocab_size),

@@ -1,203 +1,219 @@
-//! A corpus trained whole and measured on another file's held-out items (`[data] validation`):
-//! runs on any corpus are then measured on the same text (the default's 1,815 held-out Tang
-//! poems, every character of them), so corpora and recipes compare. None of that text may be
-//! trained on: a corpus that holds a held-out poem, or a poem sharing a line with one, is refused.
-//! And the schedule's decay trained on another file (`[data] decay_corpus`: Song and Tang first,
-//! Tang last), its items that share a line with the held-out text left out.
-//!
-//! What a line is depends on the held-out text's kind: in verse and lines, a sentence (between
-//! ，。？！； and line ends) of [`SHORTEST_LINE`] characters or more; in running text, a whole
-//! line of [`SHORTEST_TEXT_LINE`] or more that the file's own training text does not hold too (a
-//! speaker's name, "Exeunt.", recur without a leak).
+//! The text a run reads: its corpus, and besides it the held-out text it is measured on
+//! (`[data] validation`, `data::held_out`) and what its decay trains on (`[data] decay_corpus`,
+//! `data::decay`); its vocabulary, its fingerprints, its split.
 
-use crate::data::corpus::{text_lines, Corpus, CorpusKind};
+use crate::data::corpus::{Corpus, CorpusKind, VAL_EVERY};
+use crate::data::decay::DecayText;
 use crate::data::error::DataError;
-use crate::data::header::without_header;
-use std::collections::HashSet;
+use crate::data::held_out::{HeldLines, HeldOut};
 use std::path::Path;
-
-/// Sentences shorter than this are not compared (a ci's 三字句 such as 君不见 recurs in many
-/// poems).
-pub const SHORTEST_LINE: usize = 4;
-
-/// Lines of running text shorter than this are not compared ("O, no!").
-pub const SHORTEST_TEXT_LINE: usize = 8;
 
 /// The files a corpus is read with besides itself: the held-out text it is measured on, what its
 /// decay trains on (a run's `[data] validation` and `decay_corpus`).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Others<'a> {
+pub struct OtherFiles<'a> {
     pub validation: Option<&'a str>,
     pub decay: Option<&'a str>,
 }
 
-/// The lines of a held-out text, to find them in other text.
-pub struct HeldLines {
-    /// The held-out text's kind, which says what a line is.
-    kind: CorpusKind,
-    lines: HashSet<String>,
+
+/// A run's text: its corpus, measured on its own held-out items or on another file's, its decay
+/// trained on its own text or on another file's.
+#[derive(Debug, Clone)]
+pub struct RunText {
+    pub corpus: Corpus,
+    /// Where the validation text comes from another file (`[data] validation`): then every item
+    /// of the corpus trains.
+    pub held_out: Option<HeldOut>,
+    /// What the schedule's decay trains on instead, from another file (`[data] decay_corpus`).
+    pub decay: Option<DecayText>,
 }
 
-impl HeldLines {
-    /// The lines of `text`, held-out text of the kind `kind`; in running text, those that
-    /// `trained`, the training text of the same file, does not hold too.
-    pub fn new(text: &str, kind: CorpusKind, trained: &str) -> Self {
-        let mut lines: HashSet<String> = lines_of(text, kind).map(String::from).collect();
-        if kind == CorpusKind::Text {
-            for line in lines_of(trained, kind) {
-                lines.remove(line);
+impl From<Corpus> for RunText {
+    /// A corpus read alone: measured on its own held-out items, its decay on its own text.
+    fn from(corpus: Corpus) -> Self {
+        RunText {
+            corpus,
+            held_out: None,
+            decay: None,
+        }
+    }
+}
+
+impl RunText {
+    /// The corpus `path` of the kind `kind` ([`Corpus::load`]) measured on the held-out text of
+    /// `others.validation` when one is given (every item of it trained on; refused when it holds
+    /// a line of that text), its decay trained on `others.decay`'s items when one is given.
+    pub fn load(path: &str, kind: CorpusKind, others: OtherFiles) -> Result<RunText, DataError> {
+        RunText::new(Corpus::load(Path::new(path), kind)?, others)
+    }
+
+    /// [`RunText::load`] of a corpus read already.
+    pub fn new(corpus: Corpus, others: OtherFiles) -> Result<RunText, DataError> {
+        let held_out = match others.validation {
+            Some(validation) => Some(HeldOut::load(validation, &corpus)?),
+            None => None,
+        };
+        let decay = match others.decay {
+            Some(decay) => {
+                let held = match &held_out {
+                    Some(held) => held.lines(),
+                    None => {
+                        let (trained, held) = corpus.split_text();
+                        HeldLines::new(&held, corpus.kind, &trained)
+                    }
+                };
+                Some(DecayText::load(decay, &held)?)
             }
-        }
-        HeldLines { kind, lines }
-    }
-
-    /// The first line of `item` that the held-out text holds, if any (read as the held-out
-    /// text's lines are).
-    pub fn first_shared<'b>(&self, item: &'b str) -> Option<&'b str> {
-        lines_of(item, self.kind).find(|line| self.lines.contains(*line))
-    }
-
-    /// Whether `item` holds a line of the held-out text.
-    pub fn shares(&self, item: &str) -> bool {
-        self.first_shared(item).is_some()
-    }
-}
-
-/// What the schedule's decay trains on, from another file.
-#[derive(Debug, Clone)]
-pub struct DecayText {
-    /// The file, as the config names it.
-    pub path: String,
-    /// Its items that share no line with the run's held-out text, as the model reads them.
-    pub text: String,
-    /// How many items that is, and how many were left out (in running text, its lines).
-    pub items: usize,
-    pub left_out: usize,
-}
-
-impl DecayText {
-    /// The items of `path` (read as its kind is chosen from the file; running text line by line)
-    /// that share no line with `held_out`, the run's held-out text.
-    pub fn load(path: &str, held_out: &HeldLines) -> Result<DecayText, DataError> {
-        let file =
-            Corpus::load(Path::new(path), CorpusKind::Auto).map_err(|e| DataError::OtherFile {
-                key: "data.decay_corpus",
-                source: Box::new(e),
-            })?;
-        let whole = file.text();
-        let items: Vec<&str> = match file.kind {
-            CorpusKind::Text => whole.split_inclusive('\n').collect(),
-            _ => file.items.iter().map(String::as_str).collect(),
+            None => None,
         };
-        let (kept, left): (Vec<&str>, Vec<&str>) =
-            items.into_iter().partition(|item| !held_out.shares(item));
-        if kept.iter().all(|item| item.trim().is_empty()) {
-            return Err(DataError::DecayEmpty {
-                path: path.to_string(),
-                left_out: left.len(),
-                kind: file.kind.to_string(),
-            });
-        }
-        let text = match file.kind {
-            CorpusKind::Text => kept.concat(),
-            _ => kept.iter().flat_map(|item| [*item, "\n"]).collect(),
-        };
-        Ok(DecayText {
-            path: path.to_string(),
-            text,
-            items: kept.len(),
-            left_out: left.len(),
+        Ok(RunText {
+            corpus,
+            held_out,
+            decay,
         })
     }
-}
 
-/// The validation text a corpus is measured on, from another file.
-#[derive(Debug, Clone)]
-pub struct HeldOut {
-    /// The file, as the config names it.
-    pub path: String,
-    /// Its kind, which says what its lines are.
-    pub kind: CorpusKind,
-    /// Its held-out text, as the model reads it (`Corpus::split_text`'s second half).
-    pub text: String,
-    /// Its whole text: every character of it is in the run's vocabulary, so that every
-    /// character of the held-out text is scored.
-    pub whole: String,
-}
+    /// (train, val) as the text the model reads: the corpus's own split
+    /// ([`Corpus::split_text`]), or where it is measured on another file's held-out text, every
+    /// item of it trained on and that text held out.
+    pub fn split_text(&self) -> (String, String) {
+        match &self.held_out {
+            Some(held_out) => (self.corpus.text(), held_out.text.clone()),
+            None => self.corpus.split_text(),
+        }
+    }
 
-impl HeldOut {
-    /// The held-out text of `path` (read as its kind is chosen from the file), checked against
-    /// `corpus`: no line of it may be in the corpus.
-    pub fn load(path: &str, corpus: &Corpus, corpus_path: &str) -> Result<HeldOut, DataError> {
-        let file =
-            Corpus::load(Path::new(path), CorpusKind::Auto).map_err(|e| DataError::OtherFile {
-                key: "data.validation",
-                source: Box::new(e),
-            })?;
-        let (_, text) = file.split_text();
-        let held_out = HeldOut {
-            path: path.to_string(),
-            kind: file.kind,
-            text,
-            whole: file.text(),
+    /// The text the vocabulary is built from: the corpus's, a validation file's whole text (so
+    /// that every character of its held-out text is scored), and the decay's.
+    pub fn vocabulary_text(&self) -> String {
+        let mut text = self.corpus.text();
+        if let Some(held_out) = &self.held_out {
+            text += &held_out.whole;
+        }
+        if let Some(decay) = &self.decay {
+            text += &decay.text;
+        }
+        text
+    }
+
+    /// A fingerprint of the text in its order (FNV-1a), and of a validation file's held-out text
+    /// and the decay's: a run resumed on a corpus whose text changed would hold other text out.
+    pub fn fingerprint(&self) -> String {
+        let held_out = self.held_out.iter().flat_map(|h| h.text.bytes());
+        let decay = self.decay.iter().flat_map(|d| d.text.bytes());
+        crate::data::fingerprint(self.corpus.text().bytes().chain(held_out).chain(decay))
+    }
+
+    /// The fingerprint of each text it reads, by the config key that names its file (the corpus,
+    /// then the held-out text of `[data] validation` and the decay's, where given), as
+    /// `data.corpus=…;data.validation=…`: a resume that finds the whole [`RunText::fingerprint`]
+    /// changed names the file whose text did.
+    pub fn fingerprints(&self) -> String {
+        let mut parts = vec![format!(
+            "data.corpus={}",
+            crate::data::fingerprint(self.corpus.text().bytes())
+        )];
+        if let Some(held_out) = &self.held_out {
+            let print = crate::data::fingerprint(held_out.text.bytes());
+            parts.push(format!("data.validation={print}"));
+        }
+        if let Some(decay) = &self.decay {
+            let print = crate::data::fingerprint(decay.text.bytes());
+            parts.push(format!("data.decay_corpus={print}"));
+        }
+        parts.join(";")
+    }
+
+    /// The first text whose fingerprint differs from `saved` (fingerprints as
+    /// [`RunText::fingerprints`] writes them): its key and its file. None where every text is as
+    /// saved.
+    pub fn changed_text(&self, saved: &str) -> Option<(&'static str, String)> {
+        let print = |texts: &str, key: &str| {
+            texts.split(';').find_map(|part| {
+                part.strip_prefix(key)?
+                    .strip_prefix('=')
+                    .map(str::to_string)
+            })
         };
-        held_out.check_unseen(corpus, corpus_path)?;
-        Ok(held_out)
-    }
-
-    /// Its lines, to find them in other text.
-    pub fn lines(&self) -> HeldLines {
-        HeldLines::new(&self.text, self.kind, self.trained())
-    }
-
-    /// The file's text before its held-out text (what its own split would train on).
-    pub fn trained(&self) -> &str {
-        self.whole.strip_suffix(self.text.as_str()).unwrap_or("")
-    }
-
-    /// Refuses a corpus that holds a line of the held-out text: its poems, and any poem that
-    /// shares a line with one, would be trained on and then measured.
-    fn check_unseen(&self, corpus: &Corpus, corpus_path: &str) -> Result<(), DataError> {
-        let held = self.lines();
-        let mut leaks = corpus
-            .items
-            .iter()
-            .filter_map(|item| held.first_shared(item));
-        let Some(first) = leaks.next() else {
-            return Ok(());
-        };
-        Err(DataError::Leak {
-            corpus: corpus_path.to_string(),
-            validation: self.path.clone(),
-            items: 1 + leaks.count(),
-            example: first.chars().take(60).collect(),
+        let now = self.fingerprints();
+        let files = [
+            ("data.corpus", Some(self.corpus.path.clone())),
+            (
+                "data.validation",
+                self.held_out.as_ref().map(|h| h.path.clone()),
+            ),
+            (
+                "data.decay_corpus",
+                self.decay.as_ref().map(|d| d.path.clone()),
+            ),
+        ];
+        files.into_iter().find_map(|(key, path)| {
+            let differs = print(saved, key) != print(&now, key);
+            differs.then(|| (key, path.unwrap_or_else(|| "(none given)".into())))
         })
     }
-}
 
-/// The lines of a text's items, their headers left out, as held-out text of the kind `kind`
-/// reads them: for verse and lines, the runs of characters between ，。？！； and line ends, of
-/// at least [`SHORTEST_LINE`] characters (a line of English is one); for running text its lines,
-/// trimmed, of at least [`SHORTEST_TEXT_LINE`].
-pub fn lines_of(text: &str, kind: CorpusKind) -> Box<dyn Iterator<Item = &str> + '_> {
-    match kind {
-        CorpusKind::Text => Box::new(
-            text_lines(text)
-                .map(str::trim)
-                .filter(|line| line.chars().count() >= SHORTEST_TEXT_LINE),
-        ),
-        _ => Box::new(text_lines(text).flat_map(|item| {
-            without_header(item)
-                .split(|c: char| "，。？！；".contains(c))
-                .filter(|line| line.chars().count() >= SHORTEST_LINE)
-        })),
+    /// Where the text of `split` comes from and what makes it longer, for an error saying it is
+    /// too short for a window: `"the held-out text of val.txt (every 20th of its poems or lines:
+    /// give at least 20 …)"`.
+    pub fn source_of(&self, split: &str) -> String {
+        let decay = self.decay.as_ref().filter(|_| split == "decay");
+        let (what, path, kind) = match (&self.held_out, decay) {
+            (_, Some(decay)) => ("the decay text", decay.path.as_str(), CorpusKind::Lines),
+            (Some(held), None) if split == "val" => {
+                ("the held-out text", held.path.as_str(), held.kind)
+            }
+            _ if split == "val" => ("the held-out text", self.corpus.path.as_str(), self.corpus.kind),
+            _ => ("the training text", self.corpus.path.as_str(), self.corpus.kind),
+        };
+        let longer = match (split, kind) {
+            ("val", CorpusKind::Text) => "its last tenth is held out: give a longer text",
+            ("val", _) => "every 20th of its poems or lines is held out: give at least 20, the held-out ones longer than a window",
+            _ => "give a longer file",
+        };
+        format!("{what} of {path} ({longer})")
+    }
+
+    /// One line for `train`'s start: the kind, why, and how to choose another.
+    pub fn describe(&self, path: &str) -> String {
+        let (what, own_split) = match self.corpus.kind {
+            CorpusKind::Verse => (
+                "regular verse, one poem per line",
+                format!("every {VAL_EVERY}th held out"),
+            ),
+            CorpusKind::Lines => ("one item per line", format!("every {VAL_EVERY}th held out")),
+            _ => (
+                "running text, one token stream",
+                "its last tenth held out".to_string(),
+            ),
+        };
+        let split = match &self.held_out {
+            Some(held_out) => format!(
+                "every item trained on, measured on the held-out text of {}",
+                held_out.path
+            ),
+            None => own_split,
+        };
+        let decay = match &self.decay {
+            Some(decay) => format!(
+                ", its decay trained on {} items of {} ({} sharing a line with the held-out text left out)",
+                decay.items, decay.path, decay.left_out
+            ),
+            None => String::new(),
+        };
+        let what = format!("{what}, {split}{decay}");
+        format!(
+            "corpus {path}: {what} ({}); another kind: kind = \"verse\", \"lines\" or \"text\" in [data], or --corpus-kind",
+            self.corpus.why
+        )
     }
 }
 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::data::corpus::VAL_EVERY;
+    use crate::data::held_out::lines_of;
     use crate::data::{CharTokenizer, Splits};
 
     /// The `n`th poem of four lines of five characters, its characters its own (no two of them
@@ -226,11 +242,11 @@ pub(crate) mod tests {
         let validation = write(dir.path(), "val.txt", &held);
         let own: Vec<String> = (100..130).map(poem_of).collect();
         let corpus_path = write(dir.path(), "corpus.txt", &own);
-        let others = Others {
+        let others = OtherFiles {
             validation: Some(&validation),
             decay: None,
         };
-        let corpus = Corpus::load_with(&corpus_path, CorpusKind::Auto, others).unwrap();
+        let corpus = RunText::load(&corpus_path, CorpusKind::Auto, others).unwrap();
         let (train, val) = corpus.split_text();
         // Every item trains; the held-out text is the validation file's 20th and 40th poems.
         assert_eq!(
@@ -247,7 +263,7 @@ pub(crate) mod tests {
         assert_eq!(splits.val, tokenizer.encode(&val).unwrap());
         assert!(tokenizer.encode(&held.concat()).is_ok());
         // Measured on another text, it is another corpus to a resume.
-        let alone = Corpus::load(Path::new(&corpus_path), CorpusKind::Auto).unwrap();
+        let alone = RunText::from(Corpus::load(Path::new(&corpus_path), CorpusKind::Auto).unwrap());
         assert_ne!(alone.fingerprint(), corpus.fingerprint());
         assert!(corpus
             .describe("c")
@@ -265,11 +281,11 @@ pub(crate) mod tests {
         own[9] = held[VAL_EVERY - 1].clone();
         own[11] = held[3].clone(); // a training poem of the validation file may be trained on
         let corpus_path = write(dir.path(), "corpus.txt", &own);
-        let others = Others {
+        let others = OtherFiles {
             validation: Some(&validation),
             decay: None,
         };
-        let err = Corpus::load_with(&corpus_path, CorpusKind::Auto, others)
+        let err = RunText::load(&corpus_path, CorpusKind::Auto, others)
             .unwrap_err()
             .to_string();
         assert!(err.contains("holds 2 items that share a line"), "{err}");
@@ -280,11 +296,11 @@ pub(crate) mod tests {
         // A decay of held-out poems alone would train on nothing; a missing file is named by its key.
         let decay = write(dir.path(), "decay.txt", &held[VAL_EVERY - 1..]);
         let corpus_path = write(dir.path(), "fine.txt", &own[12..]);
-        let others = |decay| Others {
+        let others = |decay| OtherFiles {
             validation: Some(&validation),
             decay: Some(decay),
         };
-        let load = |decay| Corpus::load_with(&corpus_path, CorpusKind::Auto, others(decay));
+        let load = |decay| RunText::load(&corpus_path, CorpusKind::Auto, others(decay));
         let err = load(&decay).unwrap_err().to_string();
         assert!(
             err.contains("all 1 of its items (read as") && err.contains("share a line"),
@@ -310,11 +326,11 @@ pub(crate) mod tests {
             "corpus.txt",
             &(100..130).map(poem_of).collect::<Vec<_>>(),
         );
-        let others = Others {
+        let others = OtherFiles {
             validation: Some(&validation),
             decay: Some(&validation),
         };
-        let load = || Corpus::load_with(&corpus_path, CorpusKind::Auto, others).unwrap();
+        let load = || RunText::load(&corpus_path, CorpusKind::Auto, others).unwrap();
         let saved = load().fingerprints();
         assert_eq!(load().changed_text(&saved), None);
         let mut swapped = poems.clone();
@@ -349,16 +365,16 @@ pub(crate) mod tests {
         let corpus_path = dir.path().join("corpus.txt");
         std::fs::write(&corpus_path, prose(100, 50)).unwrap();
         let corpus_path = corpus_path.to_str().unwrap();
-        let others = Others {
+        let others = OtherFiles {
             validation: Some(validation),
             decay: None,
         };
-        let corpus = Corpus::load_with(corpus_path, CorpusKind::Auto, others).unwrap();
+        let corpus = RunText::load(corpus_path, CorpusKind::Auto, others).unwrap();
         assert_eq!(corpus.held_out.as_ref().unwrap().kind, CorpusKind::Text);
         // A whole line of the held-out text (the validation file's last tenth) is one.
         let leaking = dir.path().join("leaking.txt");
         std::fs::write(&leaking, prose(100, 50) + &prose(48, 1)).unwrap();
-        let err = Corpus::load_with(leaking.to_str().unwrap(), CorpusKind::Auto, others)
+        let err = RunText::load(leaking.to_str().unwrap(), CorpusKind::Auto, others)
             .unwrap_err()
             .to_string();
         assert!(
@@ -371,11 +387,11 @@ pub(crate) mod tests {
         // A running-text decay keeps its lines that are not held out, in their order.
         let decay = dir.path().join("decay.txt");
         std::fs::write(&decay, prose(200, 3) + &prose(49, 1) + &prose(300, 1)).unwrap();
-        let others = Others {
+        let others = OtherFiles {
             validation: Some(validation),
             decay: decay.to_str(),
         };
-        let corpus = Corpus::load_with(corpus_path, CorpusKind::Auto, others).unwrap();
+        let corpus = RunText::load(corpus_path, CorpusKind::Auto, others).unwrap();
         let decay = corpus.decay.unwrap();
         assert_eq!(decay.left_out, 1);
         assert_eq!(
@@ -394,11 +410,11 @@ pub(crate) mod tests {
         let held_text = own.split_text().1;
         let tail = dir.path().join("tail.txt");
         std::fs::write(&tail, &held_text).unwrap();
-        let others = Others {
+        let others = OtherFiles {
             validation: None,
             decay: tail.to_str(),
         };
-        let corpus = Corpus::load_with(held.to_str().unwrap(), CorpusKind::Auto, others).unwrap();
+        let corpus = RunText::load(held.to_str().unwrap(), CorpusKind::Auto, others).unwrap();
         let decay = corpus.decay.unwrap();
         assert!(
             decay.left_out > 10 && !decay.text.contains("O, no"),
@@ -422,11 +438,11 @@ pub(crate) mod tests {
         std::fs::write(&validation, &lines).unwrap();
         let corpus_path = dir.path().join("corpus.txt");
         std::fs::write(&corpus_path, prose(0, 40).replace("This", "We have")).unwrap();
-        let others = Others {
+        let others = OtherFiles {
             validation: validation.to_str(),
             decay: None,
         };
-        let corpus = Corpus::load_with(corpus_path.to_str().unwrap(), CorpusKind::Auto, others);
+        let corpus = RunText::load(corpus_path.to_str().unwrap(), CorpusKind::Auto, others);
         let held = corpus.unwrap().held_out.unwrap();
         assert_eq!(held.kind, CorpusKind::Lines);
         // The same line in the corpus is one.
@@ -436,7 +452,7 @@ pub(crate) mod tests {
         )
         .unwrap();
         let err =
-            Corpus::load_with(corpus_path.to_str().unwrap(), CorpusKind::Auto, others).unwrap_err();
+            RunText::load(corpus_path.to_str().unwrap(), CorpusKind::Auto, others).unwrap_err();
         assert!(err.to_string().contains("number 19"), "{err}");
     }
 }
