@@ -611,3 +611,19 @@ fn print_config_prints_the_whole_config_that_loads_again() {
         "{err}"
     );
 }
+
+/// A decay on another corpus needs a schedule with a decay: WSD's, not the cosine.
+#[test]
+fn a_decay_corpus_is_refused_with_a_schedule_that_has_no_decay() {
+    let mut cfg = RunConfig::default();
+    cfg.model.vocab_size = 100; // a vocabulary's, as the corpus gives it
+    cfg.data.decay_corpus = Some("data/poems.txt".into());
+    cfg.schedule.kind = shige::config::ScheduleKind::Wsd;
+    cfg.validate().unwrap();
+    cfg.schedule.kind = shige::config::ScheduleKind::Cosine;
+    let err = cfg.validate().unwrap_err().to_string();
+    assert!(
+        err.contains("data.decay_corpus") && err.contains("choose wsd"),
+        "{err}"
+    );
+}
