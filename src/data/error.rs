@@ -104,11 +104,11 @@ pub enum DataError {
     Tokenizer(String),
 }
 
-/// Names the shipped corpus after an error about another one, or how to build the larger one.
+/// Names the shipped corpus after an error about another one, or how to get the larger one back.
 fn shipped_corpus_hint(path: &std::path::Path) -> String {
     let shipped = super::DEFAULT_CORPUS;
     if let Some(how) = super::how_to_build(path).filter(|_| !path.exists()) {
-        return format!(" (it is built, not shipped: {how})");
+        return format!(" ({how})");
     }
     match path == std::path::Path::new(shipped) {
         true => String::new(),

@@ -18,15 +18,15 @@ pub use tokenizer::CharTokenizer;
 
 /// The shipped corpus.
 pub const DEFAULT_CORPUS: &str = "data/poems.txt";
-/// The larger corpus, Tang and Song regular verse (`prepare_data --song`), built, not shipped.
+/// The larger corpus, Tang and Song regular verse, shipped as `prepare_data --song` builds it.
 pub const TANG_SONG_CORPUS: &str = "data/tang_song.txt";
-/// How to build [`TANG_SONG_CORPUS`].
+/// How to build [`TANG_SONG_CORPUS`] again.
 pub const TANG_SONG_BUILD: &str = "npm pack chinese-poetry@2.0.1 && tar xzf chinese-poetry-2.0.1.tgz && cargo run --release --features prepare --bin prepare_data -- --song --source package/dist/quantangshi";
-/// How to build `path` where it is a corpus that is built, not shipped ([`TANG_SONG_CORPUS`]): its
-/// command and where it is explained.
+/// How to get `path` back where it is the corpus that `prepare_data` builds besides the shipped
+/// ones ([`TANG_SONG_CORPUS`], shipped too): from git, or its command, and where it is explained.
 pub fn how_to_build(path: &std::path::Path) -> Option<String> {
     (path == std::path::Path::new(TANG_SONG_CORPUS))
-        .then(|| format!("{TANG_SONG_BUILD}; data/README.md"))
+        .then(|| format!("it ships with the repository: `git checkout -- {TANG_SONG_CORPUS}`, or build it again: {TANG_SONG_BUILD}; data/README.md"))
 }
 
 /// The shipped corpus's poems after their headers `【poet·title】`.

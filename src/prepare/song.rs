@@ -69,15 +69,15 @@ pub fn tang_song(tang: &Corpus, song: &[Kept], forms: &[Form]) -> TangSong {
 pub fn tang_song_readme(corpus: &TangSong, stats: &PrepareStats, command: &str) -> String {
     let characters: usize = corpus.poems.iter().map(|p| p.chars().count()).sum();
     format!(
-        "\n# The larger corpus: Tang and Song regular verse (tang_song.txt, built, not shipped)\n\n\
+        "\n# The larger corpus: Tang and Song regular verse (tang_song.txt)\n\n\
          `tang_song.txt` holds {total} poems, one per line: the {tang} Tang training poems of `poems.txt`\n\
          (those it does not hold out, in order, less {tang_sharing} that share a line with a held-out one),\n\
          then {song} regular-form Song poems of the same package (`dist/quantangshi/poet.song.*.json`:\n\
          {read} read, {irregular} not regular verse, {dup} duplicates), filtered as `poems.txt` is. Left out:\n\
          {repeats} Song poems that are a Tang poem again, {sharing} that share a line (a sentence of at least 4\n\
          characters) with a held-out Tang poem, {new_characters} that hold a character no poem of `poems.txt` holds\n\
-         (the vocabulary stays the Tang poems'). {characters} characters ({mb:.0} MB): built by the command\n\
-         below, not shipped. A run on it is measured on the held-out poems of `poems.txt` (`validation =\n\
+         (the vocabulary stays the Tang poems'). {characters} characters ({mb:.0} MB), shipped (in git, whose\n\
+         packs compress it to about half) as the command below builds it. A run on it is measured on the held-out poems of `poems.txt` (`validation =\n\
          \"data/poems.txt\"` in [data], which `train` checks it does not hold) and may end on the Tang poems\n\
          (`decay_corpus = \"data/poems.txt\"`: the schedule's decay trains on them).\n\n\
          ```\n{command}\n```\n",

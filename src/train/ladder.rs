@@ -47,9 +47,9 @@ macro_rules! rung {
 pub const REFERENCE: &str = "Intel Xeon (family 6, model 207), 2 cores, AVX-512 and AMX-BF16";
 
 /// The rungs, smallest first (each below the loss of the one before it; of two rungs of the same
-/// minutes, the second needs what the first does not). The last two train on data/tang_song.txt,
-/// which is built, not shipped, with bf16 matmuls, which need AMX-BF16 or AVX512-BF16: where
-/// either is not here, they are passed over.
+/// minutes, the second needs what the first does not). The last two train on data/tang_song.txt
+/// with bf16 matmuls, which need AMX-BF16 or AVX512-BF16: where either is not here (or the corpus
+/// was changed), they are passed over.
 pub const LADDER: [Rung; 6] = [
     rung!(1.0, "1min"),
     rung!(3.0, "3min"),
@@ -353,15 +353,15 @@ impl Rung {
     }
 }
 
-/// Why a rung of `cfg` cannot run here for want of its corpus (data/tang_song.txt is built, not
-/// shipped): None where the corpus is here.
+/// Why a rung of `cfg` cannot run here for want of its corpus (a file removed): None where the
+/// corpus is here.
 fn corpus_missing(cfg: &RunConfig) -> Option<String> {
     let corpus = &cfg.data.corpus;
     if Path::new(corpus).exists() {
         return None;
     }
     Some(match crate::data::how_to_build(Path::new(corpus)) {
-        Some(how) => format!("it trains on {corpus}, which is built, not shipped ({how})"),
+        Some(how) => format!("it trains on {corpus}, which is not here ({how})"),
         None => format!("it trains on {corpus}, which is not here"),
     })
 }
