@@ -24,6 +24,7 @@ fn main() {
     for (set, _) in sets {
         println!("cargo::rustc-check-cfg=cfg({set})");
     }
+    warn_of_a_cap_compiled_past_it();
     // Only when the tests run on the machine that builds them (no cross-compilation).
     if std::env::var("TARGET").ok() != std::env::var("HOST").ok() {
         return;
@@ -32,5 +33,19 @@ fn main() {
         if runs_here() {
             println!("cargo::rustc-cfg={set}");
         }
+    }
+}
+
+/// A build capped at AVX2 (without the `avx512` feature) whose target is an AVX-512 CPU
+/// (`target-cpu=native` on one, .cargo/config.toml) still compiles the code outside the kernels
+/// for AVX-512: says how to compile it for AVX2 too.
+fn warn_of_a_cap_compiled_past_it() {
+    let capped = std::env::var_os("CARGO_FEATURE_AVX512").is_none();
+    let features = std::env::var("CARGO_CFG_TARGET_FEATURE").unwrap_or_default();
+    if capped && features.split(',').any(|f| f == "avx512f") {
+        println!(
+            "cargo::warning=built without the avx512 feature (capped at AVX2) but for an AVX-512 target: \
+             for an AVX2 machine's code everywhere, build with RUSTFLAGS=\"-C target-cpu=x86-64-v3\""
+        );
     }
 }

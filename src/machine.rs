@@ -27,6 +27,21 @@ pub struct Machine {
     pub threads: usize,
 }
 
+/// Whether this build is capped at AVX2 and f32 (an x86-64 build without the `avx512` feature:
+/// src/ops/cpu_features.rs).
+pub const CAPPED_AT_AVX2: bool = cfg!(all(target_arch = "x86_64", not(feature = "avx512")));
+
+/// Why bf16 matmuls are not here, for a message that refuses them: the build's cap, or the CPU.
+pub fn no_bf16_why() -> String {
+    match CAPPED_AT_AVX2 {
+        true => "this build is capped at AVX2 and f32 (built without the avx512 feature)".into(),
+        false => format!(
+            "this CPU ({}) has neither AMX-BF16 (or Linux refused its tiles) nor AVX512-BF16",
+            Machine::detect().cpu_model
+        ),
+    }
+}
+
 /// The CPU extensions reported, in this order, when present.
 const REPORTED: [&str; 7] = [
     "avx2",
@@ -104,7 +119,7 @@ fn gemm_kernels() -> &'static str {
     return "simd128";
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx512f") {
+        if cfg!(feature = "avx512") && std::arch::is_x86_feature_detected!("avx512f") {
             return "avx512f";
         }
         if std::arch::is_x86_feature_detected!("fma") {
@@ -127,8 +142,12 @@ fn fused_kernels() -> String {
     } else {
         std::env::consts::ARCH
     };
+    let capped = match CAPPED_AT_AVX2 {
+        true => "; built without the avx512 feature: capped at AVX2 and f32",
+        false => "",
+    };
     format!(
-        "{} (chosen at run time; build target {target})",
+        "{} (chosen at run time; build target {target}{capped})",
         crate::ops::isa::Isa::detected().name()
     )
 }
@@ -177,5 +196,39 @@ pub fn human_bytes(bytes: f64) -> String {
         b if b < 1e9 => format!("{:.0} MB", b / 1e6),
         b if b < 1e12 => format!("{:.1} GB", b / 1e9),
         b => format!("{:.1e} GB", b / 1e9),
+    }
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use super::*;
+    use crate::ops::isa::Isa;
+
+    /// A build without the `avx512` feature runs AVX2's kernels on an x86 CPU with AVX-512 too,
+    /// f32 alone, and says so in every machine line.
+    #[test]
+    #[cfg(not(feature = "avx512"))]
+    #[cfg_attr(not(cpu_avx2), ignore = "this CPU has no AVX2")]
+    fn a_build_without_avx512_is_capped_at_avx2() {
+        let machine = Machine::detect();
+        assert_eq!(Isa::detected(), Isa::Avx2);
+        assert_eq!(machine.gemm_kernels, "fma");
+        assert_eq!(machine.bf16_kernels, "none");
+        assert!(
+            machine.fused_kernels.contains("capped at AVX2"),
+            "{machine:?}"
+        );
+        assert!(no_bf16_why().contains("capped at AVX2"));
+    }
+
+    /// The default build takes AVX-512 where the CPU has it.
+    #[test]
+    #[cfg(feature = "avx512")]
+    #[cfg_attr(not(cpu_avx512), ignore = "this CPU has no AVX-512")]
+    fn the_default_build_takes_avx512_where_the_cpu_has_it() {
+        let machine = Machine::detect();
+        assert_eq!(Isa::detected(), Isa::Avx512);
+        assert_eq!(machine.gemm_kernels, "avx512f");
+        assert!(!machine.fused_kernels.contains("capped"), "{machine:?}");
     }
 }

@@ -629,10 +629,14 @@ fn a_decay_corpus_is_refused_with_a_schedule_that_has_no_decay() {
 fn the_default_config_shows_every_key_the_optional_ones_too() {
     use shige::config::{DataConfig, ModelConfig, OptimizerConfig, ScheduleConfig, TrainConfig};
     fn keys<T: serde::de::DeserializeOwned + std::fmt::Debug>() -> Vec<String> {
-        let err = toml::from_str::<T>("no_such_key = 1").unwrap_err().to_string();
+        let err = toml::from_str::<T>("no_such_key = 1")
+            .unwrap_err()
+            .to_string();
         let (_, expected) = err.split_once("expected one of").expect(&err);
         let names = expected.split(',').map(|n| n.trim().trim_matches('`'));
-        names.map(|n| n.split('`').next().unwrap().to_string()).collect()
+        names
+            .map(|n| n.split('`').next().unwrap().to_string())
+            .collect()
     }
     let sections = [
         ("model", keys::<ModelConfig>()),
@@ -658,5 +662,8 @@ fn the_default_config_shows_every_key_the_optional_ones_too() {
             }
         }
     }
-    assert!(missing.is_empty(), "configs/default.toml does not show {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "configs/default.toml does not show {missing:?}"
+    );
 }

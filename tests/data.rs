@@ -8,7 +8,7 @@ use rand_chacha::ChaCha8Rng;
 use shige::config::CorpusKind;
 use shige::data::corpus::VAL_EVERY;
 use shige::data::poem::{regular_form, Form};
-use shige::data::{CharTokenizer, Corpus, RunText, DataError, Split, Splits};
+use shige::data::{CharTokenizer, Corpus, DataError, RunText, Split, Splits};
 use std::collections::HashSet;
 use std::path::Path;
 
@@ -240,7 +240,9 @@ fn a_kind_asked_for_is_kept_and_said() {
     let corpus = Corpus::parse(&text, Path::new("x"), CorpusKind::Text).unwrap();
     assert_eq!((corpus.kind, corpus.items.len()), (CorpusKind::Text, 1));
     assert_eq!(corpus.text(), text);
-    assert!(RunText::from(corpus.clone()).describe("x").contains("as the config asks"));
+    assert!(RunText::from(corpus.clone())
+        .describe("x")
+        .contains("as the config asks"));
 }
 
 /// `prepare_data` reads every source before it writes a file; a source that gives nothing to

@@ -475,7 +475,10 @@ fn fitted_biases_leave_the_training_as_it_is_and_are_fitted_after_the_last_step(
 fn forget_fitted_flag(dir: &std::path::Path) {
     let path = dir.join(STATE_FILE);
     let (tensors, mut metadata) = read_safetensors(&path).unwrap();
-    assert!(metadata.remove("fitted").is_some(), "the state says whether it is fitted");
+    assert!(
+        metadata.remove("fitted").is_some(),
+        "the state says whether it is fitted"
+    );
     let tensors: Vec<_> = tensors.into_iter().collect();
     let bytes = shige::train::safetensors::to_safetensors(&tensors, metadata).unwrap();
     std::fs::write(path, bytes).unwrap();

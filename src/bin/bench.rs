@@ -105,7 +105,10 @@ fn run() -> Result<()> {
     }
     let bf16_hardware = bf16::Hardware::detect();
     if args.dtype == Some(Precision::Bf16) && bf16_hardware.is_none() {
-        bail!("--dtype bf16: this CPU has neither AMX-BF16 (or Linux refused its tiles) nor AVX512-BF16, so bf16 training is refused here; measure f32 (the default)");
+        bail!(
+            "--dtype bf16: {}, so bf16 training is refused here; measure f32 (the default)",
+            shige::machine::no_bf16_why()
+        );
     }
     let device = candle_core::Device::Cpu;
     let ceiling = matmul_ceiling(&device)?;
@@ -179,7 +182,7 @@ fn text(report: &Report, one_dtype: bool) -> Vec<String> {
     match report.bf16_matmul_ceiling_gflops {
         Some(c) => lines.push(format!("bf16 matmul ceiling ({}, packing included) {c:.1} GFLOP/s; bf16 rows: training only (evaluation and sampling do not depend on the training precision)", report.machine.bf16_kernels)),
         None if one_dtype => {}
-        None => lines.push("no bf16 rows: this CPU has neither AMX-BF16 (or Linux refused its tiles) nor AVX512-BF16".into()),
+        None => lines.push(format!("no bf16 rows: {}", shige::machine::no_bf16_why())),
     }
     let cached = format!("cache {}", report.machine.decoder_weights.name());
     lines.push(format!(

@@ -1,8 +1,8 @@
 //! Token streams for the train and validation splits, and seeded random windows over them.
 
-use crate::data::RunText;
 use crate::data::error::DataError;
 use crate::data::tokenizer::CharTokenizer;
+use crate::data::RunText;
 use candle_core::{Device, Result, Tensor};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;

@@ -241,8 +241,6 @@ impl Corpus {
             .map_or(text.len(), |(i, _)| i);
         (text[..cut].to_string(), text[cut..].to_string())
     }
-
-
 }
 
 /// The kind of a file read with `auto`, and why: verse when at least half its non-empty lines

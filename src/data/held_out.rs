@@ -135,4 +135,3 @@ pub fn lines_of(text: &str, kind: CorpusKind) -> Box<dyn Iterator<Item = &str> +
         })),
     }
 }
-

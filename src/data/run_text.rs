@@ -16,7 +16,6 @@ pub struct OtherFiles<'a> {
     pub decay: Option<&'a str>,
 }
 
-
 /// A run's text: its corpus, measured on its own held-out items or on another file's, its decay
 /// trained on its own text or on another file's.
 #[derive(Debug, Clone)]
@@ -164,8 +163,16 @@ impl RunText {
             (Some(held), None) if split == "val" => {
                 ("the held-out text", held.path.as_str(), held.kind)
             }
-            _ if split == "val" => ("the held-out text", self.corpus.path.as_str(), self.corpus.kind),
-            _ => ("the training text", self.corpus.path.as_str(), self.corpus.kind),
+            _ if split == "val" => (
+                "the held-out text",
+                self.corpus.path.as_str(),
+                self.corpus.kind,
+            ),
+            _ => (
+                "the training text",
+                self.corpus.path.as_str(),
+                self.corpus.kind,
+            ),
         };
         let longer = match (split, kind) {
             ("val", CorpusKind::Text) => "its last tenth is held out: give a longer text",

@@ -7,8 +7,8 @@
 //! the held-out poems never ask for.
 
 use super::poems::{Kept, PrepareStats};
-use crate::data::poem::{regular_form, Form};
 use crate::data::held_out::HeldLines;
+use crate::data::poem::{regular_form, Form};
 use crate::data::{Corpus, CorpusKind};
 use std::collections::HashSet;
 

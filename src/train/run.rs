@@ -6,7 +6,7 @@
 
 use crate::config::RunConfig;
 use crate::data::error::describe_char;
-use crate::data::{CharTokenizer, RunText, DataError};
+use crate::data::{CharTokenizer, DataError, RunText};
 use crate::train::parent::Parent;
 use crate::train::resume::check_steps_left;
 use crate::train::resume::{check_resume, restore};
@@ -254,9 +254,12 @@ fn vocabulary_kept(e: anyhow::Error, run_text: &RunText) -> anyhow::Error {
     // The file that holds them: the corpus, or a validation or decay file read with it.
     let texts = [
         (run_text.corpus.path.clone(), run_text.corpus.text()),
-        run_text.held_out.as_ref().map_or_else(Default::default, |h| {
-            (format!("{} (data.validation)", h.path), h.whole.clone())
-        }),
+        run_text
+            .held_out
+            .as_ref()
+            .map_or_else(Default::default, |h| {
+                (format!("{} (data.validation)", h.path), h.whole.clone())
+            }),
         run_text.decay.as_ref().map_or_else(Default::default, |d| {
             (format!("{} (data.decay_corpus)", d.path), d.text.clone())
         }),

@@ -156,8 +156,8 @@ pub fn check_precision(
     }
     if crate::ops::bf16::Hardware::detect().is_none() {
         bail!(
-            "dtype bf16 needs a CPU with AMX-BF16 or AVX512-BF16 (Intel Xeon of the 4th generation or later, AMD Zen 4 or later); this one ({}) has neither: train in f32 (--dtype f32, the default)",
-            crate::machine::Machine::detect().cpu_model
+            "dtype bf16 needs a CPU with AMX-BF16 or AVX512-BF16 (Intel Xeon of the 4th generation or later, AMD Zen 4 or later), and {}: train in f32 (--dtype f32, the default)",
+            crate::machine::no_bf16_why()
         )
     }
     Ok(())
