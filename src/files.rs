@@ -329,8 +329,7 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
         }
         file.sync_all()
             .with_context(|| format!("cannot flush {}", tmp.display()))?;
-        std::fs::rename(&tmp, path)
-            .with_context(|| format!("cannot move {} to {}", tmp.display(), path.display()))
+        rename_over(&tmp, path)
     })();
     if written.is_err() {
         let _ = std::fs::remove_file(&tmp);
@@ -342,9 +341,53 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Renames `tmp` over `path`. On Windows a file that another process is reading cannot be
+/// replaced for that moment ("Access denied": the page's list reading metrics.csv as the run
+/// writes it, a viewer): the rename is tried again for about three seconds before it fails.
+fn rename_over(tmp: &Path, path: &Path) -> anyhow::Result<()> {
+    let mut waits = RENAME_WAITS_MS.iter();
+    loop {
+        match std::fs::rename(tmp, path) {
+            Ok(()) => return Ok(()),
+            Err(e) if cfg!(windows) && e.kind() == std::io::ErrorKind::PermissionDenied => {
+                match waits.next() {
+                    Some(&ms) => std::thread::sleep(std::time::Duration::from_millis(ms)),
+                    None => anyhow::bail!(
+                        "cannot move {} to {}: {e}; another program may hold {} open: close it and run the command again",
+                        tmp.display(),
+                        path.display(),
+                        path.display()
+                    ),
+                }
+            }
+            Err(e) => anyhow::bail!("cannot move {} to {}: {e}", tmp.display(), path.display()),
+        }
+    }
+}
+
+/// The waits between the tries of [`rename_over`] (3.1 s in all).
+const RENAME_WAITS_MS: [u64; 8] = [10, 20, 40, 80, 160, 320, 640, 1800];
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A reader that holds the file open for a moment does not make the write fail (on Windows
+    /// the rename over it is refused while it reads: CI's wine run of the page's test).
+    #[test]
+    fn a_file_held_open_by_a_reader_for_a_moment_is_replaced() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("metrics.csv");
+        std::fs::write(&path, "old").unwrap();
+        let reader = std::fs::File::open(&path).unwrap();
+        let held = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            drop(reader);
+        });
+        atomic_write(&path, b"new").unwrap();
+        held.join().unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
+    }
 
     #[test]
     fn only_the_temporary_names_of_the_given_files_are_ours() {
