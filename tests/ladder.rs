@@ -252,3 +252,83 @@ fn an_edited_rung_is_passed_over_and_a_precision_narrows_the_ladder() {
         "{err}"
     );
 }
+
+/// The loss to expect of a ladder recipe at the steps planned here comes from its records (#79):
+/// each rung's own steps give its recorded loss, the records of one recipe are found together
+/// (the 1-, 3- and 10-minute rungs; the bf16 30- and 60-minute ones), and a run of a rung says
+/// it with its plan and keeps it in its summary; a recipe of one's own expects nothing.
+#[test]
+fn a_rungs_run_expects_the_loss_its_records_give_at_its_steps() {
+    use shige::train::expect::Expected;
+    let mut family_sizes = Vec::new();
+    for rung in LADDER {
+        let recorded = rung.recorded().unwrap();
+        let config = RunConfig::load(&root().join(rung.config)).unwrap();
+        let expected = Expected::of(&config, &recorded.texts).unwrap().unwrap();
+        assert_eq!(
+            expected.at(recorded.steps),
+            Some(recorded.loss),
+            "{}",
+            rung.config
+        );
+        family_sizes.push(
+            expected
+                .describe(recorded.steps)
+                .matches(" steps: ")
+                .count(),
+        );
+        let mut other = config.clone();
+        other.model.dropout += 0.01;
+        assert_eq!(Expected::of(&other, &recorded.texts).unwrap(), None);
+        assert_eq!(Expected::of(&config, "data.corpus=0").unwrap(), None);
+    }
+    assert_eq!(family_sizes, [3, 3, 3, 1, 2, 2]);
+
+    let tmp = tempfile::tempdir().unwrap();
+    let summary = |dir: &Path| -> serde_json::Value {
+        let text = std::fs::read_to_string(dir.join("summary.json")).unwrap();
+        serde_json::from_str(&text).unwrap()
+    };
+    // Its own steps: its record's loss.
+    let dir = tmp.path().join("rung");
+    let (ok, err) = train_one_step(&["--config", "configs/ladder/1min.toml"], &dir);
+    assert!(ok, "{err}");
+    let first = LADDER[0].recorded().unwrap().loss;
+    assert_eq!(summary(&dir)["expected_val_loss_whole"], first);
+    // Planned for minutes: said with the first plan, at the warm-up's end (step 30).
+    let dir = tmp.path().join("planned");
+    let out = common::binary(env!("CARGO_BIN_EXE_train"))
+        .args(["--config", "configs/ladder/1min.toml", "--minutes", "10"])
+        .args(["--stop-at", "31", "--out", dir.to_str().unwrap()])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let planned = RunConfig::load(&dir.join("config.toml"))
+        .unwrap()
+        .train
+        .max_iters;
+    let said = (err.lines())
+        .find(|l| l.starts_with("expect whole-split about "))
+        .expect(&err);
+    assert!(said.contains(&format!("at {planned} steps")), "{said}");
+    assert!(said.contains("docs/results/ladder_10min.json"), "{said}");
+    let expected = summary(&dir)["expected_val_loss_whole"].as_f64().unwrap();
+    assert!(said.contains(&format!("{expected:.3}")), "{said}");
+    assert!(
+        expected < 4.7406,
+        "{planned} steps, more than 1,793: {expected}"
+    );
+    // A recipe of one's own: nothing to expect.
+    let dir = tmp.path().join("own");
+    let (ok, err) = train_one_step(
+        &["--config", "configs/ladder/1min.toml", "--dropout", "0.2"],
+        &dir,
+    );
+    assert!(ok, "{err}");
+    assert_eq!(
+        summary(&dir)["expected_val_loss_whole"],
+        serde_json::Value::Null
+    );
+}

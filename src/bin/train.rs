@@ -405,9 +405,16 @@ fn report(summary: &shige::train::TrainSummary, json: bool, eval_iters: usize) -
         true => format!("done: {} steps", summary.steps),
         false => format!("stopped at step {}", summary.steps),
     };
+    let expected = match summary.expected_val_loss_whole {
+        Some(loss) if finished => format!(
+            " (the ladder's records of this recipe expected {loss:.3} at {} steps)",
+            summary.steps
+        ),
+        _ => String::new(),
+    };
     shige::say!(
         "{headline}, train loss {:.4}, {val}, {:.0} tokens/s, {:.0} s, peak memory {}\n\
-         val loss of the final weights over the whole validation split: {:.4}\ncheckpoint: {}\nsamples:",
+         val loss of the final weights over the whole validation split: {:.4}{expected}\ncheckpoint: {}\nsamples:",
         summary.train_loss, summary.tokens_per_s, summary.wall_s,
         shige::machine::human_bytes(summary.peak_memory_bytes as f64), summary.val_loss_whole, summary.checkpoint
     );

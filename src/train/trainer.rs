@@ -11,10 +11,11 @@ use crate::ops::Precision;
 use crate::random::{rng, Stream};
 use crate::sample::{generate, Generation, Sampling};
 use crate::train::checkpoint::{save_checkpoint, what_is_kept};
+use crate::train::expect::Expected;
 use crate::train::interrupt;
 use crate::train::metrics::{EvalSample, MetricRow};
 use crate::train::optim::{clip_scale, Rates};
-use crate::train::plan::{Budget, Planner};
+use crate::train::plan::{Budget, Plan, Planner};
 use crate::train::run::{OpenRun, TrainOptions};
 use crate::train::run_dir::{RunDir, SUMMARY_FILE};
 use crate::train::schedule::{decay_start, rate_at};
@@ -42,6 +43,9 @@ pub struct TrainSummary {
     /// Validation loss of the final weights over the whole validation split, every token
     /// predicted once (windows of block_size): the exact figure to compare runs by.
     pub val_loss_whole: f64,
+    /// The whole-split loss that the ladder's records of this recipe expect at `max_iters`
+    /// steps (see [`crate::train::expect`]): none where no rung ran the recipe.
+    pub expected_val_loss_whole: Option<f64>,
     /// Best validation loss (the weights in model.safetensors).
     pub best_val_loss: f64,
     /// Training tokens per second over this invocation.
@@ -370,6 +374,7 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
     }
     let tokens_per_step = (s.cfg.train.batch_size * s.cfg.model.block_size) as f64;
     let mut pace = Pace::default();
+    let expected = Expected::of(&s.cfg, &s.texts)?;
     let mut planner = s.cfg.train.minutes.map(|minutes| {
         let val_batches = s.splits.tokens(Split::Val).len() as f64 / tokens_per_step;
         Planner::new(Budget::new(&s.cfg, minutes, val_batches))
@@ -393,7 +398,7 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
             let planned = s.cfg.train.max_iters;
             if let Some(plan) = planner.after_step(p.step, dt, spent, planned) {
                 let minutes = s.cfg.train.minutes.unwrap_or_default();
-                bar.suspend(|| crate::note!("{}", plan.describe(minutes)));
+                bar.suspend(|| crate::note!("{}", with_expected(&plan, minutes, &expected)));
                 s.cfg.train.max_iters = plan.steps;
                 end = opts.stop_at.map_or(plan.steps, |stop| stop.min(plan.steps));
                 bar.set_length(plan.steps as u64);
@@ -425,10 +430,24 @@ fn train_open(opts: &TrainOptions, run: &mut OpenRun, started: Instant) -> Resul
     let mut summary = summary_at_end(s, p, dir, (pace, tokens_per_step), started, path);
     summary.interrupted = stopped_early;
     summary.ended_before = ended_before;
+    summary.expected_val_loss_whole = expected.and_then(|e| e.at(s.cfg.train.max_iters));
     if summary.steps_trained == 0 {
         carried_over(&mut summary, last.as_ref());
     }
     finish(dir, s, summary, started)
+}
+
+/// The line `train` prints about `plan`, with the loss the ladder's records expect of it (in
+/// full the first time).
+fn with_expected(plan: &Plan, minutes: f64, expected: &Option<Expected>) -> String {
+    match expected {
+        None => plan.describe(minutes),
+        Some(e) if plan.first => format!("{}\n{}", plan.describe(minutes), e.describe(plan.steps)),
+        Some(e) => match e.at(plan.steps) {
+            Some(loss) => format!("{}; expect about {loss:.3}", plan.describe(minutes)),
+            None => format!("{}; {}", plan.describe(minutes), e.describe(plan.steps)),
+        },
+    }
 }
 
 /// Says what trains, on what, into which folder, and how a step runs (`path`).
@@ -473,6 +492,7 @@ fn summary_at_end(
         },
         val_loss: last_row.map_or(f64::NAN, |r| r.val_loss),
         val_loss_whole: f64::NAN,
+        expected_val_loss_whole: None,
         best_val_loss: p.best_val,
         tokens_per_s: match pace.seconds > 0.0 {
             true => pace.steps as f64 * tokens_per_step / pace.seconds,
