@@ -323,3 +323,53 @@ fn the_new_characters_are_credited_to_the_files_that_hold_them() {
         "{line}"
     );
 }
+
+/// A fine-tune from a parent whose lead-rhyme biases were fitted trains without them, as `train`
+/// trains any run (they are set to zero before its first step), and fits its own after its last:
+/// it trains as the fine-tune of the same parent without the input, evaluation for evaluation,
+/// but for the last, which its fit lowers.
+#[test]
+fn a_fine_tune_of_a_fitted_parent_trains_without_its_fit_and_fits_its_own() {
+    let tmp = tempfile::tempdir().unwrap();
+    let corpus = new_corpus(tmp.path());
+    let tiny = Path::new(env!("CARGO_MANIFEST_DIR")).join("configs/tiny.toml");
+    let overrides = [Override::parse(&format!("data.corpus=\"{corpus}\"")).unwrap()];
+    let mut curves = Vec::new();
+    for (name, inputs) in [
+        ("fitted", vec!["verse_places", "rhyme_bias", "lead_rhymes"]),
+        ("plain", vec!["verse_places", "rhyme_bias"]),
+    ] {
+        let mut cfg = common::tiny_config();
+        cfg.model.inputs = inputs.iter().map(|s| s.to_string()).collect();
+        let parent_dir = tmp.path().join(format!("{name}-parent"));
+        common::run(&cfg, &parent_dir, false, None).unwrap();
+        let parent = Parent::open(&parent_dir).unwrap();
+        let config = parent.config_for(&tiny, &overrides).unwrap();
+        assert_eq!(config.model.inputs, cfg.model.inputs, "the parent's inputs");
+        let dir = tmp.path().join(format!("{name}-child"));
+        train(TrainOptions {
+            device: Device::Cpu,
+            config,
+            run: RunDir::new(&dir),
+            resume: false,
+            stop_at: None,
+            progress: false,
+            kernels: shige::ops::Kernels::Fused,
+            parent: Some(parent),
+        })
+        .unwrap();
+        curves.push(common::curve(&dir));
+    }
+    let (fitted, plain) = (&curves[0], &curves[1]);
+    let last = fitted.len() - 1;
+    assert_eq!(
+        fitted[..last],
+        plain[..last],
+        "trained as without the input"
+    );
+    assert_eq!(fitted[last].1, plain[last].1, "the same training loss");
+    assert!(
+        fitted[last].2 < plain[last].2,
+        "its own fit lowers its last evaluation: {fitted:?} against {plain:?}"
+    );
+}

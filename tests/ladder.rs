@@ -332,3 +332,33 @@ fn a_rungs_run_expects_the_loss_its_records_give_at_its_steps() {
         serde_json::Value::Null
     );
 }
+
+/// Where bf16 matmuls cannot run (a CPU without AMX-BF16 or AVX512-BF16, or this build capped at
+/// AVX2 and f32), the bf16 rungs are passed over, saying why, and an f32 rung runs with the loss
+/// its records expect. CI runs it in the capped build; the default build on x86 can run bf16 on
+/// the CPUs that have it, so there it is left to that run.
+#[test]
+#[cfg_attr(
+    all(target_arch = "x86_64", feature = "avx512"),
+    ignore = "needs a build without bf16: CI runs it capped at AVX2 (no avx512 feature)"
+)]
+fn without_bf16_the_bf16_rungs_are_passed_over_and_an_f32_rung_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (ok, err) = train_one_step(&["--minutes", "30"], &tmp.path().join("run"));
+    assert!(ok, "{err}");
+    for rung in [
+        "configs/ladder/60min.toml",
+        "configs/ladder/30min_bf16.toml",
+    ] {
+        let passed_over =
+            format!("{rung}: not here: dtype bf16 needs a CPU with AMX-BF16 or AVX512-BF16");
+        assert!(err.contains(&passed_over), "{err}");
+    }
+    let chosen = err
+        .lines()
+        .find(|l| l.starts_with("30 minutes and no config: configs/ladder/"))
+        .expect(&err);
+    assert!(!chosen.contains("bf16"), "{chosen}");
+    let saved = RunConfig::load(&tmp.path().join("run/config.toml")).unwrap();
+    assert_eq!(saved.train.dtype, shige::ops::Precision::F32);
+}

@@ -14,8 +14,30 @@ fn a_run_in_memory_trains_what_train_trains() {
     let mut cfg = tiny_config();
     (cfg.train.max_iters, cfg.train.eval_interval) = (24, 8);
     cfg.model.dropout = 0.1; // the masks' draws too
+    trains_in_memory_what_train_trains(&cfg);
+}
+
+/// With a fitted input (the lead rhymes, as the default has) the tab fits its biases after the
+/// last step as `train` does: the same last evaluation, the same fitted biases.
+#[test]
+fn a_run_in_memory_fits_as_train_fits() {
+    let mut cfg = tiny_config();
+    (cfg.train.max_iters, cfg.train.eval_interval) = (24, 8);
+    cfg.model.inputs = ["verse_places", "rhyme_bias", "lead_rhymes"]
+        .map(String::from)
+        .to_vec();
+    let parameters = trains_in_memory_what_train_trains(&cfg);
+    let fitted = &parameters["transformer.blr.weight"];
+    assert!(fitted.iter().all(|&b| b > 0.5), "not fitted: {fitted:?}");
+}
+
+/// Trains `cfg` with `train` and in memory, and checks that both give the same metrics, poems
+/// and weights (to the bit); the weights by name.
+fn trains_in_memory_what_train_trains(
+    cfg: &shige::config::RunConfig,
+) -> std::collections::HashMap<String, Vec<f32>> {
     let dir = tempfile::tempdir().unwrap();
-    common::run(&cfg, dir.path(), false, None).unwrap();
+    common::run(cfg, dir.path(), false, None).unwrap();
     let run = RunDir::new(dir.path());
     let want_rows = from_csv(&std::fs::read_to_string(run.file(METRICS_FILE)).unwrap()).unwrap();
     let want_samples = read_samples(&run.file(SAMPLES_FILE)).unwrap();
@@ -58,6 +80,7 @@ fn a_run_in_memory_trains_what_train_trains() {
     let (saved, _) = read_safetensors(&run.file(STATE_FILE)).unwrap();
     let ours = session.parameters();
     assert!(!ours.is_empty());
+    let mut by_name = std::collections::HashMap::new();
     for (name, tensor) in ours {
         let theirs = &saved[&format!("param.{name}")];
         let (a, b) = (
@@ -69,7 +92,9 @@ fn a_run_in_memory_trains_what_train_trains() {
             a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()),
             "{name} differs"
         );
+        by_name.insert(name, a);
     }
+    by_name
 }
 
 /// What a run in memory (the browser tab) cannot honour is refused in one line, not silently

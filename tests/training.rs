@@ -464,10 +464,9 @@ fn fitted_biases_leave_the_training_as_it_is_and_are_fitted_after_the_last_step(
     };
     let fitted = biases(&whole);
     assert_eq!(fitted.len(), 3);
-    assert!(
-        fitted.iter().all(|b| b.is_finite()) && fitted.iter().any(|&b| b.abs() > 0.1),
-        "fitted: {fitted:?}"
-    );
+    // Each raises its rhyme set: a model trained without the input gives the sets less than the
+    // share of positions whose next character is in them.
+    assert!(fitted.iter().all(|&b| b > 0.5), "fitted: {fitted:?}");
     assert_eq!(biases(&half), fitted);
     // A finished run given more steps trains them without its fitted biases (as the run without
     // the input does) and fits them again at its new end.

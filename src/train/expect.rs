@@ -42,10 +42,12 @@ impl Expected {
     }
 
     /// The whole-split loss to expect after `steps` steps: None where they are too far from
-    /// the records' for the curve to say (under half the fewest, or over four times the most).
+    /// the records' for the curve to say: under nine tenths of the fewest (below its records the
+    /// curve rises too fast: it says 5.309 for 909 steps of the 1-minute rung, which reached
+    /// 5.072), or over four times the most.
     pub fn at(&self, steps: usize) -> Option<f64> {
         let (first, last) = (self.points[0], self.points[self.points.len() - 1]);
-        if 2 * steps < first.0 || steps > 4 * last.0 {
+        if 10 * steps < 9 * first.0 || steps > 4 * last.0 {
             return None;
         }
         let i = match self.points.len() {
@@ -115,10 +117,10 @@ mod tests {
         // The Zen 3's run of issue #79: 23,169 steps, 4.2012 reached.
         let zen3 = e.at(23169).unwrap();
         assert!((zen3 - 4.2012).abs() < 0.01, "{zen3}");
-        // Fewer steps than the first record: on its pair's curve, higher.
-        assert!(e.at(1000).unwrap() > 4.7406 + 0.1);
+        // A few steps fewer than the first record: on its pair's curve, higher.
+        assert!(e.at(1700).unwrap() > 4.7406 + 0.02);
         // Monotone: more steps, lower loss.
-        let curve: Vec<f64> = (2..130).map(|k| e.at(k * 500).unwrap()).collect();
+        let curve: Vec<f64> = (4..130).map(|k| e.at(k * 500).unwrap()).collect();
         assert!(curve.windows(2).all(|w| w[1] < w[0]));
     }
 
@@ -128,19 +130,19 @@ mod tests {
             points: vec![(12607, 4.2168)],
             records: vec!["docs/results/ladder_30min.json"],
         };
-        assert_eq!(e.at(9000), Some(4.2168));
+        assert_eq!(e.at(12000), Some(4.2168));
         assert!(
-            e.describe(9000).contains("not scaled"),
+            e.describe(12000).contains("not scaled"),
             "{}",
-            e.describe(9000)
+            e.describe(12000)
         );
     }
 
     #[test]
     fn steps_far_from_the_records_expect_nothing() {
         let e = tang();
-        assert_eq!(e.at(896), None, "under half of 1,793");
-        assert!(e.at(897).is_some());
+        assert_eq!(e.at(1613), None, "under nine tenths of 1,793");
+        assert!(e.at(1614).is_some());
         assert!(e.at(4 * 16466).is_some());
         assert_eq!(e.at(4 * 16466 + 1), None);
         assert_eq!(e.at(0), None);
