@@ -10,10 +10,9 @@ use shige::model::Gpt;
 use shige::train::checkpoint::ParentRecord;
 use shige::train::parent::Parent;
 use shige::train::run_dir::PARENT_FILE;
-use shige::train::run_dir::{RunDir, MODEL_FILE, TOKENIZER_FILE};
+use shige::train::run_dir::{MODEL_FILE, TOKENIZER_FILE};
 use shige::train::safetensors::read_safetensors;
 use shige::train::setup::{complete_config, Setup};
-use shige::train::{train, TrainOptions};
 use std::path::Path;
 
 /// A corpus of real poems most of whose characters the tiny corpus lacks: 300 poems of
@@ -116,21 +115,11 @@ fn a_fine_tuned_run_starts_at_step_0_learns_sooner_and_names_its_parent() {
     let parent = Parent::open(&parent_dir).unwrap();
     let record = parent.record.clone();
     let tuned_cfg = parent.config_for(&tiny, &overrides).unwrap();
-    let options = |dir: &Path, parent: Option<Parent>, config| TrainOptions {
-        device: Device::Cpu,
-        config,
-        run: RunDir::new(dir),
-        resume: false,
-        stop_at: None,
-        progress: false,
-        kernels: shige::ops::Kernels::Fused,
-        parent,
-    };
     let (tuned, scratch) = (tmp.path().join("tuned"), tmp.path().join("scratch"));
-    train(options(&tuned, Some(parent), tuned_cfg.clone())).unwrap();
+    common::fine_tune(tuned_cfg.clone(), &tuned, parent).unwrap();
     let mut scratch_cfg = tuned_cfg.clone();
     scratch_cfg.model = common::tiny_config().model;
-    train(options(&scratch, None, scratch_cfg)).unwrap();
+    common::run(&scratch_cfg, &scratch, false, None).unwrap();
     let (tuned_curve, scratch_curve) = (common::curve(&tuned), common::curve(&scratch));
     assert_eq!(
         tuned_curve[0].0, 20,
@@ -242,17 +231,7 @@ fn every_table_of_a_row_per_token_grows_and_a_setting_is_compared_by_value() {
     let parent = Parent::open(&parent_dir).unwrap();
     let tuned_cfg = parent.config_for(&tiny, &overrides).unwrap();
     let tuned = tmp.path().join("tuned");
-    train(TrainOptions {
-        device: Device::Cpu,
-        config: tuned_cfg,
-        run: RunDir::new(&tuned),
-        resume: false,
-        stop_at: None,
-        progress: false,
-        kernels: shige::ops::Kernels::Fused,
-        parent: Some(parent),
-    })
-    .unwrap();
+    common::fine_tune(tuned_cfg, &tuned, parent).unwrap();
     let name = "transformer.wrm.weight";
     let (old, _) = read_safetensors(&parent_dir.join(MODEL_FILE)).unwrap();
     let (new, _) = read_safetensors(&tuned.join(MODEL_FILE)).unwrap();
@@ -347,17 +326,7 @@ fn a_fine_tune_of_a_fitted_parent_trains_without_its_fit_and_fits_its_own() {
         let config = parent.config_for(&tiny, &overrides).unwrap();
         assert_eq!(config.model.inputs, cfg.model.inputs, "the parent's inputs");
         let dir = tmp.path().join(format!("{name}-child"));
-        train(TrainOptions {
-            device: Device::Cpu,
-            config,
-            run: RunDir::new(&dir),
-            resume: false,
-            stop_at: None,
-            progress: false,
-            kernels: shige::ops::Kernels::Fused,
-            parent: Some(parent),
-        })
-        .unwrap();
+        common::fine_tune(config, &dir, parent).unwrap();
         curves.push(common::curve(&dir));
     }
     let (fitted, plain) = (&curves[0], &curves[1]);

@@ -232,8 +232,6 @@ fn a_run_writes_the_headers_of_the_corpus_it_was_trained_on_not_of_its_vocabular
     use shige::sample::{ci_start, has_headers};
     use shige::train::load::load_run;
     use shige::train::parent::Parent;
-    use shige::train::run_dir::RunDir;
-    use shige::train::{train, TrainOptions};
     let tmp = tempfile::tempdir().unwrap();
     let write = |name: &str, text: String| {
         let path = tmp.path().join(name);
@@ -265,17 +263,7 @@ fn a_run_writes_the_headers_of_the_corpus_it_was_trained_on_not_of_its_vocabular
         ];
         let config = parent.config_for(&tiny, &set).unwrap();
         let dir = tmp.path().join(name);
-        train(TrainOptions {
-            device: candle_core::Device::Cpu,
-            config,
-            run: RunDir::new(&dir),
-            resume: false,
-            stop_at: None,
-            progress: false,
-            kernels: shige::ops::Kernels::Fused,
-            parent: Some(parent),
-        })
-        .unwrap();
+        common::fine_tune(config, &dir, parent).unwrap();
         let run = load_run(&dir).unwrap();
         let data = &run.config.data;
         assert_eq!(data.header_fields, Some(fields), "{name}");

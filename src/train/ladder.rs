@@ -18,7 +18,7 @@ use std::path::Path;
 use std::time::Instant;
 
 pub mod records;
-pub use records::{same_recipe, Recorded, Rung, LADDER, REFERENCE};
+pub use records::{Recorded, Rung, LADDER, REFERENCE};
 
 /// How far past the minutes a rung may run and still be chosen: the reference machine's own
 /// timings of a rung vary by about this much (and the rung below ends far higher).

@@ -58,6 +58,25 @@ pub fn run(
     })
 }
 
+/// Fine-tunes from `parent` with `config` (its `Parent::config_for`) on the CPU into `dir`,
+/// without a progress bar.
+pub fn fine_tune(
+    config: RunConfig,
+    dir: &Path,
+    parent: shige::train::parent::Parent,
+) -> anyhow::Result<TrainSummary> {
+    train(TrainOptions {
+        device: candle_core::Device::Cpu,
+        config,
+        run: RunDir::new(dir),
+        resume: false,
+        stop_at: None,
+        progress: false,
+        kernels: shige::ops::Kernels::Fused,
+        parent: Some(parent),
+    })
+}
+
 /// (step, train loss, val loss) of each evaluation in a run directory's metrics.
 pub fn curve(dir: &Path) -> Vec<(usize, f64, f64)> {
     let text = std::fs::read_to_string(dir.join(METRICS_FILE)).expect("metrics.csv reads");
