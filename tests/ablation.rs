@@ -181,6 +181,7 @@ fn an_ablation_with_seeds_trains_each_variant_once_per_seed_and_gives_their_mean
         progress: false,
         kernels: shige::ops::Kernels::Fused,
         parent: None,
+        clock: None,
     })
     .unwrap();
     assert_eq!(alone.val_loss_whole, a);

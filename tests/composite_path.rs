@@ -27,6 +27,7 @@ fn tiny_curve(position: Position, kernels: Kernels, dir: &Path) -> Vec<(usize, f
         progress: false,
         kernels,
         parent: None,
+        clock: None,
     })
     .unwrap();
     common::curve(dir)

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{curve, run, tiny_config};
+use common::{curve, run, run_on_clock, tiny_config};
 use shige::config::{OptimizerKind, RunConfig, ScheduleKind};
 use shige::data::CharTokenizer;
 use shige::model::{Gpt, Mode};
@@ -364,6 +364,27 @@ fn minutes_plans_a_step_count_that_the_run_saves_and_keeps() {
     (short.train.minutes, short.schedule.warmup_iters) = (Some(1.0), 2);
     let err = error_of(run(&short, &tmp.path().join("short"), false, None));
     assert!(err.contains("--warmup-iters 5 or more"), "{err}");
+}
+
+/// The time of `minutes` counts from the clock `train` gives (the process's start), so that what
+/// the process did before the run (the ladder timing its rungs: #79, a 30-minute run ended late)
+/// is spent of it: a budget already spent trains the warm-up alone.
+#[test]
+fn minutes_count_from_the_clock_given() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cfg = tiny_config();
+    cfg.train.minutes = Some(0.02); // 1.2 seconds
+    let now = run_on_clock(&cfg, &tmp.path().join("now"), false, None, None).unwrap();
+    assert!(now.steps > cfg.schedule.warmup_iters, "{}", now.steps);
+    let earlier = std::time::Instant::now() - std::time::Duration::from_secs(2);
+    let late = tmp.path().join("late");
+    let spent = run_on_clock(&cfg, &late, false, None, Some(earlier)).unwrap();
+    assert_eq!(spent.steps, cfg.schedule.warmup_iters);
+    assert!(
+        spent.wall_s >= 2.0,
+        "counted from the clock: {}",
+        spent.wall_s
+    );
 }
 
 #[test]

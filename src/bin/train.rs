@@ -209,6 +209,7 @@ fn main() -> std::process::ExitCode {
 }
 
 fn run() -> Result<()> {
+    let started = std::time::Instant::now(); // the clock of --minutes
     shige::perf::init();
     let args: Args = shige::cli::parse();
     refuse_old_switches(&args)?;
@@ -260,6 +261,7 @@ fn run() -> Result<()> {
         device,
         kernels,
         parent,
+        clock: Some(started),
     };
     shige::train::interrupt::catch_ctrl_c();
     if args.stop_with_parent {

@@ -440,6 +440,7 @@ fn train_unless_finished(
         progress: opts.progress,
         kernels: crate::ops::Kernels::Fused,
         parent: None,
+        clock: None,
     })?;
     if summary.interrupted {
         bail!(

@@ -3,8 +3,10 @@
 //! The first plan is made at the end of the warm-up, from its step rate. Machines do not keep
 //! their pace (a shared or throttled CPU runs 5–15 % slower after the warm-up than during it), so
 //! the plan is made again at each evaluation from the pace of the run since the warm-up,
-//! evaluations included, until the schedule's last stretch (its last `decay_fraction` of steps)
-//! begins: from there it holds, so that the decay runs as planned. Under WSD the learning rate
+//! evaluations included, or from the pace since the last plan where that is slower (a machine
+//! that keeps slowing would run past its time over the held stretch), until the schedule's last
+//! stretch (its last `decay_fraction` of steps) begins: from there it holds, so that the decay
+//! runs as planned. Under WSD the learning rate
 //! before the decay is the peak whatever the step count, so a re-planned run trains exactly as a
 //! run given its final step count would; under the cosine each new plan bends the rest of the curve.
 
@@ -42,6 +44,10 @@ impl Plan {
     }
 }
 
+/// The share of the budget left out of the plan: the last stretch is held at the pace before it,
+/// and a machine that keeps slowing runs it slower (#79: a 30-minute run ended 12 s late).
+pub const RESERVE: f64 = 0.01;
+
 /// What a plan needs to know of the run besides its timings.
 #[derive(Debug, Clone, Copy)]
 pub struct Budget {
@@ -67,6 +73,11 @@ impl Budget {
         }
     }
 
+    /// The seconds that the steps are planned to fill: all but [`RESERVE`] of the budget.
+    pub fn planned_s(&self) -> f64 {
+        self.seconds * (1.0 - RESERVE)
+    }
+
     /// The first step of the last stretch of a run of `steps` steps (WSD's decay).
     pub fn last_stretch_start(&self, steps: usize) -> usize {
         decay_start(steps, self.warmup_iters, self.decay_fraction)
@@ -80,6 +91,8 @@ pub struct Planner {
     warmup_seconds: Vec<f64>,
     /// The seconds spent and the step when the warm-up ended, and the first plan then made.
     warmup_end: Option<(f64, usize, Plan)>,
+    /// The seconds spent and the step at the last re-plan that was due (made or not).
+    last_due: Option<(f64, usize)>,
     /// A batch's forward pass and the fit after the last step, timed ([`Planner::timed_end`]),
     /// and the evaluations' forward passes so far: their seconds and batches.
     forward_s: Option<f64>,
@@ -93,6 +106,7 @@ impl Planner {
             budget,
             warmup_seconds: Vec::new(),
             warmup_end: None,
+            last_due: None,
             forward_s: None,
             fit_s: 0.0,
             evaluated: (0.0, 0),
@@ -152,13 +166,17 @@ impl Planner {
         if !due {
             return None;
         }
-        // The pace since the warm-up, evaluations included.
-        let done = step - warmup_step;
-        let step_s = (spent - warmup_spent) / done as f64;
+        // The pace since the warm-up, or since the last re-plan where slower, evaluations
+        // included.
+        let pace_since = |(then, at): (f64, usize)| (spent - then) / (step - at) as f64;
+        let average = pace_since((warmup_spent, warmup_step));
+        let recent = self.last_due.map_or(average, pace_since);
+        self.last_due = Some((spent, step));
+        let step_s = average.max(recent);
         // The end forwards batches alone, at the pace the evaluations forwarded theirs (their
         // checkpoints and samples are no guide to it).
         let end_s = self.end_s(self.forward_s(dt));
-        let more = ((b.seconds - spent - end_s) / step_s).max(0.0);
+        let more = ((b.planned_s() - spent - end_s) / step_s).max(0.0);
         // Never so few steps that the last stretch should have begun already.
         let shortest = (step..).find(|&n| b.last_stretch_start(n) >= step)?;
         let plan = Plan {
@@ -167,9 +185,10 @@ impl Planner {
             end_s,
             first: false,
         };
-        // A change under 1 % is the clock's noise, not worth bending the schedule for.
-        let change = plan.steps.abs_diff(planned);
-        (change >= (planned / 100).max(1)).then_some(plan)
+        // More steps by under 1 % is the clock's noise, not worth bending the schedule for; fewer
+        // are taken however few, or such shortfalls add up to a run past its time.
+        let more = plan.steps.saturating_sub(planned);
+        (plan.steps < planned || more >= (planned / 100).max(1)).then_some(plan)
     }
 
     /// The plan at the warm-up's end, from its step rate (the first two steps left out when
@@ -187,7 +206,7 @@ impl Planner {
         let forward_s = self.forward_s(train_s);
         let step_s = train_s + b.eval_iters as f64 * forward_s / b.eval_interval as f64;
         let end_s = self.end_s(forward_s);
-        let more = ((b.seconds - spent - end_s) / step_s).max(0.0);
+        let more = ((b.planned_s() - spent - end_s) / step_s).max(0.0);
         Plan {
             steps: steps_after(done, more),
             step_s,
@@ -278,25 +297,30 @@ mod tests {
         (plans, spent + b.val_batches * FORWARD * pace(step))
     }
 
+    /// A simulated run of 100 s ended within its time, and no earlier than its reserve and as
+    /// much again.
+    fn in_time(took: f64, plans: &[Plan]) {
+        let earliest = 100.0 * (1.0 - 2.0 * RESERVE);
+        assert!(
+            (earliest..=100.0).contains(&took),
+            "the run took {took} s of 100: {plans:?}"
+        );
+    }
+
     #[test]
     fn a_steady_machine_is_planned_from_its_warm_up_and_ends_near_its_time() {
         let (plans, took) = simulate(|_| 0.1);
         // The first plan, worked out: a step of 0.1 s and its share of an evaluation, 10 × 0.045
         // every 100 steps, is 0.1045 s; the end, 30 + 10 batches of 0.045 s, 1.8 s; (100 − 1 s of
-        // warm-up − 0.045 s timing a forward pass − 1.8 s) / 0.1045 + 10 steps done = 939.7.
-        assert_eq!(plans[0].steps, 939, "{plans:?}");
-        assert!(
-            (took - 100.0).abs() < 1.0,
-            "the run took {took} s of 100: {plans:?}"
-        );
+        // warm-up − 0.045 s timing a forward pass − 1.8 s − 1 s of reserve) / 0.1045 + 10 steps done
+        // = 930.1.
+        assert_eq!(plans[0].steps, 930, "{plans:?}");
+        in_time(took, &plans);
         // Without a forward pass timed, a third of a step is the guess: the evaluations cost
         // more than planned, and the re-plans from the run's own pace bring it back to its time.
         let (plans, took) = simulate_on(budget(), |_| 0.1, 0.0, false);
-        assert_eq!(plans[0].steps, 955, "{plans:?}");
-        assert!(
-            (took - 100.0).abs() < 1.0,
-            "the run took {took} s of 100: {plans:?}"
-        );
+        assert_eq!(plans[0].steps, 945, "{plans:?}");
+        in_time(took, &plans);
     }
 
     /// The fit after the last step forwards batches of its own (#78: a 30-second run took 38):
@@ -314,10 +338,7 @@ mod tests {
             1,
             "no evaluation before the stretch: {plans:?}"
         );
-        assert!(
-            (took - 100.0).abs() < 1.0,
-            "the run took {took} s of 100: {plans:?}"
-        );
+        in_time(took, &plans);
     }
 
     /// A small model measured on a large held-out text (`[data] validation`): its evaluations
@@ -342,17 +363,26 @@ mod tests {
         let slowing = |step: usize| if step <= 10 { 0.1 } else { 0.12 };
         let (plans, took) = simulate(slowing);
         assert_eq!(
-            plans[0].steps, 939,
+            plans[0].steps, 930,
             "the first plan trusts the warm-up: {plans:?}"
         );
         assert!(plans.len() >= 2, "{plans:?}");
         let last = plans.last().unwrap();
         assert!(last.steps < 820, "{plans:?}");
         // Held from the last stretch on: the last plan was made before it began.
-        assert!(
-            (took - 100.0).abs() < 1.0,
-            "the run took {took} s of 100: {plans:?}"
-        );
+        in_time(took, &plans);
+    }
+
+    /// A machine that keeps slowing (a laptop warming up, a shared host filling): the pace since
+    /// the warm-up lags the pace now, and a plan made from it overshot the time by the
+    /// slowing over the held last stretch (#79: 12 s past 30 minutes). Planned from the slower of
+    /// the two, it ends within its time.
+    #[test]
+    fn a_machine_that_keeps_slowing_ends_within_its_time() {
+        let slowing = |step: usize| 0.1 * (1.0 + 0.06 * step as f64 / 900.0);
+        let (plans, took) = simulate(slowing);
+        assert!(plans.len() >= 2, "{plans:?}");
+        in_time(took, &plans);
     }
 
     #[test]

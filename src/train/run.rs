@@ -35,6 +35,11 @@ pub struct TrainOptions {
     pub kernels: crate::ops::Kernels,
     /// The trained run a new run starts from (fine-tuning: `config` is [`Parent::config_for`]'s).
     pub parent: Option<Parent>,
+    /// When the time of `--minutes` began: the process's start, so that what it did before the
+    /// run (the ladder timing its rungs) is spent of the budget; None: the call to [`train`].
+    ///
+    /// [`train`]: crate::train::train
+    pub clock: Option<std::time::Instant>,
 }
 
 /// A run ready to train: set up, at its step, its directory locked while this lives.

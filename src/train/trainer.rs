@@ -50,7 +50,8 @@ pub struct TrainSummary {
     pub best_val_loss: f64,
     /// Training tokens per second over this invocation.
     pub tokens_per_s: f64,
-    /// Wall time of this invocation in seconds.
+    /// Wall time of this invocation in seconds (from the process's start where its options
+    /// give that clock, as `train` does).
     pub wall_s: f64,
     /// The run directory.
     pub checkpoint: String,
@@ -323,7 +324,7 @@ fn progress_bar(show: bool, len: usize, position: usize) -> ProgressBar {
 /// evaluations (`stop_at`, Ctrl-C, SIGTERM) saves its training state without evaluating, so that
 /// its resumption gives exactly the metrics of an uninterrupted run.
 pub fn train(opts: TrainOptions) -> Result<TrainSummary> {
-    let started = Instant::now();
+    let started = opts.clock.unwrap_or_else(Instant::now);
     let mut run = OpenRun::open(&opts)?;
     match train_open(&opts, &mut run, started) {
         Ok(summary) => Ok(summary),

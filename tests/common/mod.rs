@@ -46,6 +46,17 @@ pub fn run(
     resume: bool,
     stop_at: Option<usize>,
 ) -> anyhow::Result<TrainSummary> {
+    run_on_clock(cfg, dir, resume, stop_at, None)
+}
+
+/// [`run`], the time of `minutes` counted from `clock` (None: from the call).
+pub fn run_on_clock(
+    cfg: &RunConfig,
+    dir: &Path,
+    resume: bool,
+    stop_at: Option<usize>,
+    clock: Option<std::time::Instant>,
+) -> anyhow::Result<TrainSummary> {
     train(TrainOptions {
         device: candle_core::Device::Cpu,
         config: cfg.clone(),
@@ -55,6 +66,7 @@ pub fn run(
         progress: false,
         kernels: shige::ops::Kernels::Fused,
         parent: None,
+        clock,
     })
 }
 
@@ -74,6 +86,7 @@ pub fn fine_tune(
         progress: false,
         kernels: shige::ops::Kernels::Fused,
         parent: Some(parent),
+        clock: None,
     })
 }
 
