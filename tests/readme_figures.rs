@@ -181,29 +181,46 @@ fn writes(shown: &str, value: &Value) -> Result<(), String> {
     }
 }
 
+/// The links of `unit` that bind a record's field: (link text, target).
+fn bound_links(unit: &Unit) -> Vec<(String, String)> {
+    links(&unit.text)
+        .into_iter()
+        .filter(|(_, target)| record_target(target).is_some())
+        .collect()
+}
+
+/// Each of `bound`, the bound links of `unit`, whose field its record does not hold or holds
+/// otherwise than shown.
+fn wrong_links(
+    unit: &Unit,
+    bound: &[(String, String)],
+    records: &HashMap<String, Value>,
+) -> Vec<String> {
+    let mut wrong = Vec::new();
+    for (shown, target) in bound {
+        let (file, path) = record_target(target)
+            .and_then(|t| t.split_once('#'))
+            .expect("a field");
+        let value = records
+            .get(file)
+            .ok_or(format!("no record {file}"))
+            .and_then(|record| field(record, path).ok_or(format!("no field {path} in {file}")))
+            .and_then(|value| writes(shown, value));
+        if let Err(why) = value {
+            wrong.push(format!("{}: {target}: {why}", unit.place));
+        }
+    }
+    wrong
+}
+
 /// Every problem with the figures of `units`: a bound figure its field does not hold (or a field
 /// that is not there), a number left unbound beside a bound one, a measured-looking number with
 /// no field at all.
 fn problems(units: &[Unit], records: &HashMap<String, Value>) -> Vec<String> {
     let mut problems = Vec::new();
     for unit in units {
-        let bound: Vec<(String, String)> = links(&unit.text)
-            .into_iter()
-            .filter(|(_, target)| record_target(target).is_some())
-            .collect();
-        for (shown, target) in &bound {
-            let (file, path) = record_target(target)
-                .and_then(|t| t.split_once('#'))
-                .expect("a field");
-            let value = records
-                .get(file)
-                .ok_or(format!("no record {file}"))
-                .and_then(|record| field(record, path).ok_or(format!("no field {path} in {file}")))
-                .and_then(|value| writes(shown, value));
-            if let Err(why) = value {
-                problems.push(format!("{}: {target}: {why}", unit.place));
-            }
-        }
+        let bound = bound_links(unit);
+        problems.extend(wrong_links(unit, &bound, records));
         for (word, next) in number_words(&bare_prose(&unit.text)) {
             let measured = word.contains('.')
                 || word.ends_with(['%', '×'])
@@ -273,6 +290,61 @@ fn every_figure_is_its_records_field() {
     );
     let problems = problems(&units, &records);
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Past the summaries, every link of docs/ to a record's field shows that field (the dated
+/// sections' tables and prose; their unbound numbers are not checked).
+#[test]
+fn every_linked_figure_in_the_docs_is_its_records_field() {
+    let (root, records) = (Path::new(env!("CARGO_MANIFEST_DIR")), records());
+    let mut problems = Vec::new();
+    let mut checked = 0;
+    for entry in std::fs::read_dir(root.join("docs"))
+        .expect("docs")
+        .flatten()
+    {
+        let path = entry.path();
+        if path.extension().is_none_or(|x| x != "md") {
+            continue;
+        }
+        let name = format!("docs/{}", entry.file_name().to_string_lossy());
+        let text = std::fs::read_to_string(&path).expect(&name);
+        for unit in units(&name, &text) {
+            let bound = bound_links(&unit);
+            checked += bound.len();
+            problems.extend(wrong_links(&unit, &bound, &records));
+        }
+    }
+    assert!(checked > 80, "docs/ binds its figures: {checked}");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Each row of the speedrun's record (docs/results/speedrun.json) is its run's record: its loss
+/// the record's, its difference that loss less its reference's, rounded to 4 places.
+#[test]
+fn the_speedrun_rows_are_their_runs_records() {
+    let records = records();
+    let speedrun = &records["speedrun.json"];
+    let rows = speedrun["rows"].as_array().expect("rows");
+    assert!(rows.len() >= 10, "{} rows", rows.len());
+    let loss = |name: &Value| {
+        let name = name.as_str().expect("a record's name");
+        let record = records
+            .get(name)
+            .unwrap_or_else(|| panic!("no record {name}"));
+        record["summary"]["val_loss_whole"].as_f64().expect(name)
+    };
+    for row in rows {
+        let (own, reference) = (loss(&row["record"]), loss(&row["reference"]));
+        assert_eq!(row["val_loss_whole"].as_f64(), Some(own), "{row}");
+        if let Some(against) = row["against_base"].as_f64() {
+            let difference = ((own - reference) * 1e4).round() / 1e4;
+            assert!(
+                (against - difference).abs() < 1e-9,
+                "{against} against {difference}: {row}"
+            );
+        }
+    }
 }
 
 /// The check fails on a planted wrong figure, on a figure bound to another field, on a figure

@@ -366,6 +366,46 @@ fn minutes_plans_a_step_count_that_the_run_saves_and_keeps() {
     assert!(err.contains("--warmup-iters 5 or more"), "{err}");
 }
 
+/// A decay on another file under `minutes` (how the Song rungs run): it begins where the final
+/// plan puts it, however often the run was re-planned before, so that the planned run trains as the
+/// run given its final step count; and its last stretch reads the decay's file, not the corpus.
+#[test]
+fn a_decay_on_another_file_follows_the_plan_that_minutes_made() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cfg = tiny_config();
+    let tiny = std::fs::read_to_string(&cfg.data.corpus).unwrap();
+    let decay = tmp.path().join("decay.txt");
+    let first_poems: String = tiny.lines().take(100).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&decay, first_poems).unwrap();
+    cfg.train.minutes = Some(0.05); // 3 seconds
+    cfg.schedule.kind = ScheduleKind::Wsd;
+    cfg.data.decay_corpus = Some(decay.display().to_string());
+    let planned = tmp.path().join("planned");
+    let steps = run(&cfg, &planned, false, None).unwrap().steps;
+    let mut fixed = cfg.clone();
+    (fixed.train.minutes, fixed.train.max_iters) = (None, steps);
+    let fixed_dir = tmp.path().join("fixed");
+    run(&fixed, &fixed_dir, false, None).unwrap();
+    assert_eq!(curve(&planned), curve(&fixed_dir));
+    // Without the decay's file, the same up to the decay and other in it.
+    let mut own = fixed.clone();
+    own.data.decay_corpus = None;
+    let own_dir = tmp.path().join("own");
+    run(&own, &own_dir, false, None).unwrap();
+    let start = shige::train::schedule::decay_start(
+        steps,
+        cfg.schedule.warmup_iters,
+        cfg.schedule.decay_fraction(),
+    );
+    let (with, without) = (curve(&fixed_dir), curve(&own_dir));
+    for (a, b) in with.iter().zip(&without) {
+        match a.0 <= start {
+            true => assert_eq!(a, b, "before the decay at {start}"),
+            false => assert_ne!(a.1, b.1, "in the decay from {start}"),
+        }
+    }
+}
+
 /// The time of `minutes` counts from the clock `train` gives (the process's start), so that what
 /// the process did before the run (the ladder timing its rungs: #79, a 30-minute run ended late)
 /// is spent of it: a budget already spent trains the warm-up alone.
