@@ -17,7 +17,8 @@ character predicted once (as `train` reports it):
         --learning-rate 2e-3 --tie-weights --beta2 0.999 --dropout 0.05 --verse-places --schedule wsd \
         --max-iters 5600
 
-(configs/default.toml's recipe; for an equal-time run, match --max-iters to the twin's own
+(configs/default.toml's recipe; add --frequency-order --adaptive-head 2000 for an adaptive softmax of
+the 2,000 most frequent characters and one cluster of the rest; for an equal-time run, match --max-iters to the twin's own
 measured speed, as WSD's decay is placed by it, and cap the time with --minutes). With
 --evaluate RUN it loads a run's weights instead and prints their whole-split loss, as an
 evaluation independent of the Rust code:
@@ -121,8 +122,13 @@ def verse_places(chars):
 
 class GPT(nn.Module):
     def __init__(self, vocab, block, n_layer, n_head, n_embd, rope=False, dropout=0.0, tie_weights=False,
-                 bias=True, places=False):
+                 bias=True, places=False, adaptive_head=0):
         super().__init__()
+        # An adaptive softmax (Grave et al. 2017) of two clusters over the output layer's rows: the
+        # first `adaptive_head` ids (the most frequent, with --frequency-order) and a vector that
+        # stands for the rest, whose own softmax is computed only where the target is one of them.
+        self.adaptive_head = adaptive_head
+        self.tail_vector = nn.Parameter(torch.zeros(n_embd)) if adaptive_head else None
         self.wte = nn.Embedding(vocab, n_embd)
         self.wvp = nn.Parameter(torch.zeros(RHYMES + 1, n_embd)) if places else None
         self.wpe = None if rope else nn.Embedding(block, n_embd)
@@ -149,11 +155,45 @@ class GPT(nn.Module):
         x = self.drop(x)
         for block in self.h:
             x = block(x)
-        logits = self.lm_head(self.ln_f(x))
+        h = self.ln_f(x)
+        if self.adaptive_head:
+            return self.adaptive_loss(h.view(-1, h.size(-1)), targets.reshape(-1))
+        logits = self.lm_head(h)
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1))
+
+    def adaptive_loss(self, h, y):
+        """The mean negative log-likelihood of targets `y` (N) under the two-cluster softmax of
+        `h` (N, C): p(c) = p_head(c) for the head's ids, p_head(tail) · p_tail(c) for the rest."""
+        k, w = self.adaptive_head, self.lm_head.weight
+        head_w = torch.cat([w[:k], self.tail_vector[None, :]])  # (K+1, C)
+        in_tail = y >= k
+        head_y = torch.where(in_tail, torch.full_like(y, k), y)
+        total = F.cross_entropy(h @ head_w.t(), head_y, reduction="sum")
+        if in_tail.any():
+            total = total + F.cross_entropy(h[in_tail] @ w[k:].t(), y[in_tail] - k, reduction="sum")
+        return total / y.numel()
+
+
+def frequency_ordered(vocab, train, val):
+    """The vocabulary and ids renumbered by the training text's character counts, most frequent
+    first (ties by id), as an adaptive softmax's head takes the first ids."""
+    counts = torch.bincount(train, minlength=len(vocab))
+    order = sorted(range(len(vocab)), key=lambda i: (-int(counts[i]), i))
+    new_id = torch.empty(len(vocab), dtype=torch.long)
+    new_id[torch.tensor(order)] = torch.arange(len(vocab))
+    return [vocab[i] for i in order], new_id[train], new_id[val]
 
 
 def load_corpus(args):
+    """The character vocabulary and the training and validation ids, split as `train` splits them
+    (renumbered by frequency with --frequency-order)."""
+    vocab, train, val = read_corpus(args)
+    if getattr(args, "frequency_order", False):
+        return frequency_ordered(vocab, train, val)
+    return vocab, train, val
+
+
+def read_corpus(args):
     """The character vocabulary and the training and validation ids, split as `train` splits them."""
     if args.corpus_kind == "text":
         text = open(args.corpus, encoding="utf-8").read()
@@ -218,7 +258,7 @@ def corpus_run(args):
     torch.manual_seed(args.seed)
     model = GPT(len(vocab), block, args.n_layer, args.n_head, args.n_embd, rope=args.position == "rope",
                 dropout=args.dropout, tie_weights=args.tie_weights, bias=not args.no_bias,
-                places=args.verse_places)
+                places=args.verse_places, adaptive_head=args.adaptive_head)
     # The verse places of each window (B, T, 20), or None.
     places_of = lambda x: torch.stack([verse_places([vocab[i] for i in w]) for w in x.tolist()]) \
         if args.verse_places else None
@@ -297,6 +337,11 @@ def main():
     ap.add_argument("--decay-fraction", type=float, default=0.2, help="WSD's share of decaying steps")
     ap.add_argument("--autocast", action="store_true",
                     help="bf16 mixed precision: the forward pass under torch.autocast('cpu', dtype=torch.bfloat16)")
+    ap.add_argument("--frequency-order", action="store_true",
+                    help="number the characters by their count in the training text, most frequent first (--corpus runs)")
+    ap.add_argument("--adaptive-head", type=int, default=0, metavar="K",
+                    help="an adaptive softmax: the first K ids in the head, the rest in one cluster (--corpus runs; "
+                         "with --frequency-order, the K most frequent)")
     ap.add_argument("--evaluate", metavar="RUN",
                     help="print the whole-split loss of a run directory's weights on --corpus (no training)")
     args = ap.parse_args()
