@@ -10,7 +10,6 @@ use shige::config::Position;
 use shige::ops::{Kernels, WeightFormat};
 use shige::sample::{Generation, Generator, Sampling};
 use shige::train::load::load_run;
-use shige::train::run_dir::RunDir;
 use shige::train::{train, TrainOptions};
 use std::path::Path;
 
@@ -19,15 +18,8 @@ fn tiny_curve(position: Position, kernels: Kernels, dir: &Path) -> Vec<(usize, f
     let mut config = common::tiny_config();
     config.model.position = position;
     train(TrainOptions {
-        device: candle_core::Device::Cpu,
-        config,
-        run: RunDir::new(dir),
-        resume: false,
-        stop_at: None,
-        progress: false,
         kernels,
-        parent: None,
-        clock: None,
+        ..common::options(config, dir)
     })
     .unwrap();
     common::curve(dir)

@@ -6,9 +6,9 @@
 //! evaluations included, or from the pace since the last plan where that is slower (a machine
 //! that keeps slowing would run past its time over the held stretch), until the schedule's last
 //! stretch (its last `decay_fraction` of steps) begins: from there it holds, so that the decay
-//! runs as planned. Under WSD the learning rate
-//! before the decay is the peak whatever the step count, so a re-planned run trains exactly as a
-//! run given its final step count would; under the cosine each new plan bends the rest of the curve.
+//! runs as planned. Under WSD the learning rate before the decay is the peak whatever the step
+//! count, so a re-planned run trains exactly as a run given its final step count would; under the
+//! cosine each new plan bends the rest of the curve.
 
 use crate::config::{minutes_said, RunConfig, MAX_ITERS};
 use crate::train::schedule::decay_start;
@@ -73,9 +73,10 @@ impl Budget {
         }
     }
 
-    /// The seconds that the steps are planned to fill: all but [`RESERVE`] of the budget.
-    pub fn planned_s(&self) -> f64 {
-        self.seconds * (1.0 - RESERVE)
+    /// The steps of `step_s` seconds each that fit in what is left of the budget, `spent` seconds
+    /// of it gone and `end_s` kept for the run's end: all but [`RESERVE`] of it is planned.
+    fn steps_left(&self, spent: f64, end_s: f64, step_s: f64) -> f64 {
+        (self.seconds * (1.0 - RESERVE) - spent - end_s) / step_s
     }
 
     /// The first step of the last stretch of a run of `steps` steps (WSD's decay).
@@ -176,7 +177,7 @@ impl Planner {
         // The end forwards batches alone, at the pace the evaluations forwarded theirs (their
         // checkpoints and samples are no guide to it).
         let end_s = self.end_s(self.forward_s(dt));
-        let more = ((b.planned_s() - spent - end_s) / step_s).max(0.0);
+        let more = b.steps_left(spent, end_s, step_s).max(0.0);
         // Never so few steps that the last stretch should have begun already.
         let shortest = (step..).find(|&n| b.last_stretch_start(n) >= step)?;
         let plan = Plan {
@@ -187,8 +188,8 @@ impl Planner {
         };
         // More steps by under 1 % is the clock's noise, not worth bending the schedule for; fewer
         // are taken however few, or such shortfalls add up to a run past its time.
-        let more = plan.steps.saturating_sub(planned);
-        (plan.steps < planned || more >= (planned / 100).max(1)).then_some(plan)
+        let added = plan.steps.saturating_sub(planned);
+        (plan.steps < planned || added >= (planned / 100).max(1)).then_some(plan)
     }
 
     /// The plan at the warm-up's end, from its step rate (the first two steps left out when
@@ -206,7 +207,7 @@ impl Planner {
         let forward_s = self.forward_s(train_s);
         let step_s = train_s + b.eval_iters as f64 * forward_s / b.eval_interval as f64;
         let end_s = self.end_s(forward_s);
-        let more = ((b.planned_s() - spent - end_s) / step_s).max(0.0);
+        let more = b.steps_left(spent, end_s, step_s).max(0.0);
         Plan {
             steps: steps_after(done, more),
             step_s,
@@ -297,10 +298,10 @@ mod tests {
         (plans, spent + b.val_batches * FORWARD * pace(step))
     }
 
-    /// A simulated run of 100 s ended within its time, and no earlier than its reserve and as
-    /// much again.
+    /// A simulated run of 100 s ended within its time, and at most 1 s before the time its
+    /// reserve leaves.
     fn in_time(took: f64, plans: &[Plan]) {
-        let earliest = 100.0 * (1.0 - 2.0 * RESERVE);
+        let earliest = 100.0 * (1.0 - RESERVE) - 1.0;
         assert!(
             (earliest..=100.0).contains(&took),
             "the run took {took} s of 100: {plans:?}"

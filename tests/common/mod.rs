@@ -39,6 +39,22 @@ pub fn tiny_config() -> RunConfig {
     cfg
 }
 
+/// A new run of `config` on the CPU with the fused kernels into `dir`, without a progress bar:
+/// the options the tests change a field of.
+pub fn options(config: RunConfig, dir: &Path) -> TrainOptions {
+    TrainOptions {
+        device: candle_core::Device::Cpu,
+        config,
+        run: RunDir::new(dir),
+        resume: false,
+        stop_at: None,
+        progress: false,
+        kernels: shige::ops::Kernels::Fused,
+        parent: None,
+        clock: None,
+    }
+}
+
 /// Trains `cfg` on the CPU into `dir`, without a progress bar.
 pub fn run(
     cfg: &RunConfig,
@@ -58,15 +74,10 @@ pub fn run_on_clock(
     clock: Option<std::time::Instant>,
 ) -> anyhow::Result<TrainSummary> {
     train(TrainOptions {
-        device: candle_core::Device::Cpu,
-        config: cfg.clone(),
-        run: RunDir::new(dir),
         resume,
         stop_at,
-        progress: false,
-        kernels: shige::ops::Kernels::Fused,
-        parent: None,
         clock,
+        ..options(cfg.clone(), dir)
     })
 }
 
@@ -78,15 +89,8 @@ pub fn fine_tune(
     parent: shige::train::parent::Parent,
 ) -> anyhow::Result<TrainSummary> {
     train(TrainOptions {
-        device: candle_core::Device::Cpu,
-        config,
-        run: RunDir::new(dir),
-        resume: false,
-        stop_at: None,
-        progress: false,
-        kernels: shige::ops::Kernels::Fused,
         parent: Some(parent),
-        clock: None,
+        ..options(config, dir)
     })
 }
 
