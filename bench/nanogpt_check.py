@@ -20,8 +20,9 @@ parser.add_argument("--score", required=True)
 parser.add_argument("--sample", required=True)
 args = parser.parse_args()
 cfg = tomllib.load(open(f"{args.run}/config.toml", "rb"))["model"]
-if cfg["position"] != "learned" or cfg.get("inputs") or cfg.get("activation", "gelu") != "gelu":
-    sys.exit("nanoGPT's model has learned positions, GELU and no verse inputs: check a run of those")
+if (cfg["position"] != "learned" or cfg.get("inputs") or cfg.get("activation", "gelu") != "gelu"
+        or cfg.get("adaptive_head", 0)):
+    sys.exit("nanoGPT's model has learned positions, GELU, no verse inputs and a full softmax: check a run of those")
 class LayerNorm(nn.Module):
     def __init__(s, n, bias): super().__init__(); s.weight = nn.Parameter(torch.ones(n)); s.bias = nn.Parameter(torch.zeros(n)) if bias else None
     def forward(s, x): return F.layer_norm(x, s.weight.shape, s.weight, s.bias, 1e-5)

@@ -57,6 +57,10 @@ fn bad_configs_are_rejected_before_any_tensor() {
             "sinusoidal_scale NaN must be",
         ),
         ("vocab_size = 10\nrope_base = inf", "rope_base inf must be"),
+        (
+            "vocab_size = 10\nadaptive_head = 10",
+            "adaptive_head 10 must be below the vocabulary's 10 characters",
+        ),
         ("vocab_size = 10\nn_layer = ", "test.toml"),
     ];
     for (toml, expected) in cases {

@@ -42,6 +42,8 @@ struct Layout {
     /// The inputs besides the tokens (`verse::inputs`): the characters' sounds, the positions'
     /// verse places, the rhymes so far.
     inputs: &'static [&'static str],
+    /// The adaptive softmax's head (0: the full softmax).
+    adaptive_head: usize,
 }
 
 /// The inputs the layouts take, alone and together: each kind of input the engine runs (a
@@ -72,6 +74,7 @@ impl Layout {
                             activation: Activation::Gelu,
                             qk_norm: false,
                             inputs: &[],
+                            adaptive_head: 0,
                         });
                     }
                 }
@@ -86,6 +89,7 @@ impl Layout {
                         activation: Activation::Gelu,
                         qk_norm: false,
                         inputs,
+                        adaptive_head: 0,
                     });
                 }
             }
@@ -101,6 +105,23 @@ impl Layout {
                     activation,
                     qk_norm,
                     inputs: &["verse_places"],
+                    adaptive_head: 0,
+                });
+            }
+            // An adaptive softmax (the head 12 of the 40 ids), tied and not, with inputs.
+            for (tie_weights, inputs) in [(false, &[][..]), (true, &["sound", "verse_places"][..])]
+            {
+                all.push(Layout {
+                    position,
+                    bias: true,
+                    tie_weights,
+                    n_embd: 32,
+                    n_head: 2,
+                    dropout: 0.0,
+                    activation: Activation::Gelu,
+                    qk_norm: false,
+                    inputs,
+                    adaptive_head: 12,
                 });
             }
         }
@@ -151,6 +172,7 @@ impl Layout {
             sinusoidal_scale: 0.5,
             block_size: BLOCK_SIZE,
             inputs: self.inputs.iter().map(|name| name.to_string()).collect(),
+            adaptive_head: self.adaptive_head,
             ..common::small_config(VOCAB, 2, self.position)
         };
         let vocabulary = common::vocabulary_of(VOCAB);
@@ -166,10 +188,8 @@ impl Layout {
                 var.set(&(var.as_tensor() + 0.1).unwrap()).unwrap();
             }
             // Zero at initialisation: made to count.
-            if ["wse", "wvp", "wrm"]
-                .map(|t| format!("transformer.{t}.weight"))
-                .contains(name)
-            {
+            let zero_at_start = ["wse", "wvp", "wrm"].map(|t| format!("transformer.{t}.weight"));
+            if zero_at_start.contains(name) || name == "adaptive.tail" {
                 var.set(&common::wavy_like(var.as_tensor(), 0.05)).unwrap();
             }
         }
@@ -323,6 +343,7 @@ fn dropout_in_the_engine_draws_the_candle_graphs_masks() {
                 activation: Activation::Gelu,
                 qk_norm: position == Position::Rope,
                 inputs,
+                adaptive_head: 0,
             };
             let case = format!("{layout:?}");
             let (model, opt) = layout.model();
@@ -402,6 +423,7 @@ fn what_the_engine_cannot_run_is_an_error() {
         activation: Activation::Gelu,
         qk_norm: false,
         inputs: &[],
+        adaptive_head: 0,
     }
     .model();
     let (x, y) = batch();

@@ -555,3 +555,143 @@ fn parameter_gradients_do_not_depend_on_the_thread_count() {
         );
     }
 }
+
+/// The adaptive softmax's loss over x (N × C), W (V × C), the tail vector t (C) and the
+/// next-token biases `bias` (each row's (token, index) pairs): the engine's kernel, and the
+/// reference's (candle's ops on the full logits, to differentiate).
+mod adaptive {
+    use super::*;
+    use shige::ops::adaptive_softmax::{log_probs, log_probs_reference, loss_and_gradients, Head};
+    use shige::ops::lm_head_loss::LogitBias;
+
+    /// The reference's mean loss: the cross-entropy of its log-probabilities with the biases
+    /// added.
+    pub fn reference(
+        (x, w, t, b): (&Var, &Var, &Var, &Var),
+        entries: &[Vec<(u32, usize)>],
+        targets: &[u32],
+        k: usize,
+    ) -> Tensor {
+        let (n, v) = (targets.len(), w.dims()[0]);
+        // Each row's biases as a product: one (N·V × biases) matrix of ones times the biases.
+        let mut picks = vec![0f32; n * v * b.dims()[0]];
+        for (row, entries) in entries.iter().enumerate() {
+            for &(token, index) in entries {
+                picks[(row * v + token as usize) * b.dims()[0] + index] += 1.0;
+            }
+        }
+        let picks = Tensor::from_vec(picks, (n * v, b.dims()[0]), &Device::Cpu).unwrap();
+        let biases = picks
+            .matmul(&b.as_tensor().unsqueeze(1).unwrap())
+            .unwrap()
+            .reshape((n, v))
+            .unwrap();
+        let logits = x.matmul(&w.t().unwrap()).unwrap(); // (N, V)
+        let tail_logits = x.matmul(&t.as_tensor().unsqueeze(1).unwrap()).unwrap(); // (N, 1)
+        let log_p = log_probs_reference(&logits, &tail_logits, k).unwrap();
+        let targets = Tensor::new(targets, &Device::Cpu).unwrap();
+        candle_nn::loss::cross_entropy(&(log_p + biases).unwrap(), &targets).unwrap()
+    }
+
+    pub fn kernel(
+        (x, w, t, b): (&[f32], &[f32], &[f32], &[f32]),
+        entries: &[Vec<(u32, usize)>],
+        targets: &[u32],
+        k: usize,
+        precision: Precision,
+    ) -> (f64, Vec<Vec<f32>>) {
+        let bias = LogitBias { entries, weight: b };
+        let head = Head { w, tail: t, k };
+        let c = t.len();
+        let (loss, grads, d_bias) =
+            loss_and_gradients((x, head, Some(&bias)), targets, c, true, precision);
+        let (dx, dw, dt) = grads.expect("gradients");
+        let (without_grad, _, _) =
+            loss_and_gradients((x, head, Some(&bias)), targets, c, false, precision);
+        assert_eq!(loss.to_bits(), without_grad.to_bits(), "the loss alone");
+        (loss, vec![dx, dw, dt, d_bias])
+    }
+
+    /// Log-probabilities that the decoder's row function and the reference agree on.
+    pub fn row_log_probs(logits: &[f32], tail_logit: f32, k: usize) -> (Vec<f32>, Vec<f32>) {
+        let mut row = logits.to_vec();
+        log_probs(&mut row, tail_logit, k);
+        let v = logits.len();
+        let full = Tensor::from_slice(logits, (1, v), &Device::Cpu).unwrap();
+        let tail = Tensor::new(&[[tail_logit]], &Device::Cpu).unwrap();
+        let reference = log_probs_reference(&full, &tail, k).unwrap();
+        (row, values(&reference))
+    }
+}
+
+#[test]
+fn the_adaptive_softmax_matches_autograd_through_its_reference() {
+    // 600 rows (three shares of 256, the last partial), 53 ids of which the head takes 20;
+    // targets in the tail at a third of the rows, or at none (the tail's pass then runs on no
+    // row); three biases, on ids of the head and of the tail (a target's too), at three rows of
+    // four, or at none.
+    let (n, c, v, k) = (600, 24, 53, 20);
+    let x = random(&[n, c], 1.0, 40);
+    let w = random(&[v, c], 0.5, 41);
+    let t = random(&[c], 0.5, 42);
+    let b = random(&[3], 1.0, 43);
+    let some: Vec<Vec<(u32, usize)>> = (0..n)
+        .map(|i| match i % 4 {
+            0 => vec![(3, 0), (40, 1)],
+            1 => vec![(25, 2), (i as u32 * 17 % 31 + i as u32 % 3 * 11, 0)],
+            2 => vec![(7, 1), (7, 2)],
+            _ => vec![],
+        })
+        .collect();
+    let none = vec![Vec::new(); n];
+    let in_tail: Vec<u32> = (0..n as u32).map(|i| i * 17 % 31 + i % 3 * 11).collect();
+    let in_head: Vec<u32> = (0..n as u32).map(|i| i * 7 % k as u32).collect();
+    for (case, targets, entries) in [
+        ("a third in the tail", &in_tail, &some),
+        ("none in the tail", &in_head, &some),
+        ("a third in the tail, no biases", &in_tail, &none),
+    ] {
+        let entries = &entries[..];
+        let in_tail = targets.iter().filter(|&&t| t as usize >= k).count();
+        assert!(targets.iter().all(|&t| (t as usize) < v));
+        assert_eq!(in_tail == 0, case == "none in the tail");
+        let targets = &targets[..];
+        let inputs = (&x, &w, &t, &b);
+        let reference = adaptive::reference(inputs, &entries, &targets, k);
+        let kernel_inputs = (
+            &values(&x)[..],
+            &values(&w)[..],
+            &values(&t)[..],
+            &values(&b)[..],
+        );
+        let (loss, _) = adaptive::kernel(kernel_inputs, &entries, &targets, k, Precision::F32);
+        check(
+            &format!("adaptive softmax, {case}"),
+            &[&x, &w, &t, &b],
+            Tensor::new(loss as f32, &Device::Cpu).unwrap(),
+            reference,
+            Some(&|upstream| {
+                let (_, grads) =
+                    adaptive::kernel(kernel_inputs, &entries, &targets, k, Precision::F32);
+                let scaled = |g: Vec<f32>| g.into_iter().map(|v| v * upstream[0]).collect();
+                grads.into_iter().map(scaled).collect()
+            }),
+        );
+    }
+}
+
+#[test]
+fn the_adaptive_softmax_defines_one_distribution_over_every_id() {
+    // The decoder's log-probabilities of one row: the reference's, and they sum to 1 (each id
+    // of the tail takes its share of the tail's probability).
+    let logits: Vec<f32> = (0..53)
+        .map(|i| ((i * 37 % 11) as f32 - 5.0) * 0.7)
+        .collect();
+    for (tail_logit, k) in [(0.3, 20), (-4.0, 20), (6.0, 1), (0.0, 52)] {
+        let (row, reference) = adaptive::row_log_probs(&logits, tail_logit, k);
+        let d = scaled_diff(&row, &reference);
+        assert!(d < 1e-6, "k {k}: log-probabilities differ by {d}");
+        let total: f64 = row.iter().map(|&l| f64::from(l).exp()).sum();
+        assert!((total - 1.0).abs() < 1e-5, "k {k}: they sum to {total}");
+    }
+}

@@ -21,10 +21,21 @@ const POEMS: &str = "国破山河在，城春草木深。感时花溅泪，恨�
 
 /// A model with verse places and the rhyme biases, set to `biases` (repeated, rhyming).
 fn model(tokenizer: &CharTokenizer, biases: [f32; 2]) -> (Gpt, Optimizer) {
+    model_with_head(tokenizer, biases, 0)
+}
+
+/// [`model`] with an adaptive softmax of `adaptive_head` ids (0: none), its tail vector made
+/// to count.
+fn model_with_head(
+    tokenizer: &CharTokenizer,
+    biases: [f32; 2],
+    adaptive_head: usize,
+) -> (Gpt, Optimizer) {
     let cfg = ModelConfig {
         inputs: vec!["verse_places".into(), "rhyme_bias".into()],
         tie_weights: true,
         block_size: 64,
+        adaptive_head,
         ..common::small_config(tokenizer.vocab_size(), 2, Position::Rope)
     };
     let (model, varmap) = Gpt::seeded_with(
@@ -39,7 +50,7 @@ fn model(tokenizer: &CharTokenizer, biases: [f32; 2]) -> (Gpt, Optimizer) {
             var.set(&Tensor::new(&biases, &Device::Cpu).unwrap())
                 .unwrap();
         }
-        if name == "transformer.wvp.weight" {
+        if name == "transformer.wvp.weight" || name == "adaptive.tail" {
             var.set(&common::wavy_like(var.as_tensor(), 0.05)).unwrap();
         }
     }
@@ -148,4 +159,51 @@ fn the_decoder_adds_the_bias_where_the_graph_does() {
         }
     }
     assert_eq!(biased, 3 + 7);
+}
+
+#[test]
+fn with_an_adaptive_softmax_the_engine_and_the_decoder_add_the_bias_as_the_graph_does() {
+    // The vocabulary numbered by count, its 12 most frequent characters (newline first) in the
+    // head, the other 50 in the tail; the biases raise and lower ids of both.
+    let tokenizer = CharTokenizer::by_count(POEMS).unwrap();
+    let (model, opt) = model_with_head(&tokenizer, [0.7, -0.3], 12);
+    let (x, y) = batch(&tokenizer);
+    let in_tail = y
+        .flatten_all()
+        .unwrap()
+        .to_vec1::<u32>()
+        .unwrap()
+        .iter()
+        .filter(|&&t| t >= 12)
+        .count();
+    assert!(in_tail > 20, "{in_tail} targets in the tail");
+    let (loss, grads) =
+        engine::loss_and_gradients(&model, (&x, &y), Precision::F32, &mut Mode::Eval).unwrap();
+    let graph = model.clone().with_kernels(Kernels::Composite);
+    let reference = graph.loss(&x, &y, &mut Mode::Eval).unwrap();
+    let expected = opt.gradients(&reference.backward().unwrap()).unwrap();
+    let expected_loss = reference.to_scalar::<f32>().unwrap() as f64;
+    common::assert_same_loss_and_gradients(
+        "adaptive softmax with rhyme_bias",
+        (loss, &opt.gradients_from(grads)),
+        (expected_loss, &expected),
+    );
+    assert!((engine::loss(&model, (&x, &y)).unwrap() - loss).abs() < 1e-6 * loss);
+    // The decoder's log-probabilities with the biases are the graph's, position by position.
+    let ids = tokenizer
+        .encode("\n国破山河在，城春草木深。感时花溅泪，恨别鸟惊心。烽火连三月，家书抵万")
+        .unwrap();
+    let full = common::full_logits(&model, &ids);
+    let decoder = CpuDecoder::new(&model, WeightFormat::F32).unwrap().unwrap();
+    let mut state = decoder.new_state();
+    for (i, &id) in ids.iter().enumerate() {
+        let log_p = decoder.forward(&[id], &mut state).unwrap();
+        let scale = full[i].iter().fold(0f32, |m, x| m.max(x.abs()));
+        for (a, b) in log_p.iter().zip(&full[i]) {
+            assert!(
+                (a - b).abs() < 1e-4 * scale,
+                "position {i}: {a} against {b}"
+            );
+        }
+    }
 }

@@ -76,6 +76,10 @@ pub struct ModelConfig {
     pub bias: bool,
     /// Whether `lm_head` shares its weight with the token embedding.
     pub tie_weights: bool,
+    /// An adaptive softmax's head (`ops::adaptive_softmax`): the first K ids of the vocabulary
+    /// (numbered by count) and one vector for all the others, whose own softmax runs only where
+    /// the target is one of them. 0: the full softmax.
+    pub adaptive_head: usize,
     /// The positional scheme.
     pub position: Position,
     /// The RoPE base θ (10000 in RoFormer).
@@ -112,6 +116,7 @@ impl Default for ModelConfig {
             dropout: 0.0,
             bias: true,
             tie_weights: false,
+            adaptive_head: 0,
             position: Position::Learned,
             rope_base: 10_000.0,
             sinusoidal_scale: 1.0,
@@ -166,6 +171,7 @@ impl ModelConfig {
             0.0
         };
         let head = if self.tie_weights { 0.0 } else { v * c };
+        let head = head + if self.adaptive_head > 0 { c } else { 0.0 };
         v * c + table + l * block + (1.0 + biases) * c + head
     }
 
@@ -263,6 +269,12 @@ impl ModelConfig {
             if self.inputs[..i].contains(name) {
                 return invalid(format!("inputs names {name} twice: name each input once"));
             }
+        }
+        if self.adaptive_head > 0 && self.vocab_size > 0 && self.adaptive_head >= self.vocab_size {
+            return invalid(format!(
+                "adaptive_head {} must be below the vocabulary's {} characters: choose fewer, or 0 for the full softmax",
+                self.adaptive_head, self.vocab_size
+            ));
         }
         if !(self.rope_base.is_finite() && self.rope_base > 1.0) {
             return invalid(format!(

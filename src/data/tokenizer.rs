@@ -29,6 +29,19 @@ impl CharTokenizer {
         Self::of_chars(std::iter::once(NEWLINE).chain(chars))
     }
 
+    /// The vocabulary of `text` numbered by count: newline first (id 0), then every other
+    /// character from the most frequent to the least (ties in code-point order), so that an
+    /// adaptive softmax's head (`ops::adaptive_softmax`) is its first ids.
+    pub fn by_count(text: &str) -> Result<Self, DataError> {
+        let mut counts: HashMap<char, usize> = HashMap::new();
+        for c in text.chars().filter(|&c| c != NEWLINE) {
+            *counts.entry(c).or_default() += 1;
+        }
+        let mut chars: Vec<(char, usize)> = counts.into_iter().collect();
+        chars.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        Self::of_chars(std::iter::once(NEWLINE).chain(chars.into_iter().map(|(c, _)| c)))
+    }
+
     /// This vocabulary with the characters of `text` it lacks added after its own, in code-point
     /// order: every character keeps its id (a fine-tuned run's, `train --init-from`).
     pub fn extended(&self, text: &str) -> Result<Self, DataError> {
@@ -214,6 +227,15 @@ mod tests {
         std::fs::write(dir.path().join("tokenizer.json"), reloaded).unwrap();
         let loaded = CharTokenizer::load(&dir.path().join("tokenizer.json")).unwrap();
         assert_eq!(loaded.encode(&text).unwrap(), ids);
+    }
+
+    #[test]
+    fn numbered_by_count_the_most_frequent_come_first() {
+        let tokenizer = CharTokenizer::by_count("山日日白\n白日山依\n").unwrap();
+        // 日 3, 山 2, 白 2 (山 before 白 by code point), 依 1; newline first as always.
+        let ids = tokenizer.encode("\n日山白依").unwrap();
+        assert_eq!(ids, [0, 1, 2, 3, 4]);
+        assert_eq!(tokenizer.vocab_size(), 5);
     }
 
     #[test]

@@ -201,6 +201,8 @@ pub struct CpuDecoder<'m> {
     blocks: Vec<BlockWeights<'m>>,
     ln_f: Norm<'m>,
     lm_head: PackedLinear,
+    /// The adaptive softmax's tail vector (C) and head size, if the model has one.
+    adaptive: Option<(Vec<f32>, usize)>,
     n_embd: usize,
     n_head: usize,
     head_dim: usize,
@@ -250,6 +252,10 @@ impl<'m> CpuDecoder<'m> {
                 .collect::<Result<_>>()?,
             ln_f: Norm::new(&model.ln_f)?,
             lm_head,
+            adaptive: match &model.tail {
+                Some(tail) => Some((Values::new(tail)?.get().to_vec(), cfg.adaptive_head)),
+                None => None,
+            },
             n_embd: cfg.n_embd,
             n_head: cfg.n_head,
             head_dim: attn.head_dim,
@@ -347,6 +353,11 @@ impl<'m> CpuDecoder<'m> {
         let last = &x[(t - 1) * c..]; // (C)
         self.ln_f.forward_into(last, &mut h[..c]);
         let mut logits = self.logits(&h[..c]); // (V)
+        if let Some((tail, k)) = &self.adaptive {
+            let h = &h[..c];
+            let tail_logit = h.iter().zip(tail).fold(0f32, |sum, (h, t)| sum + h * t);
+            crate::ops::adaptive_softmax::log_probs(&mut logits, tail_logit, *k);
+        }
         for ((_, weight), reader) in self.biases.iter().zip(&mut state.bias_readers) {
             let mut entries = Vec::new();
             for &id in tokens {

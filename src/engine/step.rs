@@ -17,7 +17,7 @@ use crate::model::position::{PositionEncoding, Rotations};
 use crate::model::{Gpt, Mode};
 use crate::ops::attention::{self, Heads};
 use crate::ops::lm_head_loss::LogitBias;
-use crate::ops::{activation, linear, lm_head_loss, qk_norm, scratch, Precision};
+use crate::ops::{activation, adaptive_softmax, linear, lm_head_loss, qk_norm, scratch, Precision};
 use candle_core::{bail, Result, Tensor, TensorId};
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -468,15 +468,51 @@ pub fn loss(model: &Gpt, (x, y): (&Tensor, &Tensor)) -> Result<f64> {
     let head = Values::new(&model.lm_head.weight)?;
     let head_weight = tied_head.as_deref().unwrap_or(head.get()); // (V, C)
     let biases = NextTokenBiases::read(model, &ids, t)?;
-    let c = model.config().n_embd;
-    let (loss, _, _) = lm_head_loss::biased_loss_and_gradients(
-        (&h_f, head_weight, biases.as_logit_bias().as_ref()),
-        &targets,
-        c,
-        false,
-        Precision::F32,
-    );
+    let output = (&h_f[..], head_weight, biases.as_logit_bias());
+    let (loss, _, _) = output_layer(model, output, &targets, false, Precision::F32)?;
     Ok(loss)
+}
+
+/// The output layer's gradients: of its input (N × C), of its weight (V × C) and of the adaptive
+/// softmax's tail vector (C) if it has one.
+type OutputGrads = (Vec<f32>, Vec<f32>, Option<Vec<f32>>);
+
+/// The mean loss of the final hidden states h_f (N × C) through the output layer's `weight`
+/// (V × C) with the next-token `bias`, against `targets` (N): the full softmax, or the adaptive
+/// one where the model has it; with `with_grad`, the gradients and the biases' (empty without).
+fn output_layer(
+    model: &Gpt,
+    (h_f, weight, bias): (&[f32], &[f32], Option<LogitBias>),
+    targets: &[u32],
+    with_grad: bool,
+    precision: Precision,
+) -> Result<(f64, Option<OutputGrads>, Vec<f32>)> {
+    let c = model.config().n_embd;
+    let Some(tail) = &model.tail else {
+        let (loss, grads, d_bias) = lm_head_loss::biased_loss_and_gradients(
+            (h_f, weight, bias.as_ref()),
+            targets,
+            c,
+            with_grad,
+            precision,
+        );
+        return Ok((loss, grads.map(|(dx, dw)| (dx, dw, None)), d_bias));
+    };
+    let tail = Values::new(tail)?;
+    let k = model.config().adaptive_head;
+    let head = adaptive_softmax::Head {
+        w: weight,
+        tail: tail.get(),
+        k,
+    };
+    let (loss, grads, d_bias) = adaptive_softmax::loss_and_gradients(
+        (h_f, head, bias.as_ref()),
+        targets,
+        c,
+        with_grad,
+        precision,
+    );
+    Ok((loss, grads.map(|(dx, dw, dt)| (dx, dw, Some(dt))), d_bias))
 }
 
 /// The mean cross-entropy of the batch `x` → `y` (B, T of token ids) and the gradient of every
@@ -489,7 +525,6 @@ pub fn loss_and_gradients(
     mode: &mut Mode,
 ) -> Result<(f64, ParamGrads)> {
     let (ids, targets, t) = batch_ids(model, (x, y))?;
-    let c = model.config().n_embd;
     let mut s = Setting {
         t,
         precision,
@@ -513,17 +548,17 @@ pub fn loss_and_gradients(
     let head = Values::new(&model.lm_head.weight)?;
     let head_weight = tied_head.as_deref().unwrap_or(head.get()); // (V, C)
     let biases = NextTokenBiases::read(model, &ids, t)?;
-    let (loss, Some((d_h_f, d_head)), d_biases) = lm_head_loss::biased_loss_and_gradients(
-        (&h_f, head_weight, biases.as_logit_bias().as_ref()),
-        &targets,
-        c,
-        true,
-        s.precision,
-    ) else {
+    let output = (&h_f[..], head_weight, biases.as_logit_bias());
+    let (loss, Some((d_h_f, d_head, d_tail)), d_biases) =
+        output_layer(model, output, &targets, true, s.precision)?
+    else {
         bail!("the output layer returned no gradients")
     };
     drop(head);
     add_grad(&mut grads, &model.lm_head.weight, d_head);
+    if let (Some(tail), Some(d_tail)) = (&model.tail, d_tail) {
+        add_grad(&mut grads, tail, d_tail);
+    }
     biases.add_gradients(model, d_biases, &mut grads);
     // Backward.
     let mut d_h = vec![0f32; h.len()];

@@ -24,6 +24,8 @@ pub struct Gpt {
     pub h: Vec<Block>,
     pub(crate) ln_f: LayerNorm,
     pub(crate) lm_head: Linear,
+    /// The adaptive softmax's tail vector (C), with `adaptive_head` > 0.
+    pub(crate) tail: Option<Tensor>,
     cfg: ModelConfig,
     /// The kernels every op runs on, chosen once for the whole model.
     kernels: Kernels,
@@ -77,6 +79,12 @@ impl Gpt {
                 INIT_STD,
             )?
         };
+        let tail = (cfg.adaptive_head > 0)
+            .then(|| {
+                vb.pp("adaptive")
+                    .get_with_hints(cfg.n_embd, "tail", Init::Const(0.0))
+            })
+            .transpose()?;
         let kernels = Kernels::Fused.for_tensor(&wte_weight);
         Ok(Gpt {
             wte: Embedding::new(wte_weight, cfg.n_embd),
@@ -86,6 +94,7 @@ impl Gpt {
             h,
             ln_f,
             lm_head,
+            tail,
             cfg: cfg.clone(),
             kernels,
         })
@@ -169,13 +178,13 @@ impl Gpt {
         }
     }
 
-    /// Logits (B, V) of the last position of the residual stream x (B, T, C).
-    fn last_logits(&self, x: &Tensor) -> Result<Tensor> {
+    /// Logits (B, V) of the last position of the residual stream x (B, T, C), and its final
+    /// hidden state (B, C).
+    fn last_logits(&self, x: &Tensor) -> Result<(Tensor, Tensor)> {
         let last = x.narrow(1, x.dim(1)? - 1, 1)?; // (B, 1, C)
         let last = self.ln_f.forward(&last, self.kernels)?; // (B, 1, C)
-        self.output_layer()?
-            .forward(&last, self.kernels)?
-            .squeeze(1) // (B, V)
+        let logits = self.output_layer()?.forward(&last, self.kernels)?; // (B, 1, V)
+        Ok((logits.squeeze(1)?, last.squeeze(1)?)) // (B, V), (B, C)
     }
 
     /// The final hidden states ln_f(h) (B, T, C) for token ids idx (B, T) of at most block_size
@@ -184,26 +193,47 @@ impl Gpt {
         self.ln_f.forward(&self.residual(idx, mode)?, self.kernels) // (B, T, C)
     }
 
-    /// Logits (B, T, vocab) for token ids idx (B, T), with the next-token biases.
+    /// Logits (B, T, vocab) for token ids idx (B, T), with the next-token biases (with an
+    /// adaptive softmax, its log-probabilities, the biases added to them).
     pub fn forward(&self, idx: &Tensor, mode: &mut Mode) -> Result<Tensor> {
         let head = self.output_layer()?;
-        let logits = head.forward(&self.hidden(idx, mode)?, self.kernels)?; // (B, T, V)
+        let hidden = self.hidden(idx, mode)?; // (B, T, C)
+        let logits = head.forward(&hidden, self.kernels)?; // (B, T, V)
+        let logits = self.adaptive(logits, &hidden)?; // (B, T, V)
         self.inputs.add_to_logits(logits, idx, false) // (B, T, V)
     }
 
+    /// With an adaptive softmax, the log-probabilities (…, V) of its distribution from the full
+    /// `logits` (…, V) of the final hidden states (…, C), before the next-token biases, which are
+    /// added to them as to logits; the logits as they are without.
+    fn adaptive(&self, logits: Tensor, hidden: &Tensor) -> Result<Tensor> {
+        let Some(tail) = &self.tail else {
+            return Ok(logits);
+        };
+        let tail_logits = hidden
+            .broadcast_mul(tail)?
+            .sum_keepdim(candle_core::D::Minus1)?; // (…, 1)
+        let k = self.cfg.adaptive_head;
+        crate::ops::adaptive_softmax::log_probs_reference(&logits, &tail_logits, k)
+        // (…, V)
+    }
+
     /// Logits (R, vocab) without the next-token biases at the positions `rows` of token ids idx
-    /// (B, T), counted along the batch (b · T + t): the output layer runs on those rows alone.
+    /// (B, T), counted along the batch (b · T + t): the output layer runs on those rows alone
+    /// (with an adaptive softmax, its log-probabilities).
     pub fn unbiased_logits_at(&self, idx: &Tensor, rows: &[u32]) -> Result<Tensor> {
         let hidden = self.hidden(idx, &mut Mode::Eval)?; // (B, T, C)
         let rows = Tensor::new(rows, hidden.device())?; // (R)
         let hidden = hidden.flatten_to(1)?.index_select(&rows, 0)?; // (R, C)
-        self.output_layer()?.forward(&hidden, self.kernels) // (R, V)
+        let logits = self.output_layer()?.forward(&hidden, self.kernels)?; // (R, V)
+        self.adaptive(logits, &hidden) // (R, V)
     }
 
     /// Logits (B, vocab) of the token after idx (B, T) alone: the output layer runs on the last
-    /// position only, as in nanoGPT's `generate`.
+    /// position only, as in nanoGPT's `generate` (with an adaptive softmax, log-probabilities).
     pub fn forward_last(&self, idx: &Tensor) -> Result<Tensor> {
-        let logits = self.last_logits(&self.residual(idx, &mut Mode::Eval)?)?; // (B, V)
+        let (logits, last) = self.last_logits(&self.residual(idx, &mut Mode::Eval)?)?; // (B, V)
+        let logits = self.adaptive(logits, &last)?; // (B, V)
         self.inputs.add_to_logits(logits, idx, true) // (B, V)
     }
 
@@ -215,8 +245,9 @@ impl Gpt {
         if matches!(mode, Mode::Train(_)) && self.runs_fused_kernels() {
             candle_core::bail!("the candle graph's fused CPU ops have no backward pass: train with engine::loss_and_gradients, or on Kernels::Composite (with_kernels)")
         }
-        if !self.inputs.bias.is_empty() {
-            // The biases join the logits, which the fused loss never materialises.
+        if !self.inputs.bias.is_empty() || self.tail.is_some() {
+            // The biases join the logits, which the fused loss never materialises (nor the
+            // adaptive softmax's log-probabilities: training runs on the engine's).
             let logits = self.forward(idx, mode)?; // (B, T, V)
             let v = logits.dim(2)?;
             return candle_nn::loss::cross_entropy(

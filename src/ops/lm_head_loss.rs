@@ -468,11 +468,26 @@ pub fn loss_and_gradients(
 /// [`loss_and_gradients`] with `bias` added to the logits; with `with_grad`, also the biases'
 /// gradient (empty without biases).
 pub fn biased_loss_and_gradients(
-    (x, w, bias): (&[f32], &[f32], Option<&LogitBias>),
+    inputs: (&[f32], &[f32], Option<&LogitBias>),
     targets: &[u32],
     c: usize,
     with_grad: bool,
     precision: Precision,
+) -> (f64, Option<Grads>, Vec<f32>) {
+    let n = inputs.0.len() / c;
+    let (total, grads, d_bias) =
+        summed_loss_and_gradients(inputs, targets, c, with_grad, (precision, 1.0 / n as f32));
+    (total / n as f64, grads, d_bias)
+}
+
+/// [`biased_loss_and_gradients`] with each row's loss weighted by `inv_n` in the gradients (a
+/// part of a larger mean: the adaptive softmax's), its loss the rows' unweighted sum.
+pub(crate) fn summed_loss_and_gradients(
+    (x, w, bias): (&[f32], &[f32], Option<&LogitBias>),
+    targets: &[u32],
+    c: usize,
+    with_grad: bool,
+    (precision, inv_n): (Precision, f32),
 ) -> (f64, Option<Grads>, Vec<f32>) {
     let (n, v) = (x.len() / c, w.len() / c);
     let mut dx = if with_grad {
@@ -501,7 +516,7 @@ pub fn biased_loss_and_gradients(
                 w,
                 targets,
                 c,
-                inv_n: 1.0 / n as f32,
+                inv_n,
                 with_grad,
                 products: Products::new(w, c, precision, threads),
                 chunking: Chunking::of(precision),
@@ -514,7 +529,7 @@ pub fn biased_loss_and_gradients(
     let (dws, d_biases): (Vec<_>, Vec<_>) = results.into_iter().map(|(_, dw, db)| (dw, db)).unzip();
     let d_bias = sum_in_order(d_biases, bias.map_or(0, |b| b.weight.len()));
     let grads = with_grad.then(|| (dx, sum_in_order(dws, v * c)));
-    (total / n as f64, grads, d_bias)
+    (total, grads, d_bias)
 }
 
 /// The sum of the shares' `parts` in their order (`len` zeros for none).

@@ -8,6 +8,7 @@
 //! and to differentiate (`Kernels::Composite`, chosen once per model).
 
 pub mod activation;
+pub mod adaptive_softmax;
 pub mod attention;
 pub mod bf16;
 pub(crate) mod cpu_features;

@@ -7,9 +7,9 @@
 //! over, saying why; where none can, the default config is planned for the minutes.
 
 use crate::config::{minutes_said, Override, RunConfig};
-use crate::data::{CharTokenizer, RunText};
+use crate::data::RunText;
 use crate::ops::{Kernels, Precision};
-use crate::train::setup::{check_precision, complete_config, Setup};
+use crate::train::setup::{check_precision, complete_config, new_vocabulary, Setup};
 use crate::train::state::Progress;
 use crate::train::trainer::train_step;
 use anyhow::Result;
@@ -228,7 +228,7 @@ fn ready(
         return Err(why);
     }
     let set_up = || -> Result<Setup> {
-        let tokenizer = CharTokenizer::from_text(&run_text.vocabulary_text())?;
+        let tokenizer = new_vocabulary(&run_text.vocabulary_text(), &cfg.model)?;
         let cfg = complete_config(cfg, &run_text, &tokenizer)?;
         Setup::new(cfg, &run_text, tokenizer, None, (device, kernels))
     };

@@ -11,7 +11,7 @@ use crate::train::parent::Parent;
 use crate::train::resume::check_steps_left;
 use crate::train::resume::{check_resume, restore};
 use crate::train::run_dir::{RunDir, RunLock, LOCK_FILE, TOKENIZER_FILE};
-use crate::train::setup::{complete_config, Setup};
+use crate::train::setup::{complete_config, new_vocabulary, Setup};
 use crate::train::state::Progress;
 use anyhow::{bail, Result};
 use candle_core::Device;
@@ -246,7 +246,7 @@ fn tokenizer_for(opts: &TrainOptions, run_text: &RunText) -> Result<CharTokenize
     match (opts.resume, &opts.parent) {
         (true, _) => Ok(CharTokenizer::load(&opts.run.file(TOKENIZER_FILE))?),
         (false, Some(parent)) => parent.tokenizer_for(&run_text.vocabulary_text()),
-        (false, None) => Ok(CharTokenizer::from_text(&run_text.vocabulary_text())?),
+        (false, None) => new_vocabulary(&run_text.vocabulary_text(), &opts.config.model),
     }
 }
 

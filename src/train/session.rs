@@ -3,11 +3,11 @@
 //! config and text), without files, signals or a clock: the caller times the steps.
 
 use super::metrics::{EvalSample, MetricRow};
-use super::setup::{complete_config, Setup};
+use super::setup::{complete_config, new_vocabulary, Setup};
 use super::state::Progress;
 use super::trainer::{evaluate, evaluates_at, record_evaluation, train_step};
 use crate::config::{Override, RunConfig};
-use crate::data::{CharTokenizer, Corpus, RunText};
+use crate::data::{Corpus, RunText};
 use anyhow::{Context, Result};
 use candle_core::Device;
 use std::path::Path;
@@ -69,7 +69,7 @@ impl Session {
             return Err(not_in_memory(NOT_IN_MEMORY[3]));
         }
         let corpus = Corpus::parse(text, Path::new(origin), config.data.kind)?;
-        let tokenizer = CharTokenizer::from_text(&corpus.text())?;
+        let tokenizer = new_vocabulary(&corpus.text(), &config.model)?;
         let run_text = RunText::from(corpus);
         let config = complete_config(config, &run_text, &tokenizer)?;
         let devices = (&Device::Cpu, Default::default());

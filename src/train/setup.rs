@@ -34,6 +34,15 @@ pub struct Setup {
     pub parent: Option<ParentRecord>,
 }
 
+/// A new run's vocabulary of `text`: numbered by count for a model with an adaptive softmax (its
+/// head is the first ids), in code-point order otherwise.
+pub fn new_vocabulary(text: &str, model: &crate::config::ModelConfig) -> Result<CharTokenizer> {
+    Ok(match model.adaptive_head {
+        0 => CharTokenizer::from_text(text)?,
+        _ => CharTokenizer::by_count(text)?,
+    })
+}
+
 /// `cfg` completed by the run's corpus and vocabulary and validated: the kind the corpus is read
 /// as and the fields of its headers (saved with the run: a resume reads it the same way, a sample
 /// writes what the run was trained on), and the vocabulary's size; its inputs known by name.
