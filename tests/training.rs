@@ -804,3 +804,68 @@ fn the_decay_trains_on_its_own_poems_from_its_first_step() {
         "a resume inside the decay"
     );
 }
+
+/// A run with an adaptive softmax (`model.adaptive_head`) and the default's inputs, the lead
+/// rhymes fitted among them: its vocabulary numbered by count, stopped and resumed it trains and
+/// fits as an uninterrupted run, its fit lowers its last evaluation, and `sample` writes with it.
+#[test]
+fn an_adaptive_softmax_trains_resumes_fits_and_samples() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut cfg = tiny_config();
+    cfg.model.adaptive_head = 24;
+    cfg.model.inputs = vec!["verse_places".into(), "rhyme_bias".into()];
+    let plain = tmp.path().join("plain");
+    run(&cfg, &plain, false, None).unwrap();
+    cfg.model.inputs.push("lead_rhymes".into());
+    let (whole, half) = (tmp.path().join("whole"), tmp.path().join("half"));
+    run(&cfg, &whole, false, None).unwrap();
+    run(&cfg, &half, false, Some(30)).unwrap();
+    run(&cfg, &half, true, None).unwrap();
+    let with = curve(&whole);
+    assert_eq!(
+        curve(&half),
+        with,
+        "a resumed run trains and fits as an uninterrupted one"
+    );
+    let (without, last) = (curve(&plain), with.len() - 1);
+    assert_eq!(
+        without[..last],
+        with[..last],
+        "the same evaluations until the fit"
+    );
+    assert!(
+        with[last].2 < without[last].2,
+        "the fit lowers the last evaluation"
+    );
+    // The most frequent character of the corpus (after the newline) has id 1.
+    let text = std::fs::read_to_string(&cfg.data.corpus).unwrap();
+    let mut counts = std::collections::HashMap::new();
+    text.chars()
+        .filter(|&c| c != '\n')
+        .for_each(|c| *counts.entry(c).or_insert(0usize) += 1);
+    let most = counts
+        .iter()
+        .max_by_key(|&(c, n)| (n, std::cmp::Reverse(*c)))
+        .unwrap();
+    let tokenizer = CharTokenizer::load(&whole.join(TOKENIZER_FILE)).unwrap();
+    assert_eq!(tokenizer.id(*most.0), Some(1), "{most:?}");
+    let out = common::binary(env!("CARGO_BIN_EXE_sample"))
+        .args(["--checkpoint", whole.to_str().unwrap(), "--prompt", "白日"])
+        .args([
+            "--num-samples",
+            "2",
+            "--max-new-tokens",
+            "24",
+            "--seed",
+            "3",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.matches("白日").count() >= 2, "{stdout}");
+}
