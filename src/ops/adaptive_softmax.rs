@@ -177,7 +177,10 @@ fn all_ids(
         .enumerate()
         .map(|(i, (row, ds))| {
             let x_i = &rows.x[i * c..(i + 1) * c];
-            let s = x_i.iter().zip(head.tail).fold(0f32, |sum, (x, t)| sum + x * t);
+            let s = x_i
+                .iter()
+                .zip(head.tail)
+                .fold(0f32, |sum, (x, t)| sum + x * t);
             let entries = (&bias.entries[rows.index[i]][..], bias.weight);
             let out = (with_grad.then_some(ds), inv_n);
             isa::widest(|| biased_row((row, s, rows.targets[i]), entries, head.k, out))
