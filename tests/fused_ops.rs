@@ -626,7 +626,8 @@ mod adaptive {
 
 #[test]
 fn the_adaptive_softmax_matches_autograd_through_its_reference() {
-    // 600 rows (three shares of 256, the last partial), 53 ids of which the head takes 20;
+    // 600 rows (without biases three shares of 256, the last partial), 53 ids of which the head
+    // takes 20;
     // targets in the tail at a third of the rows, or at none (the tail's pass then runs on no
     // row); three biases, on ids of the head and of the tail (a target's too), at three rows of
     // four, or at none.
@@ -676,6 +677,44 @@ fn the_adaptive_softmax_matches_autograd_through_its_reference() {
                 let scaled = |g: Vec<f32>| g.into_iter().map(|v| v * upstream[0]).collect();
                 grads.into_iter().map(scaled).collect()
             }),
+        );
+    }
+}
+
+#[test]
+fn the_adaptive_softmax_gives_the_same_bits_on_any_thread_count() {
+    // Rows with biases (taking every id) and without, in the head and the tail.
+    let (n, c, v, k) = (700, 16, 41, 9);
+    let (x, w, t, b) = (
+        values(&random(&[n, c], 1.0, 50)),
+        values(&random(&[v, c], 0.5, 51)),
+        values(&random(&[c], 0.5, 52)),
+        values(&random(&[2], 1.0, 53)),
+    );
+    let entries: Vec<Vec<(u32, usize)>> = (0..n)
+        .map(|i| match i % 5 {
+            0 => vec![(2, 0), (30, 1)],
+            _ => vec![],
+        })
+        .collect();
+    let targets: Vec<u32> = (0..n as u32).map(|i| i * 13 % v as u32).collect();
+    let on = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            let inputs = (&x[..], &w[..], &t[..], &b[..]);
+            adaptive::kernel(inputs, &entries, &targets, k, Precision::F32)
+        })
+    };
+    let (loss, grads) = on(1);
+    for threads in [2, 3] {
+        let (other_loss, other_grads) = on(threads);
+        assert_eq!(loss.to_bits(), other_loss.to_bits(), "{threads} threads");
+        assert!(
+            grads == other_grads,
+            "gradients differ on {threads} threads"
         );
     }
 }

@@ -252,10 +252,14 @@ impl<'m> CpuDecoder<'m> {
                 .collect::<Result<_>>()?,
             ln_f: Norm::new(&model.ln_f)?,
             lm_head,
-            adaptive: match &model.tail {
-                Some(tail) => Some((Values::new(tail)?.get().to_vec(), cfg.adaptive_head)),
-                None => None,
-            },
+            adaptive: (model.tail.as_ref())
+                .map(|tail| {
+                    Ok::<_, candle_core::Error>((
+                        Values::new(tail)?.get().to_vec(),
+                        cfg.adaptive_head,
+                    ))
+                })
+                .transpose()?,
             n_embd: cfg.n_embd,
             n_head: cfg.n_head,
             head_dim: attn.head_dim,
@@ -293,7 +297,8 @@ impl<'m> CpuDecoder<'m> {
         }
     }
 
-    /// Logits (vocab) of the token after `tokens`, which stand at positions `state.len()..`
+    /// Logits (vocab; with an adaptive softmax, its log-probabilities, each with the next-token
+    /// biases) of the token after `tokens`, which stand at positions `state.len()..`
     /// after the positions in `state`; their keys and values are added to `state`. One token is a
     /// generation step (matrix-vector products); several (a prompt) go through matrix products.
     pub fn forward(&self, tokens: &[u32], state: &mut DecodeState) -> Result<Vec<f32>> {
@@ -354,8 +359,7 @@ impl<'m> CpuDecoder<'m> {
         self.ln_f.forward_into(last, &mut h[..c]);
         let mut logits = self.logits(&h[..c]); // (V)
         if let Some((tail, k)) = &self.adaptive {
-            let h = &h[..c];
-            let tail_logit = h.iter().zip(tail).fold(0f32, |sum, (h, t)| sum + h * t);
+            let tail_logit = crate::ops::fast_math::dot(&h[..c], tail);
             crate::ops::adaptive_softmax::log_probs(&mut logits, tail_logit, *k);
         }
         for ((_, weight), reader) in self.biases.iter().zip(&mut state.bias_readers) {

@@ -24,7 +24,7 @@ use candle_core::{Result, Tensor, D};
 use rayon::prelude::*;
 
 /// The adaptive output layer's gradients: of x (N × C), of W (V × C) and of the tail vector (C).
-pub type Grads = (Vec<f32>, Vec<f32>, Vec<f32>);
+pub type AdaptiveGrads = (Vec<f32>, Vec<f32>, Vec<f32>);
 
 /// The output layer's weights: W (V × C), the tail vector t (C) and the head's size K.
 #[derive(Clone, Copy)]
@@ -64,19 +64,25 @@ impl Rows {
     }
 }
 
-/// The mean loss of x (N × C) under the adaptive softmax of `head` with the next-token `bias`,
-/// against `targets` (N); with `with_grad`, the gradients (x, W, tail) and the biases' (empty
-/// without biases).
+/// The mean loss of x (N × C) under the adaptive softmax of `head` (0 < K < V) with the next-token
+/// `bias`, against `targets` (N); with `with_grad`, the gradients (x, W, tail) and the biases'
+/// (empty without biases).
 pub fn loss_and_gradients(
     (x, head, bias): (&[f32], Head, Option<&LogitBias>),
     targets: &[u32],
     c: usize,
     with_grad: bool,
     precision: Precision,
-) -> (f64, Option<Grads>, Vec<f32>) {
+) -> (f64, Option<AdaptiveGrads>, Vec<f32>) {
     let n = x.len() / c;
+    assert!(
+        0 < head.k && head.k < head.v(),
+        "an adaptive head of {} of {} ids",
+        head.k,
+        head.v()
+    );
     let weighting = (precision, 1.0 / n as f32);
-    let no_biases = || match (bias, with_grad) {
+    let zero_bias_grad = || match (bias, with_grad) {
         (Some(b), true) => vec![0f32; b.weight.len()],
         _ => Vec::new(),
     };
@@ -84,7 +90,7 @@ pub fn loss_and_gradients(
     let (biased, plain): (Vec<usize>, Vec<usize>) = (0..n).partition(with_bias);
     let Some(bias) = bias.filter(|_| !biased.is_empty()) else {
         let (loss, grads) = two_level(x, targets, head, with_grad, weighting);
-        return (loss / n as f64, grads, no_biases());
+        return (loss / n as f64, grads, zero_bias_grad());
     };
     let plain = Rows::gather(plain, x, targets, c);
     let (plain_loss, mut grads) = two_level(&plain.x, &plain.targets, head, with_grad, weighting);
@@ -109,17 +115,17 @@ pub fn loss_and_gradients(
     )
 }
 
-/// The summed loss of rows x (M × C) without biases against `targets` (M), each weighted by
-/// `inv_n` in the gradients: the head's pass over every row, the tail's over those whose target
-/// is in the tail.
+/// The summed loss of rows x (M × C) without biases against `targets` (M), each weighted in the
+/// gradients by the weight `weighting` gives (1/N), its matmuls in its precision: the head's pass
+/// over every row, the tail's over those whose target is in the tail.
 fn two_level(
     x: &[f32],
     targets: &[u32],
     head: Head,
     with_grad: bool,
     weighting: (Precision, f32),
-) -> (f64, Option<Grads>) {
-    let (c, k, v) = (head.c(), head.k, head.v());
+) -> (f64, Option<AdaptiveGrads>) {
+    let (c, k) = (head.c(), head.k);
     let mut head_w = head.w[..k * c].to_vec(); // (K + 1, C)
     head_w.extend_from_slice(head.tail);
     let head_targets: Vec<u32> = targets.iter().map(|&t| t.min(k as u32)).collect(); // (M)
@@ -143,10 +149,7 @@ fn two_level(
             }
             let mut d_w = d_head; // (K + 1, C), then (V, C)
             let d_tail = d_w.split_off(k * c);
-            match d_rest.is_empty() {
-                true => d_w.resize(v * c, 0.0), // no row's target in the tail
-                false => d_w.extend_from_slice(&d_rest),
-            }
+            d_w.extend_from_slice(&d_rest); // zeros where no target is in the tail
             (dx, d_w, d_tail)
         });
     (head_loss + tail_loss, grads)
@@ -156,7 +159,8 @@ fn two_level(
 /// logits z and the tail logit s of each, u = log p(z, s) + B, the loss log Σ e^u − u_y (see
 /// [`biased_row`] for the gradients). With `d_params`, the gradients of W (V × C) and of the
 /// tail vector (C) are added to them and those of the biases and of the rows' x (M × C)
-/// returned. The rows run on the thread pool; the biases' gradient is summed in their order.
+/// returned. Its matmuls run in f32 whatever the run's precision (a few rows). The rows run on
+/// the thread pool; the biases' gradient is summed in their order.
 fn all_ids(
     rows: &Rows,
     bias: &LogitBias,
@@ -177,10 +181,7 @@ fn all_ids(
         .enumerate()
         .map(|(i, (row, ds))| {
             let x_i = &rows.x[i * c..(i + 1) * c];
-            let s = x_i
-                .iter()
-                .zip(head.tail)
-                .fold(0f32, |sum, (x, t)| sum + x * t);
+            let s = fast_math::dot(x_i, head.tail);
             let entries = (&bias.entries[rows.index[i]][..], bias.weight);
             let out = (with_grad.then_some(ds), inv_n);
             isa::widest(|| biased_row((row, s, rows.targets[i]), entries, head.k, out))
@@ -222,9 +223,9 @@ fn biased_row(
     k: usize,
     (ds, inv_n): (Option<&mut f32>, f32),
 ) -> (f32, Vec<(usize, f32)>) {
-    log_probs(row, s, k); // log p (V)
+    let log_tail = log_probs(row, s, k); // log p (V), log p_head(tail)
     let mut p_tail = row[k..].to_vec(); // (V − K)
-    let p_tail_sum = fast_math::exp_in_place(&mut p_tail, 0.0); // p(c ≥ K), p(tail)
+    fast_math::exp_in_place(&mut p_tail, log_tail); // p_tail(c) = p(c) / p_head(tail)
     for &(token, b) in entries {
         row[token as usize] += weights[b]; // u
     }
@@ -248,7 +249,7 @@ fn biased_row(
         .collect();
     let q_tail: f32 = row[k..].iter().sum();
     let y_in_tail = f32::from(y >= k);
-    let spill = (y_in_tail - q_tail) / p_tail_sum;
+    let spill = y_in_tail - q_tail;
     row[k..]
         .iter_mut()
         .zip(&p_tail)
@@ -260,8 +261,9 @@ fn biased_row(
 }
 
 /// Turns one row of logits (V, without the biases) into the log-probabilities of the adaptive
-/// softmax's distribution, given the tail vector's logit: what the decoder adds the biases to.
-pub fn log_probs(row: &mut [f32], tail_logit: f32, k: usize) {
+/// softmax's distribution, given the tail vector's logit (what the decoder adds the biases to);
+/// returns the head's log-probability of the tail.
+pub fn log_probs(row: &mut [f32], tail_logit: f32, k: usize) -> f32 {
     let (head, rest) = row.split_at_mut(k);
     let max = fast_math::max(head).max(tail_logit);
     let sum = fast_math::sum_exp(head, max) + (tail_logit - max).exp();
@@ -271,6 +273,7 @@ pub fn log_probs(row: &mut [f32], tail_logit: f32, k: usize) {
     let rest_max = fast_math::max(rest);
     let rest_log_sum = rest_max + fast_math::ln(fast_math::sum_exp(rest, rest_max));
     rest.iter_mut().for_each(|l| *l += log_tail - rest_log_sum);
+    log_tail
 }
 
 /// The composite reference: the log-probabilities (…, V) of the adaptive softmax from the full
