@@ -79,53 +79,47 @@ impl Layout {
                     }
                 }
                 for inputs in INPUT_SETS {
-                    all.push(Layout {
-                        position,
-                        bias: true,
-                        tie_weights,
-                        n_embd: 32,
-                        n_head: 2,
-                        dropout: 0.0,
-                        activation: Activation::Gelu,
-                        qk_norm: false,
-                        inputs,
-                        adaptive_head: 0,
-                    });
+                    all.push(Layout::with_inputs(position, tie_weights, inputs));
                 }
             }
             // ReLU² in the MLP, and QK-norm, with the default's inputs.
             for (activation, qk_norm) in [(Activation::Relu2, false), (Activation::Gelu, true)] {
                 all.push(Layout {
-                    position,
-                    bias: true,
-                    tie_weights: true,
-                    n_embd: 32,
-                    n_head: 2,
-                    dropout: 0.0,
                     activation,
                     qk_norm,
-                    inputs: &["verse_places"],
-                    adaptive_head: 0,
+                    ..Layout::with_inputs(position, true, &["verse_places"])
                 });
             }
             // An adaptive softmax (the head 12 of the 40 ids), tied and not, with inputs.
             for (tie_weights, inputs) in [(false, &[][..]), (true, &["sound", "verse_places"][..])]
             {
                 all.push(Layout {
-                    position,
-                    bias: true,
-                    tie_weights,
-                    n_embd: 32,
-                    n_head: 2,
-                    dropout: 0.0,
-                    activation: Activation::Gelu,
-                    qk_norm: false,
-                    inputs,
                     adaptive_head: 12,
+                    ..Layout::with_inputs(position, tie_weights, inputs)
                 });
             }
         }
         all
+    }
+
+    /// 2 heads of 16 dims with biases and `inputs`, without dropout: the layouts of the inputs.
+    fn with_inputs(
+        position: Position,
+        tie_weights: bool,
+        inputs: &'static [&'static str],
+    ) -> Layout {
+        Layout {
+            position,
+            bias: true,
+            tie_weights,
+            n_embd: 32,
+            n_head: 2,
+            dropout: 0.0,
+            activation: Activation::Gelu,
+            qk_norm: false,
+            inputs,
+            adaptive_head: 0,
+        }
     }
 
     /// A 2-layer model of this layout whose biases (zero at initialisation) are made to count.

@@ -110,6 +110,18 @@ fn model_loss(tokenizer: &CharTokenizer, biases: [f32; 2]) -> (f64, Gpt) {
     (loss, model)
 }
 
+/// Asserts that the decoder's `row` at `position` is the graph's within 1e-4 of its largest
+/// magnitude.
+fn assert_close(position: usize, row: &[f32], graph: &[f32]) {
+    let scale = graph.iter().fold(0f32, |m, x| m.max(x.abs()));
+    for (a, b) in row.iter().zip(graph) {
+        assert!(
+            (a - b).abs() < 1e-4 * scale,
+            "position {position}: {a} against {b}"
+        );
+    }
+}
+
 #[test]
 fn the_decoder_adds_the_bias_where_the_graph_does() {
     let tokenizer = CharTokenizer::from_text(POEMS).unwrap();
@@ -123,13 +135,7 @@ fn the_decoder_adds_the_bias_where_the_graph_does() {
     let mut biased = 0;
     for (i, &id) in ids.iter().enumerate() {
         let logits = decoder.forward(&[id], &mut state).unwrap();
-        let scale = graph[i].iter().fold(0f32, |m, x| m.max(x.abs()));
-        for (a, b) in logits.iter().zip(&graph[i]) {
-            assert!(
-                (a - b).abs() < 1e-4 * scale,
-                "position {i}: {a} against {b}"
-            );
-        }
+        assert_close(i, &logits, &graph[i]);
         // Before 心 (after 惊, 22), the lines so far ended on 在, 深 and 泪: each lowered by 2;
         // one rhyme (深) raises nothing. Before 金 (after 万, 34), 心 and 月 ended lines too, and
         // two rhymes agree on 侵: 深, 心, 金 and 簪 raised by 0.5; 春 neither.
@@ -198,12 +204,6 @@ fn with_an_adaptive_softmax_the_engine_and_the_decoder_add_the_bias_as_the_graph
     let mut state = decoder.new_state();
     for (i, &id) in ids.iter().enumerate() {
         let log_p = decoder.forward(&[id], &mut state).unwrap();
-        let scale = full[i].iter().fold(0f32, |m, x| m.max(x.abs()));
-        for (a, b) in log_p.iter().zip(&full[i]) {
-            assert!(
-                (a - b).abs() < 1e-4 * scale,
-                "position {i}: {a} against {b}"
-            );
-        }
+        assert_close(i, &log_p, &full[i]);
     }
 }

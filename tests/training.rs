@@ -461,21 +461,27 @@ fn a_run_with_sounds_and_verse_places_learns_them_resumes_exactly_and_loads() {
     );
 }
 
+/// Three runs of `cfg` with the verse places and the rhyme biases in `dir`: "plain" without the
+/// lead rhymes, "whole" with them, and "half" with them stopped after step 30 and resumed. The
+/// config with the lead rhymes, and the three runs' folders.
+fn runs_with_lead_rhymes(mut cfg: RunConfig, dir: &std::path::Path) -> (RunConfig, [PathBuf; 3]) {
+    cfg.model.inputs = vec!["verse_places".into(), "rhyme_bias".into()];
+    let [plain, whole, half] = ["plain", "whole", "half"].map(|name| dir.join(name));
+    run(&cfg, &plain, false, None).unwrap();
+    cfg.model.inputs.push("lead_rhymes".into());
+    run(&cfg, &whole, false, None).unwrap();
+    run(&cfg, &half, false, Some(30)).unwrap();
+    run(&cfg, &half, true, None).unwrap();
+    (cfg, [plain, whole, half])
+}
+
 /// A fitted input (the lead rhymes) leaves the training as it is, step for step, and is fitted
 /// after the last step, before its evaluation: its biases saved with the model; a run stopped
 /// before the end and resumed fits them the same.
 #[test]
 fn fitted_biases_leave_the_training_as_it_is_and_are_fitted_after_the_last_step() {
     let tmp = tempfile::tempdir().unwrap();
-    let mut cfg = tiny_config();
-    cfg.model.inputs = vec!["verse_places".into(), "rhyme_bias".into()];
-    let plain = tmp.path().join("plain");
-    run(&cfg, &plain, false, None).unwrap();
-    cfg.model.inputs.push("lead_rhymes".into());
-    let (whole, half) = (tmp.path().join("whole"), tmp.path().join("half"));
-    run(&cfg, &whole, false, None).unwrap();
-    run(&cfg, &half, false, Some(30)).unwrap();
-    run(&cfg, &half, true, None).unwrap();
+    let (cfg, [plain, whole, half]) = runs_with_lead_rhymes(tiny_config(), tmp.path());
     let (without, with) = (curve(&plain), curve(&whole));
     let last = with.len() - 1;
     assert_eq!(
@@ -813,14 +819,7 @@ fn an_adaptive_softmax_trains_resumes_fits_and_samples() {
     let tmp = tempfile::tempdir().unwrap();
     let mut cfg = tiny_config();
     cfg.model.adaptive_head = 24;
-    cfg.model.inputs = vec!["verse_places".into(), "rhyme_bias".into()];
-    let plain = tmp.path().join("plain");
-    run(&cfg, &plain, false, None).unwrap();
-    cfg.model.inputs.push("lead_rhymes".into());
-    let (whole, half) = (tmp.path().join("whole"), tmp.path().join("half"));
-    run(&cfg, &whole, false, None).unwrap();
-    run(&cfg, &half, false, Some(30)).unwrap();
-    run(&cfg, &half, true, None).unwrap();
+    let (cfg, [plain, whole, half]) = runs_with_lead_rhymes(cfg, tmp.path());
     let with = curve(&whole);
     assert_eq!(
         curve(&half),
